@@ -1,0 +1,34 @@
+# Warnings every nlockd target compiles with.
+add_library(nlockd_warnings INTERFACE)
+target_compile_options(nlockd_warnings INTERFACE
+  -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wsign-conversion -Wnon-virtual-dtor
+  $<$<BOOL:${NLOCKD_WERROR}>:-Werror>)
+
+# nlockd_module(NAME SOURCES ... DEPS ...): the static library nlockd_NAME, alias nlockd::NAME,
+# with includes rooted at src/.
+function(nlockd_module name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_library(nlockd_${name} STATIC ${ARG_SOURCES})
+  add_library(nlockd::${name} ALIAS nlockd_${name})
+  target_include_directories(nlockd_${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(nlockd_${name} PUBLIC ${ARG_DEPS} PRIVATE nlockd_warnings)
+endfunction()
+
+# nlockd_test(NAME LABEL unit|integration|db SOURCES ... DEPS ...): a gtest binary run by ctest.
+function(nlockd_test name)
+  if(NOT NLOCKD_BUILD_TESTS)
+    return()
+  endif()
+  cmake_parse_arguments(ARG "" "LABEL;TIMEOUT" "SOURCES;DEPS" ${ARGN})
+  if(NOT ARG_LABEL)
+    set(ARG_LABEL unit)
+  endif()
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 300)
+  endif()
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main
+                                        nlockd_warnings)
+  add_test(NAME ${name} COMMAND ${name})
+  set_tests_properties(${name} PROPERTIES LABELS ${ARG_LABEL} TIMEOUT ${ARG_TIMEOUT})
+endfunction()

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages nlockd needs, and only those that are missing, so that a second
+# run needs no network.
+#   scripts/install-deps.sh          build and run nlockd
+#   scripts/install-deps.sh --test   also everything the tests and benchmarks use
+set -euo pipefail
+
+build_packages=(
+  g++ cmake ninja-build ccache pkg-config
+  libasio-dev libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev nlohmann-json3-dev
+  libsqlite3-dev libpq-dev prometheus-cpp-dev libcpp-httplib-dev libssl-dev zlib1g-dev libbrotli-dev
+)
+test_packages=(
+  googletest libgtest-dev libgmock-dev libbenchmark-dev
+  libtirpc-dev rpcsvc-proto rpcbind nfs-common
+  clang libclang-rt-14-dev
+  postgresql sqlite3 iproute2 procps curl prometheus
+)
+
+wanted=("${build_packages[@]}")
+if [[ "${1:-}" == "--test" ]]; then
+  wanted+=("${test_packages[@]}")
+fi
+
+missing=()
+for pkg in "${wanted[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$pkg")
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#wanted[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+sudo=""
+[[ $(id -u) -eq 0 ]] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+# Services that packages would start (rpcbind, postgresql) are started by the tests themselves.
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,48 @@
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace nlockd {
+
+// What the catcher of an infrastructure fault can do about it (STYLE.md, "Errors", rule 4).
+// Protocol outcomes and untrusted input never throw; only faults of the machinery do.
+enum class ErrorKind {
+  kFailed,         // A bug or a permanent fault: log it and give up on this unit of work.
+  kOverloaded,     // Out of a resource (a limit, memory, a pool): retry later.
+  kDisconnected,   // A peer or the store went away: reconnect, then retry.
+  kUnimplemented,  // Asked for something this build does not do.
+};
+
+std::string_view ToString(ErrorKind kind);
+
+// The one exception type nlockd throws.
+class Error : public std::runtime_error {
+ public:
+  Error(ErrorKind kind, const std::string& message)
+      : std::runtime_error(message), kind_(kind) {}
+  ErrorKind kind() const { return kind_; }
+
+ private:
+  ErrorKind kind_;
+};
+
+[[noreturn]] void FailCheck(const char* macro, const char* condition, const char* file, int line,
+                            std::string_view message);
+
+}  // namespace nlockd
+
+// Our own invariant: a failure is a bug in nlockd.
+#define NLOCKD_ASSERT(cond, ...)                                                     \
+  do {                                                                               \
+    if (!(cond)) [[unlikely]]                                                        \
+      ::nlockd::FailCheck("NLOCKD_ASSERT", #cond, __FILE__, __LINE__, "" __VA_ARGS__); \
+  } while (false)
+
+// A caller's contract (a REQUIRES: line): a failure is a bug in the caller.
+#define NLOCKD_REQUIRE(cond, ...)                                                      \
+  do {                                                                                 \
+    if (!(cond)) [[unlikely]]                                                          \
+      ::nlockd::FailCheck("NLOCKD_REQUIRE", #cond, __FILE__, __LINE__, "" __VA_ARGS__); \
+  } while (false)
