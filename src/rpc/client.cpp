@@ -1,0 +1,183 @@
+#include "rpc/client.hpp"
+
+#include "rpc/use_tuple.hpp"
+#include <asio/connect.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/ip/udp.hpp>
+#include <asio/read.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/write.hpp>
+
+#include "rpc/record_marking.hpp"
+#include "xdr/encoder.hpp"
+
+namespace nlockd::rpc {
+
+namespace {
+using namespace asio::experimental::awaitable_operators;
+
+CallResult Failure(CallStatus status, std::string detail) {
+  CallResult result;
+  result.status = status;
+  result.detail = std::move(detail);
+  return result;
+}
+}  // namespace
+
+std::string_view ToString(CallStatus status) {
+  switch (status) {
+    case CallStatus::kOk:
+      return "ok";
+    case CallStatus::kTimedOut:
+      return "timed_out";
+    case CallStatus::kUnreachable:
+      return "unreachable";
+    case CallStatus::kRejected:
+      return "rejected";
+    case CallStatus::kNotSuccess:
+      return "not_success";
+    case CallStatus::kBadReply:
+      return "bad_reply";
+  }
+  return "unknown";
+}
+
+CallResult InterpretReply(std::span<const uint8_t> reply) {
+  DecodedReply decoded = DecodeReply(reply);
+  if (!decoded.ok) return Failure(CallStatus::kBadReply, "reply header does not decode");
+  if (decoded.reply_stat == ReplyStat::kMsgDenied) {
+    return Failure(CallStatus::kRejected, decoded.reject_stat == RejectStat::kAuthError
+                                              ? "auth error " + std::to_string(static_cast<int>(
+                                                                    decoded.auth_stat))
+                                              : "rpc version mismatch");
+  }
+  if (decoded.accept_stat != AcceptStat::kSuccess) {
+    CallResult result = Failure(CallStatus::kNotSuccess,
+                                "accept_stat " + std::to_string(static_cast<int>(
+                                                     decoded.accept_stat)));
+    result.accept_stat = decoded.accept_stat;
+    return result;
+  }
+  CallResult result;
+  result.status = CallStatus::kOk;
+  result.body.assign(decoded.body.begin(), decoded.body.end());
+  return result;
+}
+
+Client::Client(asio::any_io_executor executor)
+    : executor_(std::move(executor)), next_xid_(std::random_device{}()) {}
+
+asio::awaitable<std::optional<asio::ip::address>> Client::Resolve(std::string host) {
+  asio::error_code ec;
+  auto literal = asio::ip::make_address(host, ec);
+  if (!ec) co_return literal;
+  asio::ip::udp::resolver resolver(executor_);
+  auto [resolve_ec, results] = co_await resolver.async_resolve(host, "", kUseTuple);
+  if (resolve_ec || results.empty()) co_return std::nullopt;
+  co_return results.begin()->endpoint().address();
+}
+
+asio::awaitable<CallResult> Client::Call(CallTarget target, uint32_t program, uint32_t version,
+                                         uint32_t procedure, std::vector<uint8_t> args,
+                                         CallOptions options) {
+  uint32_t xid = NextXid();
+  std::vector<uint8_t> request;
+  request.reserve(args.size() + 64);
+  size_t mark = 0;
+  if (target.transport == Transport::kTcp) mark = BeginRecord(request);
+  xdr::Encoder enc(request);
+  EncodeCallHeader(enc, xid, program, version, procedure, options.auth);
+  request.insert(request.end(), args.begin(), args.end());
+  if (target.transport == Transport::kTcp) FinishRecord(request, mark);
+
+  // One timer bounds everything, name resolution included.
+  asio::steady_timer deadline(executor_, options.deadline);
+  auto outcome = co_await (ResolveAndCall(target, xid, std::move(request), options) ||
+                           deadline.async_wait(kUseTuple));
+  if (outcome.index() == 1) {
+    co_return Failure(CallStatus::kTimedOut, "no reply from " + target.host + ":" +
+                                                 std::to_string(target.port) + " within " +
+                                                 std::to_string(options.deadline.count()) + " ms");
+  }
+  co_return std::get<0>(std::move(outcome));
+}
+
+asio::awaitable<CallResult> Client::ResolveAndCall(CallTarget target, uint32_t xid,
+                                                   std::vector<uint8_t> request,
+                                                   CallOptions options) {
+  auto address = co_await Resolve(target.host);
+  if (!address) co_return Failure(CallStatus::kUnreachable, "cannot resolve " + target.host);
+  if (target.transport == Transport::kTcp) {
+    co_return co_await CallTcp(*address, target.port, xid, std::move(request), options);
+  }
+  co_return co_await CallUdp(*address, target.port, xid, std::move(request), options);
+}
+
+asio::awaitable<CallResult> Client::CallUdp(asio::ip::address address, uint16_t port,
+                                            uint32_t xid, std::vector<uint8_t> request,
+                                            CallOptions options) {
+  asio::ip::udp::endpoint peer(address, port);
+  asio::ip::udp::socket socket(executor_, peer.protocol());
+  // Connecting the socket makes the kernel report ICMP port-unreachable as ECONNREFUSED.
+  asio::error_code ec;
+  socket.connect(peer, ec);
+  if (ec) co_return Failure(CallStatus::kUnreachable, ec.message());
+  std::vector<uint8_t> reply(64 * 1024);
+  auto interval = options.udp_retry;
+  asio::steady_timer retry(executor_);
+  for (;;) {
+    auto [send_ec, sent] = co_await socket.async_send(asio::buffer(request), kUseTuple);
+    if (send_ec) co_return Failure(CallStatus::kUnreachable, send_ec.message());
+    retry.expires_after(interval);
+    bool retransmit = false;
+    while (!retransmit) {
+      auto result = co_await (socket.async_receive(asio::buffer(reply), kUseTuple) ||
+                              retry.async_wait(kUseTuple));
+      if (result.index() == 1) {
+        retransmit = true;
+        break;
+      }
+      auto [recv_ec, n] = std::get<0>(result);
+      if (recv_ec == asio::error::connection_refused) {
+        co_return Failure(CallStatus::kUnreachable, "port unreachable");
+      }
+      if (recv_ec) co_return Failure(CallStatus::kUnreachable, recv_ec.message());
+      std::span<const uint8_t> message(reply.data(), n);
+      DecodedReply header = DecodeReply(message);
+      if (!header.ok || header.xid != xid) continue;  // Someone else's, or a stale reply.
+      co_return InterpretReply(message);
+    }
+    interval *= 2;
+  }
+}
+
+asio::awaitable<CallResult> Client::CallTcp(asio::ip::address address, uint16_t port,
+                                            uint32_t xid, std::vector<uint8_t> request,
+                                            CallOptions options) {
+  asio::ip::tcp::endpoint peer(address, port);
+  asio::ip::tcp::socket socket(executor_);
+  auto [connect_ec] = co_await socket.async_connect(peer, kUseTuple);
+  if (connect_ec) co_return Failure(CallStatus::kUnreachable, connect_ec.message());
+  auto [write_ec, written] = co_await asio::async_write(socket, asio::buffer(request), kUseTuple);
+  if (write_ec) co_return Failure(CallStatus::kUnreachable, write_ec.message());
+  RecordAssembler assembler(options.max_reply_size);
+  std::vector<std::vector<uint8_t>> records;
+  std::vector<uint8_t> buffer(16 * 1024);
+  for (;;) {
+    auto [read_ec, n] = co_await socket.async_read_some(asio::buffer(buffer), kUseTuple);
+    if (read_ec) co_return Failure(CallStatus::kUnreachable, read_ec.message());
+    if (assembler.Feed(std::span(buffer.data(), n), records) ==
+        RecordAssembler::Status::kRecordTooLarge) {
+      co_return Failure(CallStatus::kBadReply, "reply larger than the limit");
+    }
+    for (const auto& record : records) {
+      DecodedReply header = DecodeReply(record);
+      if (header.ok && header.xid == xid) co_return InterpretReply(record);
+    }
+    records.clear();
+  }
+}
+
+}  // namespace nlockd::rpc

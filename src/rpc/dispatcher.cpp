@@ -1,0 +1,188 @@
+#include "rpc/dispatcher.hpp"
+
+#include <algorithm>
+#include <exception>
+
+#include <spdlog/spdlog.h>
+
+#include "base/error.hpp"
+#include "rpc/address.hpp"
+
+namespace nlockd::rpc {
+
+namespace {
+
+std::string_view OutcomeName(HandlerStatus status) {
+  switch (status) {
+    case HandlerStatus::kSuccess:
+      return "success";
+    case HandlerStatus::kGarbageArgs:
+      return "garbage_args";
+    case HandlerStatus::kSystemErr:
+      return "system_err";
+    case HandlerStatus::kNoReply:
+      return "no_reply";
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+void Dispatcher::Register(uint32_t program, uint32_t version, uint32_t procedure,
+                          std::string name, Handler handler) {
+  NLOCKD_REQUIRE(!name.empty() && handler);
+  auto prog_it = std::find_if(programs_.begin(), programs_.end(),
+                              [&](const Program& p) { return p.program == program; });
+  if (prog_it == programs_.end()) {
+    programs_.push_back(Program{program, {}, version, version});
+    prog_it = programs_.end() - 1;
+  }
+  prog_it->low_version = std::min(prog_it->low_version, version);
+  prog_it->high_version = std::max(prog_it->high_version, version);
+  auto vers_it = std::find_if(prog_it->versions.begin(), prog_it->versions.end(),
+                              [&](const Version& v) { return v.version == version; });
+  if (vers_it == prog_it->versions.end()) {
+    prog_it->versions.push_back(Version{version, {}});
+    vers_it = prog_it->versions.end() - 1;
+  }
+  NLOCKD_REQUIRE(procedure < 1024, "procedure numbers are small");
+  if (vers_it->procedures.size() <= procedure) vers_it->procedures.resize(procedure + 1);
+  NLOCKD_REQUIRE(vers_it->procedures[procedure].name.empty(), "procedure registered twice");
+  vers_it->procedures[procedure] = Procedure{std::move(name), std::move(handler)};
+}
+
+bool Dispatcher::Serves(uint32_t program, uint32_t version) const {
+  const Program* prog = FindProgram(program);
+  return prog != nullptr &&
+         std::any_of(prog->versions.begin(), prog->versions.end(),
+                     [&](const Version& v) { return v.version == version; });
+}
+
+std::vector<std::pair<uint32_t, uint32_t>> Dispatcher::ProgramVersions() const {
+  std::vector<std::pair<uint32_t, uint32_t>> out;
+  for (const Program& prog : programs_) {
+    for (const Version& vers : prog.versions) out.emplace_back(prog.program, vers.version);
+  }
+  return out;
+}
+
+const Dispatcher::Program* Dispatcher::FindProgram(uint32_t program) const {
+  for (const Program& prog : programs_) {
+    if (prog.program == program) return &prog;
+  }
+  return nullptr;
+}
+
+void Dispatcher::Observe(const CallContext& context, std::string_view name,
+                         std::string_view outcome,
+                         std::chrono::steady_clock::time_point start) const {
+  if (observer_) {
+    observer_(CallRecord{context, name, outcome, std::chrono::steady_clock::now() - start});
+  }
+}
+
+asio::awaitable<bool> Dispatcher::Dispatch(CallContext context, std::span<const uint8_t> message,
+                                           std::vector<uint8_t>& reply) const {
+  auto start = std::chrono::steady_clock::now();
+  DecodedCall call = DecodeCall(message);
+  xdr::Encoder out(reply);
+  context.xid = call.header.xid;
+  switch (call.status) {
+    case CallDecodeStatus::kNotACall:
+      co_return false;
+    case CallDecodeStatus::kMalformed:
+      spdlog::debug("rpc malformed call header peer={} transport={} bytes={}",
+                    AddressToString(context.peer_address), ToString(context.transport),
+                    message.size());
+      Observe(context, "", "malformed", start);
+      co_return false;
+    case CallDecodeStatus::kRpcMismatch:
+      EncodeRpcMismatch(out, context.xid);
+      Observe(context, "", "rpc_mismatch", start);
+      co_return true;
+    case CallDecodeStatus::kOk:
+      break;
+  }
+  context.program = call.header.program;
+  context.version = call.header.version;
+  context.procedure = call.header.procedure;
+
+  // RFC 5531 §9: check credentials before looking at the program.
+  switch (static_cast<AuthFlavor>(call.header.cred.flavor)) {
+    case AuthFlavor::kNone:
+      break;
+    case AuthFlavor::kSys:
+      context.auth_sys = DecodeAuthSys(call.header.cred.body);
+      if (!context.auth_sys) {
+        EncodeAuthError(out, context.xid, AuthStat::kBadCred);
+        Observe(context, "", "auth_error", start);
+        co_return true;
+      }
+      break;
+    default:
+      // Linux's sunrpc answers an unknown flavour with AUTH_BADCRED too.
+      EncodeAuthError(out, context.xid, AuthStat::kBadCred);
+      Observe(context, "", "auth_error", start);
+      co_return true;
+  }
+
+  const Program* prog = FindProgram(context.program);
+  if (prog == nullptr) {
+    EncodeAcceptedHeader(out, context.xid, AcceptStat::kProgUnavail);
+    Observe(context, "", "prog_unavail", start);
+    co_return true;
+  }
+  auto vers_it = std::find_if(prog->versions.begin(), prog->versions.end(),
+                              [&](const Version& v) { return v.version == context.version; });
+  if (vers_it == prog->versions.end()) {
+    EncodeProgMismatch(out, context.xid, prog->low_version, prog->high_version);
+    Observe(context, "", "prog_mismatch", start);
+    co_return true;
+  }
+  if (context.procedure >= vers_it->procedures.size() ||
+      vers_it->procedures[context.procedure].name.empty()) {
+    EncodeAcceptedHeader(out, context.xid, AcceptStat::kProcUnavail);
+    Observe(context, "", "proc_unavail", start);
+    co_return true;
+  }
+  const Procedure& procedure = vers_it->procedures[context.procedure];
+
+  size_t reply_start = reply.size();
+  EncodeAcceptedHeader(out, context.xid, AcceptStat::kSuccess);
+  size_t body_start = reply.size();
+  xdr::Decoder args(call.args);
+  HandlerStatus status = HandlerStatus::kSystemErr;
+  try {
+    status = co_await procedure.handler(context, args, out);
+  } catch (const std::exception& e) {
+    spdlog::error("rpc handler failed prog={} vers={} proc={} peer={} xid={}: {}",
+                  context.program, context.version, procedure.name,
+                  AddressToString(context.peer_address), context.xid, e.what());
+    status = HandlerStatus::kSystemErr;
+  }
+  if (status == HandlerStatus::kGarbageArgs && args.failure()) {
+    spdlog::info("rpc garbage args prog={} vers={} proc={} peer={} transport={} field={} ({})",
+                 context.program, context.version, procedure.name,
+                 AddressToString(context.peer_address), ToString(context.transport),
+                 args.failure()->field, xdr::ToString(args.failure()->error));
+  }
+  Observe(context, procedure.name, OutcomeName(status), start);
+  switch (status) {
+    case HandlerStatus::kSuccess:
+      co_return true;
+    case HandlerStatus::kNoReply:
+      reply.resize(reply_start);
+      co_return false;
+    case HandlerStatus::kGarbageArgs:
+    case HandlerStatus::kSystemErr:
+      reply.resize(body_start);
+      out.PatchU32(reply_start + kAcceptStatOffset,
+                   static_cast<uint32_t>(status == HandlerStatus::kGarbageArgs
+                                             ? AcceptStat::kGarbageArgs
+                                             : AcceptStat::kSystemErr));
+      co_return true;
+  }
+  co_return true;
+}
+
+}  // namespace nlockd::rpc

@@ -1,0 +1,89 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <asio/awaitable.hpp>
+
+#include "rpc/call_context.hpp"
+#include "rpc/message.hpp"
+#include "xdr/decoder.hpp"
+#include "xdr/encoder.hpp"
+
+namespace nlockd::rpc {
+
+// What a procedure handler made of a call.
+enum class HandlerStatus {
+  kSuccess,      // The result was encoded.
+  kGarbageArgs,  // The arguments did not decode (or violated a bound).
+  kSystemErr,    // Something on our side failed.
+  kNoReply,      // Send nothing (a retransmission already being served, say).
+};
+
+// Observes every call the dispatcher answers: metrics and logs hang off it.
+struct CallRecord {
+  const CallContext& context;
+  std::string_view procedure_name;  // Empty when the procedure is unknown.
+  std::string_view outcome;         // "success", "garbage_args", "prog_unavail", ...
+  std::chrono::steady_clock::duration duration;
+};
+
+// Routes RPC calls to procedure handlers registered by (program, version, procedure), so that
+// several programs (NLM, NSM, an embedding NFS server's own) share one port. It owns the RPC
+// envelope: call header checks, credentials, and every reply that is not SUCCESS.
+//
+// Thread safety: register everything before serving; Dispatch may then run on any thread as
+// long as the handlers allow it (nlockd runs all of them on one executor).
+class Dispatcher {
+ public:
+  // Decodes arguments from `args`, encodes the result into `result`. Handlers are awaited
+  // directly by Dispatch, so the references they get outlive the call.
+  using Handler = std::function<asio::awaitable<HandlerStatus>(
+      const CallContext& context, xdr::Decoder& args, xdr::Encoder& result)>;
+  using Observer = std::function<void(const CallRecord&)>;
+
+  // REQUIRES: (program, version, procedure) not registered yet.
+  void Register(uint32_t program, uint32_t version, uint32_t procedure, std::string name,
+                Handler handler);
+  void SetObserver(Observer observer) { observer_ = std::move(observer); }
+
+  bool Serves(uint32_t program, uint32_t version) const;
+  // Every (program, version) registered, for rpcbind.
+  std::vector<std::pair<uint32_t, uint32_t>> ProgramVersions() const;
+
+  // Answers one RPC message. `transport_context` carries the transport fields (transport,
+  // addresses); the call fields are filled in here. Appends the reply (without record mark)
+  // to `reply`, or nothing when no reply must be sent; returns whether a reply was appended.
+  asio::awaitable<bool> Dispatch(CallContext transport_context, std::span<const uint8_t> message,
+                                 std::vector<uint8_t>& reply) const;
+
+ private:
+  struct Procedure {
+    std::string name;
+    Handler handler;
+  };
+  struct Version {
+    uint32_t version;
+    std::vector<Procedure> procedures;  // Indexed by procedure number; empty name = none.
+  };
+  struct Program {
+    uint32_t program;
+    std::vector<Version> versions;
+    uint32_t low_version;
+    uint32_t high_version;
+  };
+
+  const Program* FindProgram(uint32_t program) const;
+  void Observe(const CallContext& context, std::string_view name, std::string_view outcome,
+               std::chrono::steady_clock::time_point start) const;
+
+  std::vector<Program> programs_;
+  Observer observer_;
+};
+
+}  // namespace nlockd::rpc

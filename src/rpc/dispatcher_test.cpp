@@ -1,0 +1,184 @@
+#include "rpc/dispatcher.hpp"
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <asio/io_context.hpp>
+#include <gtest/gtest.h>
+
+#include "testutil/run_coroutine.hpp"
+
+namespace nlockd::rpc {
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+using testutil::RunCoroutine;
+
+constexpr uint32_t kProg = 200000;
+
+asio::awaitable<HandlerStatus> Echo(const CallContext&, xdr::Decoder& args, xdr::Encoder& out) {
+  uint32_t value = 0;
+  if (!args.U32(value, "value")) co_return HandlerStatus::kGarbageArgs;
+  out.U32(value + 1);
+  co_return HandlerStatus::kSuccess;
+}
+
+asio::awaitable<HandlerStatus> Throws(const CallContext&, xdr::Decoder&, xdr::Encoder& out) {
+  out.U32(1234);  // Partial result that must not reach the wire.
+  throw std::runtime_error("boom");
+  co_return HandlerStatus::kSuccess;
+}
+
+asio::awaitable<HandlerStatus> Silent(const CallContext&, xdr::Decoder&, xdr::Encoder&) {
+  co_return HandlerStatus::kNoReply;
+}
+
+asio::awaitable<HandlerStatus> WhoAmI(const CallContext& context, xdr::Decoder&,
+                                      xdr::Encoder& out) {
+  out.U32(context.auth_sys ? context.auth_sys->uid : 0xffffffff);
+  co_return HandlerStatus::kSuccess;
+}
+
+class DispatcherTest : public ::testing::Test {
+ protected:
+  DispatcherTest() {
+    for (uint32_t vers : {1u, 3u, 4u}) {
+      dispatcher_.Register(kProg, vers, 1, "ECHO", Echo);
+    }
+    dispatcher_.Register(kProg, 4, 2, "THROWS", Throws);
+    dispatcher_.Register(kProg, 4, 3, "SILENT", Silent);
+    dispatcher_.Register(kProg, 4, 5, "WHOAMI", WhoAmI);
+    dispatcher_.SetObserver([this](const CallRecord& record) {
+      outcomes_.emplace_back(std::string(record.procedure_name) + ":" +
+                             std::string(record.outcome));
+    });
+  }
+
+  // Returns the reply, or nullopt when the dispatcher sends none.
+  std::optional<Bytes> Dispatch(const Bytes& message) {
+    Bytes reply;
+    bool has_reply =
+        RunCoroutine(io_, dispatcher_.Dispatch(CallContext{}, message, reply));
+    if (!has_reply) {
+      EXPECT_TRUE(reply.empty());
+      return std::nullopt;
+    }
+    return reply;
+  }
+
+  static Bytes Call(uint32_t vers, uint32_t proc, std::initializer_list<uint32_t> args,
+                    std::optional<AuthSys> auth = std::nullopt) {
+    Bytes msg;
+    xdr::Encoder enc(msg);
+    EncodeCallHeader(enc, 99, kProg, vers, proc, auth);
+    for (uint32_t a : args) enc.U32(a);
+    return msg;
+  }
+
+  asio::io_context io_;
+  Dispatcher dispatcher_;
+  std::vector<std::string> outcomes_;
+};
+
+TEST_F(DispatcherTest, SuccessCarriesTheHandlersResult) {
+  auto reply = Dispatch(Call(3, 1, {41}));
+  ASSERT_TRUE(reply);
+  DecodedReply decoded = DecodeReply(*reply);
+  ASSERT_TRUE(decoded.ok);
+  EXPECT_EQ(decoded.xid, 99u);
+  EXPECT_EQ(decoded.accept_stat, AcceptStat::kSuccess);
+  xdr::Decoder body(decoded.body);
+  uint32_t value = 0;
+  ASSERT_TRUE(body.U32(value, "v"));
+  EXPECT_EQ(value, 42u);
+  EXPECT_EQ(outcomes_, (std::vector<std::string>{"ECHO:success"}));
+}
+
+TEST_F(DispatcherTest, TruncatedArgumentsAreGarbageArgsWithNoBody) {
+  auto reply = Dispatch(Call(4, 1, {}));
+  ASSERT_TRUE(reply);
+  DecodedReply decoded = DecodeReply(*reply);
+  EXPECT_EQ(decoded.accept_stat, AcceptStat::kGarbageArgs);
+  EXPECT_TRUE(decoded.body.empty());
+}
+
+TEST_F(DispatcherTest, ThrowingHandlerIsSystemErrAndDropsItsPartialResult) {
+  auto reply = Dispatch(Call(4, 2, {}));
+  ASSERT_TRUE(reply);
+  DecodedReply decoded = DecodeReply(*reply);
+  EXPECT_EQ(decoded.accept_stat, AcceptStat::kSystemErr);
+  EXPECT_TRUE(decoded.body.empty());
+}
+
+TEST_F(DispatcherTest, UnknownProgramVersionAndProcedure) {
+  Bytes unknown_prog;
+  xdr::Encoder enc(unknown_prog);
+  EncodeCallHeader(enc, 1, 123456, 1, 0);
+  EXPECT_EQ(DecodeReply(*Dispatch(unknown_prog)).accept_stat, AcceptStat::kProgUnavail);
+
+  DecodedReply mismatch = DecodeReply(*Dispatch(Call(2, 1, {0})));
+  EXPECT_EQ(mismatch.accept_stat, AcceptStat::kProgMismatch);
+  EXPECT_EQ(mismatch.mismatch_low, 1u);
+  EXPECT_EQ(mismatch.mismatch_high, 4u);
+
+  EXPECT_EQ(DecodeReply(*Dispatch(Call(1, 2, {}))).accept_stat, AcceptStat::kProcUnavail);
+  EXPECT_EQ(DecodeReply(*Dispatch(Call(4, 4, {}))).accept_stat, AcceptStat::kProcUnavail);
+  EXPECT_EQ(DecodeReply(*Dispatch(Call(4, 1000000, {}))).accept_stat,
+            AcceptStat::kProcUnavail);
+}
+
+TEST_F(DispatcherTest, WrongRpcVersionIsRpcMismatch) {
+  Bytes msg = Call(4, 1, {1});
+  msg[11] = 3;  // rpcvers
+  DecodedReply decoded = DecodeReply(*Dispatch(msg));
+  ASSERT_TRUE(decoded.ok);
+  EXPECT_EQ(decoded.reply_stat, ReplyStat::kMsgDenied);
+  EXPECT_EQ(decoded.reject_stat, RejectStat::kRpcMismatch);
+  EXPECT_EQ(decoded.mismatch_low, 2u);
+  EXPECT_EQ(decoded.mismatch_high, 2u);
+}
+
+TEST_F(DispatcherTest, AuthSysIsHandedToTheHandler) {
+  auto reply = Dispatch(Call(4, 5, {}, AuthSys{1, "m", 1000, 10, {}}));
+  xdr::Decoder body(DecodeReply(*reply).body);
+  uint32_t uid = 0;
+  ASSERT_TRUE(body.U32(uid, "uid"));
+  EXPECT_EQ(uid, 1000u);
+}
+
+TEST_F(DispatcherTest, UnknownFlavourAndBadAuthSysBodyAreAuthErrors) {
+  Bytes unknown = Call(4, 1, {1});
+  unknown[27] = 6;  // cred flavour RPCSEC_GSS
+  DecodedReply r1 = DecodeReply(*Dispatch(unknown));
+  EXPECT_EQ(r1.reply_stat, ReplyStat::kMsgDenied);
+  EXPECT_EQ(r1.reject_stat, RejectStat::kAuthError);
+  EXPECT_EQ(r1.auth_stat, AuthStat::kBadCred);
+
+  Bytes bad_sys;
+  xdr::Encoder enc(bad_sys);
+  for (uint32_t w : {99u, 0u, 2u, kProg, 4u, 1u, 1u, 4u, 7u, 0u, 0u}) enc.U32(w);
+  DecodedReply r2 = DecodeReply(*Dispatch(bad_sys));
+  EXPECT_EQ(r2.reject_stat, RejectStat::kAuthError);
+  EXPECT_EQ(r2.auth_stat, AuthStat::kBadCred);
+}
+
+TEST_F(DispatcherTest, RepliesAndGarbageHeadersGetNoReply) {
+  EXPECT_FALSE(Dispatch(Bytes{0, 0, 0, 1, 0, 0, 0, 1}).has_value());
+  EXPECT_FALSE(Dispatch(Bytes{0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0}).has_value());
+  EXPECT_FALSE(Dispatch(Bytes{}).has_value());
+}
+
+TEST_F(DispatcherTest, NoReplyHandlerSendsNothing) {
+  EXPECT_FALSE(Dispatch(Call(4, 3, {})).has_value());
+}
+
+TEST_F(DispatcherTest, ListsProgramVersionsForRpcbind) {
+  auto pairs = dispatcher_.ProgramVersions();
+  EXPECT_EQ(pairs.size(), 3u);
+  EXPECT_TRUE(dispatcher_.Serves(kProg, 3));
+  EXPECT_FALSE(dispatcher_.Serves(kProg, 2));
+}
+
+}  // namespace
+}  // namespace nlockd::rpc

@@ -1,0 +1,82 @@
+#include "rpc/record_marking.hpp"
+
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace nlockd::rpc {
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+
+Bytes Fragment(const Bytes& data, bool last) {
+  uint32_t mark = static_cast<uint32_t>(data.size()) | (last ? kLastFragmentBit : 0);
+  Bytes out;
+  for (int shift : {24, 16, 8, 0}) out.push_back(static_cast<uint8_t>(mark >> shift));
+  for (uint8_t byte : data) out.push_back(byte);
+  return out;
+}
+
+TEST(RecordAssembler, JoinsFragmentsIntoOneRecord) {
+  Bytes stream = Fragment({1, 2, 3}, false);
+  Bytes tail = Fragment({4, 5}, true);
+  stream.insert(stream.end(), tail.begin(), tail.end());
+  RecordAssembler assembler(1024);
+  std::vector<Bytes> records;
+  ASSERT_EQ(assembler.Feed(stream, records), RecordAssembler::Status::kOk);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0], (Bytes{1, 2, 3, 4, 5}));
+  EXPECT_TRUE(assembler.idle());
+}
+
+TEST(RecordAssembler, AcceptsTheStreamOneByteAtATime) {
+  Bytes stream = Fragment({9, 8, 7, 6, 5}, true);
+  Bytes second = Fragment({1}, true);
+  stream.insert(stream.end(), second.begin(), second.end());
+  RecordAssembler assembler(1024);
+  std::vector<Bytes> records;
+  for (uint8_t byte : stream) {
+    ASSERT_EQ(assembler.Feed(std::span(&byte, 1), records), RecordAssembler::Status::kOk);
+  }
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0], (Bytes{9, 8, 7, 6, 5}));
+  EXPECT_EQ(records[1], (Bytes{1}));
+}
+
+TEST(RecordAssembler, RefusesAFragmentClaimingMoreThanTheCapBeforeItArrives) {
+  Bytes header{0xff, 0xff, 0xff, 0xff};  // Last fragment of 2 GiB - 1.
+  RecordAssembler assembler(1 << 20);
+  std::vector<Bytes> records;
+  EXPECT_EQ(assembler.Feed(header, records), RecordAssembler::Status::kRecordTooLarge);
+  EXPECT_TRUE(records.empty());
+}
+
+TEST(RecordAssembler, CapCountsTheWholeRecordAcrossFragments) {
+  RecordAssembler assembler(6);
+  std::vector<Bytes> records;
+  ASSERT_EQ(assembler.Feed(Fragment({1, 2, 3, 4}, false), records), RecordAssembler::Status::kOk);
+  EXPECT_EQ(assembler.Feed(Fragment({5, 6, 7}, true), records),
+            RecordAssembler::Status::kRecordTooLarge);
+}
+
+TEST(RecordAssembler, PartialRecordIsNotIdle) {
+  RecordAssembler assembler(64);
+  std::vector<Bytes> records;
+  Bytes partial = Fragment({1, 2, 3}, true);
+  partial.pop_back();
+  ASSERT_EQ(assembler.Feed(partial, records), RecordAssembler::Status::kOk);
+  EXPECT_TRUE(records.empty());
+  EXPECT_FALSE(assembler.idle());
+}
+
+TEST(BeginFinishRecord, WritesALastFragmentMark) {
+  Bytes out{0xee};
+  size_t mark = BeginRecord(out);
+  out.push_back(1);
+  out.push_back(2);
+  FinishRecord(out, mark);
+  EXPECT_EQ(out, (Bytes{0xee, 0x80, 0, 0, 2, 1, 2}));
+}
+
+}  // namespace
+}  // namespace nlockd::rpc

@@ -1,0 +1,281 @@
+#include "rpc/server.hpp"
+
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include <future>
+#include <thread>
+
+#include <asio/executor_work_guard.hpp>
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/ip/udp.hpp>
+#include <asio/read.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/write.hpp>
+#include <gtest/gtest.h>
+
+#include "rpc/client.hpp"
+#include "rpc/record_marking.hpp"
+#include "testutil/run_coroutine.hpp"
+
+namespace nlockd::rpc {
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+constexpr uint32_t kProg = 200001;
+constexpr uint32_t kVers = 1;
+
+asio::awaitable<HandlerStatus> Null(const CallContext&, xdr::Decoder&, xdr::Encoder&) {
+  co_return HandlerStatus::kSuccess;
+}
+
+// Waits the number of milliseconds in its argument, then echoes it.
+asio::awaitable<HandlerStatus> Sleep(const CallContext&, xdr::Decoder& args, xdr::Encoder& out) {
+  uint32_t ms = 0;
+  if (!args.U32(ms, "ms")) co_return HandlerStatus::kGarbageArgs;
+  asio::steady_timer timer(co_await asio::this_coro::executor, std::chrono::milliseconds(ms));
+  co_await timer.async_wait(asio::use_awaitable);
+  out.U32(ms);
+  co_return HandlerStatus::kSuccess;
+}
+
+Bytes CallMessage(uint32_t xid, uint32_t proc, std::optional<uint32_t> arg = std::nullopt) {
+  Bytes msg;
+  xdr::Encoder enc(msg);
+  EncodeCallHeader(enc, xid, kProg, kVers, proc);
+  if (arg) enc.U32(*arg);
+  return msg;
+}
+
+Bytes AsRecord(const Bytes& msg) {
+  Bytes out;
+  size_t mark = BeginRecord(out);
+  out.insert(out.end(), msg.begin(), msg.end());
+  FinishRecord(out, mark);
+  return out;
+}
+
+// A blocking TCP client for feeding the server exactly the bytes a test wants.
+class RawConnection {
+ public:
+  explicit RawConnection(uint16_t port) : socket_(io_) {
+    socket_.connect({asio::ip::make_address("127.0.0.1"), port});
+    timeval tv{5, 0};
+    setsockopt(socket_.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
+  void Send(const Bytes& bytes) { asio::write(socket_, asio::buffer(bytes)); }
+  // The next reply record; nullopt on EOF or error.
+  std::optional<Bytes> ReadRecord() {
+    uint8_t header[4];
+    asio::error_code ec;
+    asio::read(socket_, asio::buffer(header), ec);
+    if (ec) return std::nullopt;
+    uint32_t len = ((uint32_t{header[0]} << 24) | (uint32_t{header[1]} << 16) |
+                    (uint32_t{header[2]} << 8) | header[3]) & ~kLastFragmentBit;
+    Bytes body(len);
+    asio::read(socket_, asio::buffer(body), ec);
+    if (ec) return std::nullopt;
+    return body;
+  }
+  bool ClosedByPeer() {
+    uint8_t byte;
+    asio::error_code ec;
+    socket_.read_some(asio::buffer(&byte, 1), ec);
+    return ec == asio::error::eof || ec == asio::error::connection_reset;
+  }
+  void Close() { socket_.close(); }
+
+ private:
+  asio::io_context io_;
+  asio::ip::tcp::socket socket_;
+};
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void StartServer(ServerOptions options = {}) {
+    dispatcher_.Register(kProg, kVers, 0, "NULL", Null);
+    dispatcher_.Register(kProg, kVers, 1, "SLEEP", Sleep);
+    server_ = std::make_unique<Server>(io_.get_executor(), dispatcher_, options);
+    server_->Listen(asio::ip::make_address("127.0.0.1"), 0);
+    server_->Start();
+    thread_ = std::thread([this] { io_.run(); });
+  }
+
+  void TearDown() override {
+    if (!server_) return;
+    StopServer();
+  }
+
+  void StopServer() {
+    std::promise<void> done;
+    asio::co_spawn(io_, server_->Shutdown(), [&](std::exception_ptr) { done.set_value(); });
+    done.get_future().wait();
+    work_.reset();
+    thread_.join();
+    server_.reset();
+  }
+
+  CallResult ClientCall(Transport transport, uint32_t proc, std::optional<uint32_t> arg) {
+    asio::io_context client_io;
+    Client client(client_io.get_executor());
+    Bytes args;
+    xdr::Encoder enc(args);
+    if (arg) enc.U32(*arg);
+    return testutil::RunCoroutine(
+        client_io, client.Call(CallTarget{"127.0.0.1", server_->port(), transport}, kProg, kVers,
+                               proc, args));
+  }
+
+  asio::io_context io_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_{io_.get_executor()};
+  Dispatcher dispatcher_;
+  std::unique_ptr<Server> server_;
+  std::thread thread_;
+};
+
+TEST_F(ServerTest, AnswersOverTcpAndUdpOnOnePort) {
+  StartServer();
+  EXPECT_EQ(ClientCall(Transport::kTcp, 0, std::nullopt).status, CallStatus::kOk);
+  EXPECT_EQ(ClientCall(Transport::kUdp, 0, std::nullopt).status, CallStatus::kOk);
+  CallResult result = ClientCall(Transport::kTcp, 1, 5);
+  ASSERT_EQ(result.status, CallStatus::kOk);
+  EXPECT_EQ(result.body, (Bytes{0, 0, 0, 5}));
+}
+
+TEST_F(ServerTest, ReassemblesARecordSentInSeveralFragmentsAndWrites) {
+  StartServer();
+  RawConnection conn(server_->port());
+  Bytes msg = CallMessage(7, 0);
+  Bytes first(msg.begin(), msg.begin() + 10), second(msg.begin() + 10, msg.end());
+  Bytes frag1{0, 0, 0, static_cast<uint8_t>(first.size())};
+  frag1.insert(frag1.end(), first.begin(), first.end());
+  Bytes frag2{0x80, 0, 0, static_cast<uint8_t>(second.size())};
+  frag2.insert(frag2.end(), second.begin(), second.end());
+  conn.Send(Bytes(frag1.begin(), frag1.begin() + 3));
+  conn.Send(Bytes(frag1.begin() + 3, frag1.end()));
+  conn.Send(frag2);
+  auto reply = conn.ReadRecord();
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(DecodeReply(*reply).xid, 7u);
+  EXPECT_EQ(DecodeReply(*reply).accept_stat, AcceptStat::kSuccess);
+}
+
+TEST_F(ServerTest, PipelinedCallsAreAnsweredAsTheyComplete) {
+  StartServer();
+  RawConnection conn(server_->port());
+  Bytes stream = AsRecord(CallMessage(1, 1, 300));
+  Bytes fast = AsRecord(CallMessage(2, 1, 0));
+  Bytes null = AsRecord(CallMessage(3, 0));
+  stream.insert(stream.end(), fast.begin(), fast.end());
+  stream.insert(stream.end(), null.begin(), null.end());
+  conn.Send(stream);
+  std::vector<uint32_t> order;
+  for (int i = 0; i < 3; ++i) {
+    auto reply = conn.ReadRecord();
+    ASSERT_TRUE(reply);
+    order.push_back(DecodeReply(*reply).xid);
+  }
+  EXPECT_EQ(order.back(), 1u);  // The slow call finishes last.
+}
+
+TEST_F(ServerTest, OversizedRecordClosesTheConnectionAndServingGoesOn) {
+  ServerOptions options;
+  options.max_record_size = 4096;
+  StartServer(options);
+  RawConnection conn(server_->port());
+  conn.Send(Bytes{0x80, 0x01, 0x00, 0x00});  // Claims 64 KiB.
+  EXPECT_TRUE(conn.ClosedByPeer());
+  EXPECT_EQ(ClientCall(Transport::kTcp, 0, std::nullopt).status, CallStatus::kOk);
+}
+
+TEST_F(ServerTest, MalformedRecordsGetNoReplyButTheConnectionStays) {
+  StartServer();
+  RawConnection conn(server_->port());
+  conn.Send(AsRecord(Bytes{0, 0, 0, 9, 0, 0, 0, 0, 0, 0}));  // Truncated call header.
+  conn.Send(AsRecord(Bytes{}));                               // Empty record.
+  Bytes bad_version = CallMessage(11, 0);
+  bad_version[11] = 1;
+  conn.Send(AsRecord(bad_version));
+  conn.Send(AsRecord(CallMessage(12, 1)));  // SLEEP without its argument.
+  conn.Send(AsRecord(CallMessage(13, 0)));
+  auto r1 = conn.ReadRecord();
+  auto r2 = conn.ReadRecord();
+  auto r3 = conn.ReadRecord();
+  ASSERT_TRUE(r1 && r2 && r3);
+  EXPECT_EQ(DecodeReply(*r1).xid, 11u);
+  EXPECT_EQ(DecodeReply(*r1).reject_stat, RejectStat::kRpcMismatch);
+  EXPECT_EQ(DecodeReply(*r2).xid, 12u);
+  EXPECT_EQ(DecodeReply(*r2).accept_stat, AcceptStat::kGarbageArgs);
+  EXPECT_EQ(DecodeReply(*r3).xid, 13u);
+}
+
+TEST_F(ServerTest, ClientVanishingMidRecordLeavesTheServerServing) {
+  StartServer();
+  {
+    RawConnection conn(server_->port());
+    Bytes record = AsRecord(CallMessage(1, 0));
+    conn.Send(Bytes(record.begin(), record.begin() + 9));
+    conn.Close();
+  }
+  {
+    RawConnection conn(server_->port());
+    conn.Send(AsRecord(CallMessage(1, 1, 200)));
+    conn.Close();  // Gone before its slow reply is written.
+  }
+  EXPECT_EQ(ClientCall(Transport::kTcp, 0, std::nullopt).status, CallStatus::kOk);
+}
+
+TEST_F(ServerTest, ConnectionsPastTheLimitAreClosed) {
+  ServerOptions options;
+  options.max_connections = 2;
+  StartServer(options);
+  RawConnection a(server_->port()), b(server_->port());
+  a.Send(AsRecord(CallMessage(1, 0)));
+  b.Send(AsRecord(CallMessage(2, 0)));
+  ASSERT_TRUE(a.ReadRecord() && b.ReadRecord());  // Both are being served.
+  RawConnection c(server_->port());
+  EXPECT_TRUE(c.ClosedByPeer());
+}
+
+TEST_F(ServerTest, IdleConnectionIsClosed) {
+  ServerOptions options;
+  options.idle_timeout = std::chrono::milliseconds(100);
+  StartServer(options);
+  RawConnection conn(server_->port());
+  conn.Send(AsRecord(CallMessage(1, 0)));
+  ASSERT_TRUE(conn.ReadRecord());
+  EXPECT_TRUE(conn.ClosedByPeer());
+}
+
+TEST_F(ServerTest, UdpGarbageGetsNoReplyAndUdpKeepsServing) {
+  StartServer();
+  asio::io_context io;
+  asio::ip::udp::socket socket(io, asio::ip::udp::v4());
+  asio::ip::udp::endpoint target(asio::ip::make_address("127.0.0.1"), server_->port());
+  socket.send_to(asio::buffer(Bytes{1, 2, 3}), target);
+  socket.send_to(asio::buffer(Bytes(70000 % 65507, 0xff)), target);
+  EXPECT_EQ(ClientCall(Transport::kUdp, 0, std::nullopt).status, CallStatus::kOk);
+}
+
+TEST_F(ServerTest, ShutdownLetsACallInFlightSendItsReply) {
+  StartServer();
+  RawConnection conn(server_->port());
+  conn.Send(AsRecord(CallMessage(5, 1, 300)));
+  // Wait until the call is in flight: a second connection's call is answered after it arrived.
+  EXPECT_EQ(ClientCall(Transport::kTcp, 0, std::nullopt).status, CallStatus::kOk);
+  std::promise<void> done;
+  asio::co_spawn(io_, server_->Shutdown(), [&](std::exception_ptr) { done.set_value(); });
+  auto reply = conn.ReadRecord();
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(DecodeReply(*reply).xid, 5u);
+  EXPECT_TRUE(conn.ClosedByPeer());
+  done.get_future().wait();
+  work_.reset();
+  thread_.join();
+  server_.reset();
+}
+
+}  // namespace
+}  // namespace nlockd::rpc
