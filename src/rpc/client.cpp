@@ -94,8 +94,10 @@ asio::awaitable<CallResult> Client::Call(CallTarget target, uint32_t program, ui
 
   // One timer bounds everything, name resolution included.
   asio::steady_timer deadline(executor_, options.deadline);
-  auto outcome = co_await (ResolveAndCall(target, xid, std::move(request), options) ||
-                           deadline.async_wait(kUseTuple));
+  // Named first: g++ 12 double-destroys temporaries in a co_await operand (PR 101367 family).
+  auto call = ResolveAndCall(target, xid, std::move(request), options);
+  auto timeout = deadline.async_wait(kUseTuple);
+  auto outcome = co_await (std::move(call) || std::move(timeout));
   if (outcome.index() == 1) {
     co_return Failure(CallStatus::kTimedOut, "no reply from " + target.host + ":" +
                                                  std::to_string(target.port) + " within " +

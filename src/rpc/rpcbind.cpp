@@ -17,8 +17,10 @@ asio::awaitable<std::optional<std::vector<uint8_t>>> PmapClient::Call(uint32_t p
   enc.U32(mapping.port);
   CallOptions options;
   options.deadline = deadline_;
-  CallResult result = co_await client_.Call(CallTarget{host_, port_, Transport::kUdp},
-                                            kPmapProgram, kPmapVersion, procedure,
+  // A named target: g++ 12 copies a prvalue coroutine argument bitwise, which breaks a
+  // std::string in its small-string buffer. Pass class-type arguments as lvalues or xvalues.
+  CallTarget target{host_, port_, Transport::kUdp};
+  CallResult result = co_await client_.Call(target, kPmapProgram, kPmapVersion, procedure,
                                             std::move(args), options);
   if (result.status != CallStatus::kOk) {
     spdlog::debug("pmap call {} to {}:{} failed: {} {}", procedure, host_, port_,

@@ -1,0 +1,93 @@
+// nlockd: the NFS network lock manager (NLM) and status monitor (NSM) daemon.
+// Parses the config file and flags (DESIGN.md §5) and runs server::Server; no logic here.
+#include <cstdlib>
+#include <exception>
+#include <iostream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "base/error.hpp"
+#include "base/logging.hpp"
+#include "server/config.hpp"
+#include "server/server.hpp"
+
+namespace {
+
+using nlockd::server::Config;
+
+// Flags override the config file: each is applied only when given.
+struct Flags {
+  std::string config_file;
+  std::string listen;
+  std::string name;
+  std::string log_level;
+  std::string rpcbind_host;
+  uint16_t rpcbind_port = 0;
+  bool rpcbind_register = true;
+  size_t max_connections = 0;
+  size_t max_record_size = 0;
+  int64_t idle_timeout = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"nlockd: NFS network lock manager (NLM 1/3/4) and status monitor (NSM 1)"};
+  Flags flags;
+  app.add_option("--config", flags.config_file, "TOML config file (flags override it)")
+      ->check(CLI::ExistingFile);
+  auto* listen = app.add_option("--listen", flags.listen,
+                                "ADDR:PORT for NLM and NSM, TCP and UDP (default 0.0.0.0:4045; "
+                                "port 0 picks a free one)");
+  auto* name = app.add_option("--name", flags.name,
+                              "name sent as mon_name in SM_NOTIFY (default: host name)");
+  auto* log_level = app.add_option("--log-level", flags.log_level,
+                                   "trace, debug, info, warn, error, critical or off "
+                                   "(default info)");
+  auto* rpcbind_register =
+      app.add_option("--rpcbind-register", flags.rpcbind_register,
+                     "register with the portmapper at start, unregister at exit (default true)");
+  auto* rpcbind_host =
+      app.add_option("--rpcbind-host", flags.rpcbind_host, "portmapper address (default 127.0.0.1)");
+  auto* rpcbind_port =
+      app.add_option("--rpcbind-port", flags.rpcbind_port, "portmapper port (default 111)");
+  auto* max_connections = app.add_option("--max-connections", flags.max_connections,
+                                         "TCP connections served at once (default 1024)");
+  auto* max_record_size =
+      app.add_option("--max-record-size", flags.max_record_size,
+                     "largest RPC record in bytes; larger ones close the connection "
+                     "(default 1048576)");
+  auto* idle_timeout = app.add_option("--idle-timeout", flags.idle_timeout,
+                                      "seconds before an idle TCP connection is closed "
+                                      "(default 300)");
+  CLI11_PARSE(app, argc, argv);
+
+  nlockd::SetUpLogging(spdlog::level::info);
+  try {
+    Config config;
+    if (!flags.config_file.empty()) nlockd::server::LoadConfigFile(flags.config_file, config);
+    if (*listen) config.listen = nlockd::server::ParseListenAddress(flags.listen);
+    if (*name) config.name = flags.name;
+    if (*log_level) {
+      auto level = nlockd::ParseLogLevel(flags.log_level);
+      if (!level) throw nlockd::Error(nlockd::ErrorKind::kFailed, "unknown --log-level");
+      config.log_level = *level;
+    }
+    if (*rpcbind_register) config.rpcbind_register = flags.rpcbind_register;
+    if (*rpcbind_host) config.rpcbind_host = flags.rpcbind_host;
+    if (*rpcbind_port) config.rpcbind_port = flags.rpcbind_port;
+    if (*max_connections) config.max_connections = flags.max_connections;
+    if (*max_record_size) config.max_record_size = flags.max_record_size;
+    if (*idle_timeout) config.idle_timeout = std::chrono::seconds(flags.idle_timeout);
+    spdlog::set_level(config.log_level);
+
+    nlockd::server::Server server(std::move(config));
+    server.Run();
+  } catch (const std::exception& e) {
+    spdlog::critical("nlockd cannot run: {}", e.what());
+    return EXIT_FAILURE;
+  }
+  return EXIT_SUCCESS;
+}

@@ -1,0 +1,127 @@
+#include "server/config.hpp"
+
+#include <unistd.h>
+
+#include <limits>
+#include <set>
+
+#include <toml++/toml.h>
+
+#include "base/error.hpp"
+#include "base/logging.hpp"
+
+namespace nlockd::server {
+
+namespace {
+
+[[noreturn]] void Fail(const std::string& message) { throw Error(ErrorKind::kFailed, message); }
+
+uint16_t ParsePort(const std::string& text, const std::string& what) {
+  if (text.empty() || text.size() > 5 || text.find_first_not_of("0123456789") != std::string::npos) {
+    Fail("bad port in " + what);
+  }
+  unsigned long port = std::stoul(text);
+  if (port > 65535) Fail("port out of range in " + what);
+  return static_cast<uint16_t>(port);
+}
+
+template <typename T>
+T Integer(const toml::node& node, const std::string& key, T min, T max) {
+  auto value = node.value<int64_t>();
+  if (!value) Fail("config key " + key + " must be an integer");
+  if (*value < static_cast<int64_t>(min) ||
+      static_cast<uint64_t>(*value) > static_cast<uint64_t>(max)) {
+    Fail("config key " + key + " is out of range");
+  }
+  return static_cast<T>(*value);
+}
+
+std::string String(const toml::node& node, const std::string& key) {
+  auto value = node.value<std::string>();
+  if (!value) Fail("config key " + key + " must be a string");
+  return *value;
+}
+
+bool Boolean(const toml::node& node, const std::string& key) {
+  auto value = node.value<bool>();
+  if (!value) Fail("config key " + key + " must be true or false");
+  return *value;
+}
+
+}  // namespace
+
+ListenAddress ParseListenAddress(const std::string& text) {
+  ListenAddress out;
+  std::string what = "listen address '" + text + "'";
+  if (!text.empty() && text.front() == '[') {
+    auto close = text.find(']');
+    if (close == std::string::npos || close + 1 >= text.size() || text[close + 1] != ':') {
+      Fail("bad " + what + " (expected [ADDR]:PORT)");
+    }
+    out.host = text.substr(1, close - 1);
+    out.port = ParsePort(text.substr(close + 2), what);
+    return out;
+  }
+  auto colon = text.rfind(':');
+  if (colon == std::string::npos) Fail("bad " + what + " (expected ADDR:PORT)");
+  out.host = colon == 0 ? "0.0.0.0" : text.substr(0, colon);
+  out.port = ParsePort(text.substr(colon + 1), what);
+  return out;
+}
+
+std::string DefaultServerName() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') return "localhost";
+  return host;
+}
+
+void LoadConfigFile(const std::string& path, Config& config) {
+  toml::table table;
+  try {
+    table = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    Fail("cannot read config file " + path + ": " + std::string(e.description()));
+  }
+  for (auto&& [key_view, node] : table) {
+    std::string key(key_view.str());
+    if (key == "listen") {
+      config.listen = ParseListenAddress(String(node, key));
+    } else if (key == "name") {
+      config.name = String(node, key);
+    } else if (key == "log_level") {
+      auto level = ParseLogLevel(String(node, key));
+      if (!level) Fail("config key log_level: unknown level");
+      config.log_level = *level;
+    } else if (key == "rpcbind" && node.is_table()) {
+      for (auto&& [sub_view, sub] : *node.as_table()) {
+        std::string sub_key = "rpcbind." + std::string(sub_view.str());
+        if (sub_key == "rpcbind.register") {
+          config.rpcbind_register = Boolean(sub, sub_key);
+        } else if (sub_key == "rpcbind.host") {
+          config.rpcbind_host = String(sub, sub_key);
+        } else if (sub_key == "rpcbind.port") {
+          config.rpcbind_port = Integer<uint16_t>(sub, sub_key, 1, 65535);
+        } else {
+          Fail("unknown config key " + sub_key + " in " + path);
+        }
+      }
+    } else if (key == "rpc" && node.is_table()) {
+      for (auto&& [sub_view, sub] : *node.as_table()) {
+        std::string sub_key = "rpc." + std::string(sub_view.str());
+        if (sub_key == "rpc.max_connections") {
+          config.max_connections = Integer<size_t>(sub, sub_key, 1, 1 << 20);
+        } else if (sub_key == "rpc.max_record_size") {
+          config.max_record_size = Integer<size_t>(sub, sub_key, 1024, 64 << 20);
+        } else if (sub_key == "rpc.idle_timeout") {
+          config.idle_timeout = std::chrono::seconds(Integer<int64_t>(sub, sub_key, 1, 86400));
+        } else {
+          Fail("unknown config key " + sub_key + " in " + path);
+        }
+      }
+    } else {
+      Fail("unknown config key " + key + " in " + path);
+    }
+  }
+}
+
+}  // namespace nlockd::server

@@ -1,0 +1,40 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include <spdlog/common.h>
+
+namespace nlockd::server {
+
+struct ListenAddress {
+  std::string host = "0.0.0.0";
+  uint16_t port = 4045;
+};
+
+// Everything nlockd can be told, from the config file (TOML) and flags. Each field is one
+// config key and one flag (DESIGN.md §5); config/nlockd.toml documents them.
+struct Config {
+  ListenAddress listen;                  // listen / --listen
+  std::string name;                      // name / --name; empty = the host name
+  spdlog::level::level_enum log_level = spdlog::level::info;  // log_level / --log-level
+  bool rpcbind_register = true;          // rpcbind.register / --rpcbind-register
+  std::string rpcbind_host = "127.0.0.1";  // rpcbind.host / --rpcbind-host
+  uint16_t rpcbind_port = 111;           // rpcbind.port / --rpcbind-port
+  // rpc.* limits; see rpc::ServerOptions for what each stops.
+  size_t max_connections = 1024;
+  size_t max_record_size = 1 << 20;
+  std::chrono::seconds idle_timeout{300};
+};
+
+// "ADDR:PORT", "[V6ADDR]:PORT" or ":PORT". Throws Error (kFailed) with the reason.
+ListenAddress ParseListenAddress(const std::string& text);
+
+// Reads a TOML config file over `config`; unknown keys are errors (a typo must not be silently
+// ignored). Throws Error (kFailed) naming the file, key and problem.
+void LoadConfigFile(const std::string& path, Config& config);
+
+std::string DefaultServerName();
+
+}  // namespace nlockd::server

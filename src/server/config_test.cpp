@@ -1,0 +1,88 @@
+#include "server/config.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "base/error.hpp"
+
+namespace nlockd::server {
+namespace {
+
+std::string WriteTemp(const std::string& text) {
+  char path[] = "/tmp/nlockd-config-XXXXXX";
+  int fd = mkstemp(path);
+  EXPECT_GE(fd, 0);
+  close(fd);
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(ParseListenAddress, AcceptsV4V6AndPortOnly) {
+  auto v4 = ParseListenAddress("127.0.0.1:4045");
+  EXPECT_EQ(v4.host, "127.0.0.1");
+  EXPECT_EQ(v4.port, 4045);
+  auto v6 = ParseListenAddress("[::1]:0");
+  EXPECT_EQ(v6.host, "::1");
+  EXPECT_EQ(v6.port, 0);
+  EXPECT_EQ(ParseListenAddress(":99").host, "0.0.0.0");
+}
+
+TEST(ParseListenAddress, RejectsGarbage) {
+  EXPECT_THROW(ParseListenAddress("127.0.0.1"), Error);
+  EXPECT_THROW(ParseListenAddress("127.0.0.1:65536"), Error);
+  EXPECT_THROW(ParseListenAddress("127.0.0.1:x"), Error);
+  EXPECT_THROW(ParseListenAddress("[::1:80"), Error);
+}
+
+TEST(LoadConfigFile, ReadsEveryKey) {
+  std::string path = WriteTemp(R"(
+listen = "127.0.0.1:5000"
+name = "server-a"
+log_level = "debug"
+[rpcbind]
+register = false
+host = "127.0.0.2"
+port = 1111
+[rpc]
+max_connections = 10
+max_record_size = 4096
+idle_timeout = 7
+)");
+  Config config;
+  LoadConfigFile(path, config);
+  std::remove(path.c_str());
+  EXPECT_EQ(config.listen.port, 5000);
+  EXPECT_EQ(config.name, "server-a");
+  EXPECT_EQ(config.log_level, spdlog::level::debug);
+  EXPECT_FALSE(config.rpcbind_register);
+  EXPECT_EQ(config.rpcbind_host, "127.0.0.2");
+  EXPECT_EQ(config.rpcbind_port, 1111);
+  EXPECT_EQ(config.max_connections, 10u);
+  EXPECT_EQ(config.max_record_size, 4096u);
+  EXPECT_EQ(config.idle_timeout, std::chrono::seconds(7));
+}
+
+TEST(LoadConfigFile, UnknownKeysWrongTypesAndBadSyntaxAreErrorsNamingTheKey) {
+  Config config;
+  for (const char* text : {"listne = \"1.2.3.4:5\"", "[rpc]\nmax_connections = \"ten\"",
+                           "[rpc]\nmax_record_size = 10", "listen = ", "[rpcbind]\nportt = 1"}) {
+    std::string path = WriteTemp(text);
+    EXPECT_THROW(LoadConfigFile(path, config), Error) << text;
+    std::remove(path.c_str());
+  }
+  try {
+    std::string path = WriteTemp("bogus = 1");
+    LoadConfigFile(path, config);
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("bogus"), std::string::npos);
+  }
+  EXPECT_THROW(LoadConfigFile("/nonexistent/nlockd.toml", config), Error);
+}
+
+}  // namespace
+}  // namespace nlockd::server
