@@ -1,0 +1,45 @@
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "testutil/netns.hpp"
+#include "testutil/subprocess.hpp"
+
+namespace nlockd::integration {
+
+// The real nlockd binary, started for one test; NLOCKD_BINARY is set by CMake.
+class NlockdProcess {
+ public:
+  // Starts nlockd with `args` (inside `netns` when given) and waits until it listens.
+  explicit NlockdProcess(std::vector<std::string> args,
+                         const testutil::NetNamespace* netns = nullptr) {
+    std::vector<std::string> argv{NLOCKD_BINARY};
+    argv.insert(argv.end(), args.begin(), args.end());
+    process_ = std::make_unique<testutil::Subprocess>(netns ? netns->Wrap(argv) : argv);
+    auto match = process_->WaitForLine(std::regex(R"(nlockd listening address=\S+ port=(\d+))"),
+                                       std::chrono::seconds(20));
+    if (!match) {
+      ADD_FAILURE() << "nlockd did not start:\n" << process_->output();
+      return;
+    }
+    port_ = static_cast<uint16_t>(std::stoi((*match)[1]));
+  }
+
+  uint16_t port() const { return port_; }
+  testutil::Subprocess& process() { return *process_; }
+
+  // SIGTERM, and the exit status (nullopt if it hung).
+  std::optional<int> Stop() { return process_->Stop(SIGTERM, std::chrono::seconds(20)); }
+
+ private:
+  std::unique_ptr<testutil::Subprocess> process_;
+  uint16_t port_ = 0;
+};
+
+}  // namespace nlockd::integration
