@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Builds nlockd with ASan+UBSan and -Werror, runs every test (unit, db, integration) against a
+# PostgreSQL server this script starts, then runs the RPC fuzz target briefly.
+# Usage: scripts/test.sh [--no-fuzz]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+jobs=$(nproc)
+
+build=build-test
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNLOCKD_WERROR=ON \
+  -DNLOCKD_SANITIZE=address >/dev/null
+cmake --build "$build" -j "$jobs"
+
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+if [[ -x scripts/with-postgres.sh ]]; then
+  scripts/with-postgres.sh ctest --test-dir "$build" --output-on-failure -j "$jobs"
+else
+  ctest --test-dir "$build" --output-on-failure -j "$jobs"
+fi
+
+if [[ "${1:-}" != "--no-fuzz" ]]; then
+  # The fuzz target needs clang; it compiles only the sources on the path it exercises.
+  CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DNLOCKD_FUZZ=ON -DNLOCKD_BUILD_TESTS=OFF -DNLOCKD_BUILD_BENCH=OFF >/dev/null
+  cmake --build build-fuzz --target rpc_fuzz -j "$jobs"
+  corpus=$(mktemp -d)
+  trap 'rm -rf "$corpus"' EXIT
+  "$root/build-fuzz/tests/fuzz/rpc_fuzz" -max_total_time="${NLOCKD_FUZZ_SECONDS:-30}" \
+    -print_final_stats=1 "$corpus" 2>&1 | tail -n 4
+  echo "fuzz: rpc_fuzz ran without a crash"
+fi
