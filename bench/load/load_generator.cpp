@@ -1,0 +1,246 @@
+#include "bench/load/load_generator.hpp"
+
+#include <algorithm>
+#include <deque>
+#include <unordered_map>
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/write.hpp>
+#include <fmt/format.h>
+
+#include "rpc/message.hpp"
+#include "rpc/record_marking.hpp"
+#include "rpc/use_tuple.hpp"
+
+namespace nlockd::bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using rpc::kUseTuple;
+
+struct Shared {
+  Workload& workload;
+  const LoadOptions& options;
+  Clock::time_point measure_from;
+  Clock::time_point stop_at;
+  std::vector<uint32_t> latencies_us;  // Calls that completed in the measured window.
+  uint64_t errors = 0;
+  size_t live_connections = 0;
+};
+
+// One connection: lanes queue calls, one writer sends them, one reader hands replies back.
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(asio::io_context& io, Shared& shared, size_t index)
+      : socket_(io), shared_(shared), index_(index), writer_signal_(io) {}
+
+  asio::awaitable<void> Run(std::shared_ptr<Connection> self);
+
+ private:
+  struct Pending {
+    std::unique_ptr<asio::steady_timer> signal;
+    std::vector<uint8_t> reply;
+    bool done = false;
+  };
+
+  asio::awaitable<void> Lane(std::shared_ptr<Connection> self, size_t lane);
+  asio::awaitable<void> Reader(std::shared_ptr<Connection> self);
+  asio::awaitable<void> Writer(std::shared_ptr<Connection> self);
+
+  asio::ip::tcp::socket socket_;
+  Shared& shared_;
+  size_t index_;
+  uint32_t next_xid_ = 1;
+  std::unordered_map<uint32_t, Pending*> pending_;
+  std::deque<std::vector<uint8_t>> outbox_;
+  asio::steady_timer writer_signal_;
+  bool broken_ = false;
+  size_t lanes_running_ = 0;
+};
+
+asio::awaitable<void> Connection::Run(std::shared_ptr<Connection> self) {
+  asio::ip::tcp::endpoint target(shared_.options.target, shared_.options.port);
+  asio::error_code ec;
+  socket_.open(target.protocol(), ec);
+  if (shared_.options.distinct_sources) {
+    auto source = asio::ip::make_address_v4(
+        0x7f010000u + static_cast<uint32_t>((index_ / 250) << 8) +
+        static_cast<uint32_t>(index_ % 250 + 1));
+    socket_.bind({source, 0}, ec);
+  }
+  auto [connect_ec] = co_await socket_.async_connect(target, kUseTuple);
+  if (connect_ec || ec) {
+    ++shared_.errors;
+    co_return;
+  }
+  socket_.set_option(asio::ip::tcp::no_delay(true));
+  ++shared_.live_connections;
+  asio::co_spawn(socket_.get_executor(), Reader(self), asio::detached);
+  asio::co_spawn(socket_.get_executor(), Writer(self), asio::detached);
+  lanes_running_ = shared_.options.pipeline;
+  for (size_t lane = 0; lane < shared_.options.pipeline; ++lane) {
+    asio::co_spawn(socket_.get_executor(), Lane(self, lane), asio::detached);
+  }
+}
+
+asio::awaitable<void> Connection::Lane(std::shared_ptr<Connection> /*keep_alive*/, size_t lane) {
+  Pending pending;
+  pending.signal = std::make_unique<asio::steady_timer>(socket_.get_executor());
+  for (uint64_t seq = 0; !broken_ && Clock::now() < shared_.stop_at; ++seq) {
+    CallSpec call = shared_.workload.Next(index_, lane, seq);
+    uint32_t xid = next_xid_++;
+    std::vector<uint8_t> request;
+    size_t mark = rpc::BeginRecord(request);
+    xdr::Encoder enc(request);
+    rpc::EncodeCallHeader(enc, xid, call.program, call.version, call.procedure);
+    request.insert(request.end(), call.args.begin(), call.args.end());
+    rpc::FinishRecord(request, mark);
+
+    pending.done = false;
+    pending_[xid] = &pending;
+    auto sent = Clock::now();
+    outbox_.push_back(std::move(request));
+    writer_signal_.cancel();
+    while (!pending.done && !broken_) {
+      pending.signal->expires_at(Clock::time_point::max());
+      co_await pending.signal->async_wait(kUseTuple);
+    }
+    pending_.erase(xid);
+    if (broken_) break;
+    auto now = Clock::now();
+    rpc::DecodedReply reply = rpc::DecodeReply(pending.reply);
+    bool ok = reply.ok && reply.reply_stat == rpc::ReplyStat::kMsgAccepted &&
+              reply.accept_stat == rpc::AcceptStat::kSuccess &&
+              shared_.workload.Check(call, reply.body);
+    if (sent >= shared_.measure_from && now <= shared_.stop_at) {
+      if (ok) {
+        shared_.latencies_us.push_back(static_cast<uint32_t>(
+            std::chrono::duration_cast<std::chrono::microseconds>(now - sent).count()));
+      } else {
+        ++shared_.errors;
+      }
+    }
+  }
+  if (--lanes_running_ == 0) {
+    asio::error_code ignored;
+    socket_.close(ignored);
+    writer_signal_.cancel();
+  }
+}
+
+asio::awaitable<void> Connection::Writer(std::shared_ptr<Connection> /*keep_alive*/) {
+  std::vector<std::vector<uint8_t>> batch;
+  std::vector<asio::const_buffer> buffers;
+  while (socket_.is_open()) {
+    if (outbox_.empty()) {
+      writer_signal_.expires_at(Clock::time_point::max());
+      co_await writer_signal_.async_wait(kUseTuple);
+      continue;
+    }
+    batch.clear();
+    buffers.clear();
+    while (!outbox_.empty()) {
+      batch.push_back(std::move(outbox_.front()));
+      outbox_.pop_front();
+      buffers.push_back(asio::buffer(batch.back()));
+    }
+    auto [ec, n] = co_await asio::async_write(socket_, buffers, kUseTuple);
+    if (ec) break;
+  }
+}
+
+asio::awaitable<void> Connection::Reader(std::shared_ptr<Connection> /*keep_alive*/) {
+  rpc::RecordAssembler assembler(1 << 20);
+  std::vector<std::vector<uint8_t>> records;
+  std::vector<uint8_t> buffer(64 * 1024);
+  for (;;) {
+    auto [ec, n] = co_await socket_.async_read_some(asio::buffer(buffer), kUseTuple);
+    if (ec) break;
+    if (assembler.Feed(std::span(buffer.data(), n), records) !=
+        rpc::RecordAssembler::Status::kOk) {
+      break;
+    }
+    for (auto& record : records) {
+      rpc::DecodedReply header = rpc::DecodeReply(record);
+      auto it = pending_.find(header.xid);
+      if (it == pending_.end()) continue;
+      it->second->reply = std::move(record);
+      it->second->done = true;
+      it->second->signal->cancel();
+    }
+    records.clear();
+  }
+  if (lanes_running_ > 0) {
+    broken_ = true;
+    ++shared_.errors;
+    for (auto& [xid, pending] : pending_) pending->signal->cancel();
+  }
+  --shared_.live_connections;
+}
+
+double Percentile(std::vector<uint32_t>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  size_t index = std::min(sorted.size() - 1, static_cast<size_t>(p * static_cast<double>(
+                                                                       sorted.size())));
+  return sorted[index];
+}
+
+}  // namespace
+
+std::string FixedWorkload::name() const {
+  return fmt::format("prog {} vers {} proc {}", spec_.program, spec_.version, spec_.procedure);
+}
+
+LoadResult RunLoad(const LoadOptions& options, Workload& workload) {
+  asio::io_context io(1);
+  Shared shared{workload, options, {}, {}, {}, 0, 0};
+  auto start = Clock::now();
+  shared.measure_from = start + options.warmup;
+  shared.stop_at = shared.measure_from + options.duration;
+  shared.latencies_us.reserve(1 << 20);
+  for (size_t i = 0; i < options.connections; ++i) {
+    auto connection = std::make_shared<Connection>(io, shared, i);
+    asio::co_spawn(io, connection->Run(connection), asio::detached);
+  }
+  io.run();
+  LoadResult result;
+  result.calls = shared.latencies_us.size();
+  result.errors = shared.errors;
+  result.seconds = std::chrono::duration<double>(options.duration).count();
+  result.calls_per_second = static_cast<double>(result.calls) / result.seconds;
+  std::sort(shared.latencies_us.begin(), shared.latencies_us.end());
+  result.p50_us = Percentile(shared.latencies_us, 0.50);
+  result.p90_us = Percentile(shared.latencies_us, 0.90);
+  result.p99_us = Percentile(shared.latencies_us, 0.99);
+  result.p999_us = Percentile(shared.latencies_us, 0.999);
+  result.max_us = shared.latencies_us.empty() ? 0 : shared.latencies_us.back();
+  return result;
+}
+
+std::string FormatResult(const LoadOptions& options, const std::string& workload,
+                         const LoadResult& result) {
+  return fmt::format(
+      "{:<28} C={:<3} P={:<3} {:>10.0f} calls/s  p50 {:>6.0f} us  p99 {:>6.0f} us  "
+      "p99.9 {:>6.0f} us  errors {}{}",
+      workload, options.connections, options.pipeline, result.calls_per_second, result.p50_us,
+      result.p99_us, result.p999_us, result.errors,
+      options.distinct_sources ? "  (one host per connection)" : "");
+}
+
+std::string ResultJson(const LoadOptions& options, const std::string& workload,
+                       const LoadResult& result) {
+  return fmt::format(
+      R"({{"workload":"{}","connections":{},"pipeline":{},"distinct_sources":{},)"
+      R"("calls":{},"errors":{},"seconds":{:.3f},"calls_per_second":{:.1f},)"
+      R"("p50_us":{:.0f},"p90_us":{:.0f},"p99_us":{:.0f},"p999_us":{:.0f},"max_us":{:.0f}}})",
+      workload, options.connections, options.pipeline, options.distinct_sources, result.calls,
+      result.errors, result.seconds, result.calls_per_second, result.p50_us, result.p90_us,
+      result.p99_us, result.p999_us, result.max_us);
+}
+
+}  // namespace nlockd::bench
