@@ -86,3 +86,26 @@ TEST(LoadConfigFile, UnknownKeysWrongTypesAndBadSyntaxAreErrorsNamingTheKey) {
 
 }  // namespace
 }  // namespace nlockd::server
+
+namespace nlockd::server {
+namespace {
+
+TEST(LoadConfigFile, ShippedConfigFileParsesToTheDefaults) {
+  Config from_file;
+  from_file.rpcbind_port = 1;  // Proves the file sets it back.
+  LoadConfigFile(NLOCKD_SOURCE_DIR "/config/nlockd.toml", from_file);
+  Config defaults;
+  EXPECT_EQ(from_file.listen.host, defaults.listen.host);
+  EXPECT_EQ(from_file.listen.port, defaults.listen.port);
+  EXPECT_EQ(from_file.name, defaults.name);
+  EXPECT_EQ(from_file.log_level, defaults.log_level);
+  EXPECT_EQ(from_file.rpcbind_register, defaults.rpcbind_register);
+  EXPECT_EQ(from_file.rpcbind_host, defaults.rpcbind_host);
+  EXPECT_EQ(from_file.rpcbind_port, defaults.rpcbind_port);
+  EXPECT_EQ(from_file.max_connections, defaults.max_connections);
+  EXPECT_EQ(from_file.max_record_size, defaults.max_record_size);
+  EXPECT_EQ(from_file.idle_timeout, defaults.idle_timeout);
+}
+
+}  // namespace
+}  // namespace nlockd::server
