@@ -29,7 +29,7 @@ std::string_view OutcomeName(HandlerStatus status) {
 }  // namespace
 
 void Dispatcher::Register(uint32_t program, uint32_t version, uint32_t procedure,
-                          std::string name, Handler handler) {
+                          std::string name, Handler handler, ProcedureOptions options) {
   NLOCKD_REQUIRE(!name.empty() && handler);
   auto prog_it = std::find_if(programs_.begin(), programs_.end(),
                               [&](const Program& p) { return p.program == program; });
@@ -48,7 +48,7 @@ void Dispatcher::Register(uint32_t program, uint32_t version, uint32_t procedure
   NLOCKD_REQUIRE(procedure < 1024, "procedure numbers are small");
   if (vers_it->procedures.size() <= procedure) vers_it->procedures.resize(procedure + 1);
   NLOCKD_REQUIRE(vers_it->procedures[procedure].name.empty(), "procedure registered twice");
-  vers_it->procedures[procedure] = Procedure{std::move(name), std::move(handler)};
+  vers_it->procedures[procedure] = Procedure{std::move(name), std::move(handler), options};
 }
 
 bool Dispatcher::Serves(uint32_t program, uint32_t version) const {
@@ -147,6 +147,23 @@ asio::awaitable<bool> Dispatcher::Dispatch(CallContext context, std::span<const 
   }
   const Procedure& procedure = vers_it->procedures[context.procedure];
 
+  std::optional<ReplyCache::Key> cache_key;
+  if (cache_ != nullptr && procedure.options.cache_replies) {
+    ReplyCache::Key key{context.peer_address, context.xid,       context.program,
+                        context.version,      context.procedure, ReplyCache::Checksum(call.args)};
+    switch (cache_->Begin(key, reply, start)) {
+      case ReplyCache::Lookup::kInProgress:
+        Observe(context, procedure.name, "duplicate_in_progress", start);
+        co_return false;
+      case ReplyCache::Lookup::kReplay:
+        Observe(context, procedure.name, "duplicate_replayed", start);
+        co_return true;
+      case ReplyCache::Lookup::kNew:
+        cache_key = key;
+        break;
+    }
+  }
+
   size_t reply_start = reply.size();
   EncodeAcceptedHeader(out, context.xid, AcceptStat::kSuccess);
   size_t body_start = reply.size();
@@ -167,6 +184,19 @@ asio::awaitable<bool> Dispatcher::Dispatch(CallContext context, std::span<const 
                  args.failure()->field, xdr::ToString(args.failure()->error));
   }
   Observe(context, procedure.name, OutcomeName(status), start);
+  if (cache_key) {
+    // A system error may be transient (the store was down): let a retransmission try again.
+    if (status == HandlerStatus::kSuccess || status == HandlerStatus::kGarbageArgs) {
+      if (status == HandlerStatus::kGarbageArgs) {
+        reply.resize(body_start);
+        out.PatchU32(reply_start + kAcceptStatOffset,
+                     static_cast<uint32_t>(AcceptStat::kGarbageArgs));
+      }
+      cache_->Finish(*cache_key, std::span(reply).subspan(reply_start));
+    } else {
+      cache_->Abandon(*cache_key);
+    }
+  }
   switch (status) {
     case HandlerStatus::kSuccess:
       co_return true;

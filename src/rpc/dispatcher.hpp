@@ -12,6 +12,7 @@
 
 #include "rpc/call_context.hpp"
 #include "rpc/message.hpp"
+#include "rpc/reply_cache.hpp"
 #include "xdr/decoder.hpp"
 #include "xdr/encoder.hpp"
 
@@ -33,6 +34,11 @@ struct CallRecord {
   std::chrono::steady_clock::duration duration;
 };
 
+struct ProcedureOptions {
+  // Non-idempotent procedures: answer retransmissions from the reply cache (if one is set).
+  bool cache_replies = false;
+};
+
 // Routes RPC calls to procedure handlers registered by (program, version, procedure), so that
 // several programs (NLM, NSM, an embedding NFS server's own) share one port. It owns the RPC
 // envelope: call header checks, credentials, and every reply that is not SUCCESS.
@@ -49,8 +55,10 @@ class Dispatcher {
 
   // REQUIRES: (program, version, procedure) not registered yet.
   void Register(uint32_t program, uint32_t version, uint32_t procedure, std::string name,
-                Handler handler);
+                Handler handler, ProcedureOptions options = {});
   void SetObserver(Observer observer) { observer_ = std::move(observer); }
+  // REQUIRES: `cache` outlives the dispatcher's calls and runs on their executor.
+  void SetReplyCache(ReplyCache* cache) { cache_ = cache; }
 
   bool Serves(uint32_t program, uint32_t version) const;
   // Every (program, version) registered, for rpcbind.
@@ -66,6 +74,7 @@ class Dispatcher {
   struct Procedure {
     std::string name;
     Handler handler;
+    ProcedureOptions options;
   };
   struct Version {
     uint32_t version;
@@ -84,6 +93,7 @@ class Dispatcher {
 
   std::vector<Program> programs_;
   Observer observer_;
+  ReplyCache* cache_ = nullptr;
 };
 
 }  // namespace nlockd::rpc

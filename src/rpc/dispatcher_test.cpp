@@ -173,6 +173,31 @@ TEST_F(DispatcherTest, NoReplyHandlerSendsNothing) {
   EXPECT_FALSE(Dispatch(Call(4, 3, {})).has_value());
 }
 
+int executions = 0;
+
+asio::awaitable<HandlerStatus> Counting(const CallContext&, xdr::Decoder&, xdr::Encoder& out) {
+  out.U32(static_cast<uint32_t>(++executions));
+  co_return HandlerStatus::kSuccess;
+}
+
+TEST_F(DispatcherTest, RetransmissionIsAnsweredFromTheReplyCacheNotExecutedAgain) {
+  ReplyCache cache;
+  dispatcher_.SetReplyCache(&cache);
+  dispatcher_.Register(kProg, 4, 6, "COUNTING", Counting, {.cache_replies = true});
+  dispatcher_.Register(kProg, 4, 7, "UNCACHED", Counting);
+  executions = 0;
+  auto first = Dispatch(Call(4, 6, {}));
+  auto again = Dispatch(Call(4, 6, {}));
+  ASSERT_TRUE(first && again);
+  EXPECT_EQ(*first, *again);
+  EXPECT_EQ(executions, 1);
+  Dispatch(Call(4, 7, {}));
+  Dispatch(Call(4, 7, {}));
+  EXPECT_EQ(executions, 3);
+  EXPECT_EQ(outcomes_.back(), "UNCACHED:success");
+  EXPECT_EQ(outcomes_[1], "COUNTING:duplicate_replayed");
+}
+
 TEST_F(DispatcherTest, ListsProgramVersionsForRpcbind) {
   auto pairs = dispatcher_.ProgramVersions();
   EXPECT_EQ(pairs.size(), 3u);

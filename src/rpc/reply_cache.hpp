@@ -1,0 +1,86 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <list>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <asio/ip/address.hpp>
+
+namespace nlockd::rpc {
+
+// The duplicate request cache: a retransmitted call (same client address, xid, program,
+// version, procedure and arguments) is answered with the reply of the first execution instead
+// of being executed again, and a retransmission that arrives while the first is still running
+// is dropped (the client will retransmit again and then get the cached reply). This keeps a
+// retransmitted LOCK from being applied after the client gave up on it (ganesha#951) and a
+// UDP-retransmitted UNLOCK from undoing a later LOCK.
+//
+// The key leaves out the client port so that a TCP client that reconnects still matches; the
+// arguments' checksum keeps an xid reused by another process on the same host from matching.
+// Bounded in entries (least recently inserted evicted first) and in age. One executor; not
+// thread-safe.
+class ReplyCache {
+ public:
+  struct Options {
+    size_t max_entries = 8192;  // Bounds memory: about 200 bytes per entry plus the reply.
+    std::chrono::steady_clock::duration max_age = std::chrono::seconds(120);
+  };
+
+  struct Key {
+    asio::ip::address client;
+    uint32_t xid = 0;
+    uint32_t program = 0;
+    uint32_t version = 0;
+    uint32_t procedure = 0;
+    uint64_t args_checksum = 0;
+    bool operator==(const Key&) const = default;
+  };
+
+  enum class Lookup {
+    kNew,         // Not seen: execute it (Begin was recorded).
+    kInProgress,  // The first execution is still running: send nothing.
+    kReplay,      // Answered before: `reply` holds the cached reply.
+  };
+
+  ReplyCache() : ReplyCache(Options{}) {}
+  explicit ReplyCache(Options options) : options_(options) {}
+
+  // Looks the call up; for a new call, records it as in progress.
+  Lookup Begin(const Key& key, std::vector<uint8_t>& reply,
+               std::chrono::steady_clock::time_point now);
+  // Stores the reply of a call that Begin reported as new.
+  void Finish(const Key& key, std::span<const uint8_t> reply);
+  // Forgets a call that ended without a reply worth replaying.
+  void Abandon(const Key& key);
+
+  size_t size() const { return entries_.size(); }
+  uint64_t replays() const { return replays_; }
+  uint64_t dropped_in_progress() const { return dropped_in_progress_; }
+
+  static uint64_t Checksum(std::span<const uint8_t> bytes);
+
+ private:
+  struct KeyHash {
+    size_t operator()(const Key& key) const;
+  };
+  struct Entry {
+    bool done = false;
+    std::vector<uint8_t> reply;
+    std::chrono::steady_clock::time_point created;
+    std::list<Key>::iterator order;
+  };
+
+  void Evict(std::chrono::steady_clock::time_point now);
+
+  Options options_;
+  std::unordered_map<Key, Entry, KeyHash> entries_;
+  std::list<Key> order_;  // Oldest first.
+  uint64_t replays_ = 0;
+  uint64_t dropped_in_progress_ = 0;
+};
+
+}  // namespace nlockd::rpc

@@ -1,0 +1,68 @@
+#include "rpc/reply_cache.hpp"
+
+#include <gtest/gtest.h>
+
+namespace nlockd::rpc {
+namespace {
+
+using std::chrono::seconds;
+using TimePoint = std::chrono::steady_clock::time_point;
+
+ReplyCache::Key KeyFor(uint32_t xid, const char* address = "192.0.2.1", uint64_t sum = 7) {
+  return ReplyCache::Key{asio::ip::make_address(address), xid, 100021, 4, 2, sum};
+}
+
+TEST(ReplyCache, NewThenInProgressThenReplay) {
+  ReplyCache cache;
+  std::vector<uint8_t> reply;
+  TimePoint now{};
+  EXPECT_EQ(cache.Begin(KeyFor(1), reply, now), ReplyCache::Lookup::kNew);
+  EXPECT_EQ(cache.Begin(KeyFor(1), reply, now), ReplyCache::Lookup::kInProgress);
+  cache.Finish(KeyFor(1), std::vector<uint8_t>{1, 2, 3});
+  EXPECT_EQ(cache.Begin(KeyFor(1), reply, now), ReplyCache::Lookup::kReplay);
+  EXPECT_EQ(reply, (std::vector<uint8_t>{1, 2, 3}));
+  EXPECT_EQ(cache.replays(), 1u);
+  EXPECT_EQ(cache.dropped_in_progress(), 1u);
+}
+
+TEST(ReplyCache, DifferentClientXidOrArgumentsAreDifferentCalls) {
+  ReplyCache cache;
+  std::vector<uint8_t> reply;
+  TimePoint now{};
+  ASSERT_EQ(cache.Begin(KeyFor(1), reply, now), ReplyCache::Lookup::kNew);
+  EXPECT_EQ(cache.Begin(KeyFor(2), reply, now), ReplyCache::Lookup::kNew);
+  EXPECT_EQ(cache.Begin(KeyFor(1, "192.0.2.2"), reply, now), ReplyCache::Lookup::kNew);
+  EXPECT_EQ(cache.Begin(KeyFor(1, "192.0.2.1", 8), reply, now), ReplyCache::Lookup::kNew);
+}
+
+TEST(ReplyCache, EntriesExpireAndTheOldestIsEvictedPastTheBound) {
+  ReplyCache cache(ReplyCache::Options{2, seconds(10)});
+  std::vector<uint8_t> reply;
+  TimePoint now{};
+  cache.Begin(KeyFor(1), reply, now);
+  cache.Finish(KeyFor(1), std::vector<uint8_t>{1});
+  cache.Begin(KeyFor(2), reply, now);
+  cache.Begin(KeyFor(3), reply, now);  // Evicts xid 1.
+  EXPECT_EQ(cache.size(), 2u);
+  EXPECT_EQ(cache.Begin(KeyFor(1), reply, now), ReplyCache::Lookup::kNew);
+  cache.Finish(KeyFor(1), std::vector<uint8_t>{1});
+  EXPECT_EQ(cache.Begin(KeyFor(1), reply, now + seconds(11)), ReplyCache::Lookup::kNew);
+}
+
+TEST(ReplyCache, AbandonedCallRunsAgain) {
+  ReplyCache cache;
+  std::vector<uint8_t> reply;
+  TimePoint now{};
+  cache.Begin(KeyFor(1), reply, now);
+  cache.Abandon(KeyFor(1));
+  EXPECT_EQ(cache.Begin(KeyFor(1), reply, now), ReplyCache::Lookup::kNew);
+}
+
+TEST(ReplyCache, ChecksumTellsArgumentsApart) {
+  std::vector<uint8_t> a{1, 2, 3}, b{1, 2, 4};
+  EXPECT_NE(ReplyCache::Checksum(a), ReplyCache::Checksum(b));
+  EXPECT_EQ(ReplyCache::Checksum(a), ReplyCache::Checksum(std::vector<uint8_t>{1, 2, 3}));
+}
+
+}  // namespace
+}  // namespace nlockd::rpc
