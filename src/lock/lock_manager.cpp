@@ -1,0 +1,468 @@
+#include "lock/lock_manager.hpp"
+
+#include <algorithm>
+#include <iterator>
+#include <utility>
+
+#include "base/error.hpp"
+
+namespace nlockd::lock {
+
+LockManager::LockManager(const Clock& clock, LockManagerOptions options)
+    : clock_(clock),
+      options_(options),
+      hosts_(clock, options.max_hosts),
+      grace_(clock, options.grace_duration) {}
+
+LockManager::~LockManager() = default;
+
+// --- Bookkeeping -------------------------------------------------------------------------------
+
+FileState* LockManager::FindFile(const FileKey& key) {
+  auto it = files_.find(key);
+  return it == files_.end() ? nullptr : &it->second;
+}
+
+FileState& LockManager::UseFile(FileState* found, const FileKey& key) {
+  if (found != nullptr) {
+    if (found->idle) {
+      found->idle = false;
+      --idle_files_;
+    }
+    return *found;
+  }
+  auto [pos, inserted] =
+      files_.try_emplace(key, options_.seed + (files_created_ + 1) * 0x9e3779b97f4a7c15ULL);
+  if (inserted) {
+    ++files_created_;
+    pos->second.key = &pos->first;
+  }
+  return pos->second;
+}
+
+std::optional<LockManager::OwnerRef> LockManager::EnsureOwner(const LockOwner& owner,
+                                                              std::optional<OwnerId> known,
+                                                              HostInfo* known_host,
+                                                              HostRegistry::Admission admission) {
+  if (known) return OwnerRef{*known, false};
+  const HostRegistry::AddResult added = known_host != nullptr
+                                            ? HostRegistry::AddResult{known_host, false}
+                                            : hosts_.FindOrAdd(owner.host, admission);
+  if (added.host == nullptr) return std::nullopt;
+  HostState& host = host_states_[added.host];
+  host.info = added.host;
+  const OwnerId id = owners_.Add(owner, &host);
+  ++host.owners;
+  return OwnerRef{id, added.added};
+}
+
+void LockManager::Account(FileState& file, OwnerId owner, int64_t records) {
+  HostState& host = HostOf(owner);
+  if (records != 0) {
+    auto it = host.files.try_emplace(&file, 0).first;
+    NLOCKD_ASSERT(records > 0 || it->second >= static_cast<uint64_t>(-records));
+    it->second = static_cast<uint64_t>(static_cast<int64_t>(it->second) + records);
+    if (it->second == 0) host.files.erase(it);
+  }
+  if (owners_.AddRefs(owner, records) && --host.owners == 0) {
+    NLOCKD_ASSERT(host.files.empty());
+    host_states_.erase(host.info);
+  }
+}
+
+void LockManager::AddLockCounts(OwnerId owner, const TableDelta& delta) {
+  HostInfo& info = *HostOf(owner).info;
+  info.locks = static_cast<uint64_t>(static_cast<int64_t>(info.locks) + delta.entries);
+  locks_ = static_cast<size_t>(static_cast<int64_t>(locks_) + delta.entries);
+  awaiting_locks_ = static_cast<size_t>(static_cast<int64_t>(awaiting_locks_) + delta.awaiting);
+}
+
+void LockManager::ReleaseFileIfEmpty(FileState& file) {
+  if (file.idle || !file.Empty()) return;
+  file.idle = true;
+  ++idle_files_;
+  if (idle_files_ <= std::max(kMinIdleFiles, files_.size() - idle_files_)) return;
+  for (auto it = files_.begin(); it != files_.end();) {
+    it = it->second.idle ? files_.erase(it) : std::next(it);
+  }
+  idle_files_ = 0;
+}
+
+HostInfo* LockManager::TouchHost(const LockOwner& owner, std::optional<OwnerId> id) {
+  HostInfo* info = id ? HostOf(*id).info : hosts_.Find(owner.host);
+  if (info != nullptr) hosts_.Touch(*info);
+  return info;
+}
+
+void LockManager::NoteHost(HostInfo& host, std::optional<int32_t> nsm_state,
+                           const std::string& label) {
+  if (nsm_state) host.nsm_state = nsm_state;
+  if (!label.empty() && host.label != label) host.label = label;
+}
+
+// --- Waiters -----------------------------------------------------------------------------------
+
+WaiterGrant LockManager::MakeGrant(const FileState& file, const Waiter& waiter) const {
+  return WaiterGrant{waiter.id, *file.key, owners_.owner(waiter.owner), waiter.range, waiter.type};
+}
+
+void LockManager::EraseWaiter(FileState& file, WaiterQueue::iterator it) {
+  HostInfo& info = *HostOf(it->owner).info;
+  if (it->state == Waiter::State::kQueued) {
+    --info.waiters;
+    --waiters_;
+  } else {
+    --info.pending_grants;
+    --pending_grants_;
+  }
+  waiter_index_.erase(it->id.value());
+  file.waiters.Erase(it);
+}
+
+void LockManager::ServeWaiters(FileState& file, ByteRange released, Grants& grants) {
+  bool again = true;
+  while (again) {
+    again = false;
+    for (auto it = file.waiters.begin(); it != file.waiters.end(); ++it) {
+      const Waiter& waiter = *it;
+      if (waiter.state != Waiter::State::kQueued || !waiter.range.Overlaps(released)) continue;
+      if (file.locks.FindConflict(waiter.owner, waiter.range, waiter.type) != nullptr) continue;
+      const TableDelta delta = file.locks.Lock(waiter.owner, waiter.range, waiter.type, false);
+      AddLockCounts(waiter.owner, delta);
+      HostInfo& info = *HostOf(waiter.owner).info;
+      --info.waiters;
+      ++info.pending_grants;
+      --waiters_;
+      ++pending_grants_;
+      file.waiters.MarkGranted(it, clock_.Now());
+      Account(file, waiter.owner, delta.entries);  // The waiter record keeps the owner alive.
+      grants.push_back(MakeGrant(file, waiter));
+      if (delta.released) {
+        // The grant downgraded the owner's own exclusive lock: older waiters may fit now.
+        released = released.Hull(*delta.released);
+        again = true;
+        break;
+      }
+    }
+  }
+}
+
+int64_t LockManager::SettlePendingGrant(FileState& file, OwnerId owner, const ByteRange& range,
+                                        LockType type) {
+  auto it = file.waiters.Find(owner, range, type, Waiter::State::kGranted);
+  if (it == file.waiters.end()) return 0;
+  EraseWaiter(file, it);
+  return -1;
+}
+
+int64_t LockManager::ReleaseRange(FileState& file, OwnerId owner, const ByteRange& range,
+                                  Grants& grants) {
+  const TableDelta delta = file.locks.Unlock(owner, range);
+  AddLockCounts(owner, delta);
+  if (delta.released) ServeWaiters(file, *delta.released, grants);
+  return delta.entries;
+}
+
+bool LockManager::ConflictsWithAwaiting(const FileState* file, std::optional<OwnerId> owner,
+                                        const ByteRange& range, LockType type) const {
+  if (file == nullptr || file->locks.awaiting_count() == 0) return false;
+  const OwnerId requester = owner.value_or(NoOwner());
+  return file->locks.FindFirst(range, [&](const LockEntry& e) {
+    return e.awaiting_reclaim && e.owner != requester && TypesConflict(e.type, type);
+  }) != nullptr;
+}
+
+// --- Byte-range locks --------------------------------------------------------------------------
+
+LockOutcome LockManager::Lock(const LockRequest& request) {
+  LockOutcome out;
+  CheckGrace(out.grants);
+  const std::optional<ByteRange> range =
+      ByteRange::FromOffsetLength(request.offset, request.length);
+  if (!range) {
+    out.status = LockStatus::kInvalidRange;
+    return out;
+  }
+  FileState* file = FindFile(request.file);
+  const std::optional<OwnerId> owner = FindOwner(request.owner);
+  HostInfo* host = TouchHost(request.owner, owner);
+
+  if (request.reclaim
+          ? !grace_.IsActive()
+          : grace_.IsActive() && (grace_.mode() == GraceMode::kClassic ||
+                                  ConflictsWithAwaiting(file, owner, *range, request.type))) {
+    out.status = LockStatus::kDeniedGrace;
+    return out;
+  }
+
+  const LockEntry* conflict =
+      file == nullptr ? nullptr
+                      : file->locks.FindConflict(owner.value_or(NoOwner()), *range, request.type);
+  const bool was_active = host != nullptr && host->HoldsState();
+
+  if (conflict != nullptr) {
+    out.holder = Holder{owners_.owner(conflict->owner), conflict->type, conflict->range};
+    if (!request.block) {
+      out.status = LockStatus::kDenied;
+      return out;
+    }
+    out.status = LockStatus::kBlocked;
+    if (owner) {
+      auto queued = file->waiters.Find(*owner, *range, request.type, Waiter::State::kQueued);
+      if (queued != file->waiters.end()) {  // A retransmission: same waiter.
+        out.waiter = queued->id;
+        return out;
+      }
+    }
+    if (host != nullptr && host->waiters >= options_.max_waiters_per_host) {
+      out.status = LockStatus::kNoResources;
+      return out;
+    }
+    const std::optional<OwnerRef> ref =
+        EnsureOwner(request.owner, owner, host, HostRegistry::Admission::kWithinLimit);
+    if (!ref) {
+      out.status = LockStatus::kNoResources;
+      return out;
+    }
+    const WaiterId id(next_waiter_id_++);
+    auto it = file->waiters.Append(
+        Waiter{id, ref->id, *range, request.type, Waiter::State::kQueued, clock_.Now()});
+    waiter_index_.emplace(id.value(), WaiterLocation{file, it});
+    HostInfo& info = *HostOf(ref->id).info;
+    ++info.waiters;
+    ++waiters_;
+    NoteHost(info, request.nsm_state, request.host_label);
+    Account(*file, ref->id, 1);
+    out.waiter = id;
+    out.host_added = ref->host_added;
+    out.host_activated = !was_active;
+    return out;
+  }
+
+  const bool at_limit = locks_ >= options_.max_locks ||
+                        (host != nullptr && host->locks >= options_.max_locks_per_host);
+  // At the limit, a lock the owner already holds (a retransmission) is still answered.
+  if (at_limit &&
+      !(owner && file != nullptr && file->locks.Holds(*owner, *range, request.type, false))) {
+    out.status = LockStatus::kNoResources;
+    return out;
+  }
+  const std::optional<OwnerRef> ref =
+      EnsureOwner(request.owner, owner, host, HostRegistry::Admission::kWithinLimit);
+  if (!ref) {
+    out.status = LockStatus::kNoResources;
+    return out;
+  }
+  FileState& target = UseFile(file, request.file);
+  const TableDelta delta = target.locks.Lock(ref->id, *range, request.type, false);
+  AddLockCounts(ref->id, delta);
+  int64_t records = delta.entries;
+  // The client holds the lock now whatever happened to a GRANTED callback for it.
+  if (!target.waiters.empty()) records += SettlePendingGrant(target, ref->id, *range, request.type);
+  NoteHost(*HostOf(ref->id).info, request.nsm_state, request.host_label);
+  if (delta.released) ServeWaiters(target, *delta.released, out.grants);
+  Account(target, ref->id, records);
+  out.status = LockStatus::kGranted;
+  out.host_added = ref->host_added;
+  out.host_activated = !was_active;
+  return out;
+}
+
+TestOutcome LockManager::Test(const LockRequest& request) {
+  TestOutcome out;
+  CheckGrace(out.grants);
+  const std::optional<ByteRange> range =
+      ByteRange::FromOffsetLength(request.offset, request.length);
+  if (!range) {
+    out.status = LockStatus::kInvalidRange;
+    return out;
+  }
+  const FileState* file = FindFile(request.file);
+  const std::optional<OwnerId> owner = FindOwner(request.owner);
+  TouchHost(request.owner, owner);
+  if (grace_.IsActive() && (grace_.mode() == GraceMode::kClassic ||
+                            ConflictsWithAwaiting(file, owner, *range, request.type))) {
+    out.status = LockStatus::kDeniedGrace;
+    return out;
+  }
+  const LockEntry* conflict =
+      file == nullptr ? nullptr
+                      : file->locks.FindConflict(owner.value_or(NoOwner()), *range, request.type);
+  if (conflict != nullptr) {
+    out.status = LockStatus::kDenied;
+    out.holder = Holder{owners_.owner(conflict->owner), conflict->type, conflict->range};
+  }
+  return out;
+}
+
+UnlockOutcome LockManager::Unlock(const FileKey& file_key, const LockOwner& lock_owner,
+                                  uint64_t offset, uint64_t length) {
+  UnlockOutcome out;
+  CheckGrace(out.grants);
+  const std::optional<ByteRange> range = ByteRange::FromOffsetLength(offset, length);
+  if (!range) {
+    out.status = LockStatus::kInvalidRange;
+    return out;
+  }
+  FileState* file = FindFile(file_key);
+  const std::optional<OwnerId> owner = FindOwner(lock_owner);
+  TouchHost(lock_owner, owner);
+  if (file == nullptr || !owner) return out;
+
+  // UNLOCK also cancels the owner's blocks over the range (PROTOCOL-NOTES 1.5), and settles
+  // its granted ones there: the client is done with that range.
+  int64_t records = 0;
+  for (auto it = file->waiters.begin(); it != file->waiters.end();) {
+    auto next = std::next(it);
+    if (it->owner == *owner && it->range.Overlaps(*range)) {
+      if (it->state == Waiter::State::kQueued) ++out.waiters_cancelled;
+      EraseWaiter(*file, it);
+      --records;
+    }
+    it = next;
+  }
+  records += ReleaseRange(*file, *owner, *range, out.grants);
+  Account(*file, *owner, records);
+  ReleaseFileIfEmpty(*file);
+  return out;
+}
+
+CancelOutcome LockManager::Cancel(const LockRequest& request) {
+  CancelOutcome out;
+  CheckGrace(out.grants);
+  const std::optional<ByteRange> range =
+      ByteRange::FromOffsetLength(request.offset, request.length);
+  if (!range) {
+    out.result = CancelResult::kInvalidRange;
+    return out;
+  }
+  FileState* file = FindFile(request.file);
+  const std::optional<OwnerId> owner = FindOwner(request.owner);
+  TouchHost(request.owner, owner);
+  if (file == nullptr || !owner) return out;
+
+  auto it = file->waiters.Find(*owner, *range, request.type, Waiter::State::kQueued);
+  if (it != file->waiters.end()) {
+    // A queued waiter holds nothing and blocks no one: removing it frees nothing.
+    EraseWaiter(*file, it);
+    Account(*file, *owner, -1);
+    ReleaseFileIfEmpty(*file);
+    out.result = CancelResult::kCancelled;
+    return out;
+  }
+  it = file->waiters.Find(*owner, *range, request.type, Waiter::State::kGranted);
+  if (it == file->waiters.end()) return out;
+  // CANCEL of a block that was already granted undoes the grant (PROTOCOL-NOTES 1.5).
+  EraseWaiter(*file, it);
+  const int64_t records = -1 + ReleaseRange(*file, *owner, *range, out.grants);
+  Account(*file, *owner, records);
+  ReleaseFileIfEmpty(*file);
+  out.result = CancelResult::kGrantUndone;
+  return out;
+}
+
+RevokeOutcome LockManager::RevokeGrant(WaiterId id) {
+  RevokeOutcome out;
+  CheckGrace(out.grants);
+  auto found = waiter_index_.find(id.value());
+  if (found == waiter_index_.end() || found->second.it->state != Waiter::State::kGranted) {
+    return out;
+  }
+  FileState& file = *found->second.file;
+  const Waiter waiter = *found->second.it;
+  EraseWaiter(file, found->second.it);
+  const int64_t records = -1 + ReleaseRange(file, waiter.owner, waiter.range, out.grants);
+  Account(file, waiter.owner, records);
+  ReleaseFileIfEmpty(file);
+  out.revoked = true;
+  return out;
+}
+
+bool LockManager::AcknowledgeGrant(WaiterId id) {
+  auto found = waiter_index_.find(id.value());
+  if (found == waiter_index_.end() || found->second.it->state != Waiter::State::kGranted) {
+    return false;
+  }
+  FileState& file = *found->second.file;
+  const OwnerId owner = found->second.it->owner;
+  EraseWaiter(file, found->second.it);
+  Account(file, owner, -1);
+  ReleaseFileIfEmpty(file);
+  return true;
+}
+
+// --- Share reservations ------------------------------------------------------------------------
+
+ShareOutcome LockManager::Share(const ShareRequest& request) {
+  ShareOutcome out;
+  CheckGrace(out.grants);
+  FileState* file = FindFile(request.file);
+  const std::optional<OwnerId> owner = FindOwner(request.owner);
+  HostInfo* host = TouchHost(request.owner, owner);
+  const OwnerId requester = owner.value_or(NoOwner());
+
+  const bool refused_by_grace =
+      request.reclaim
+          ? !grace_.IsActive()
+          : grace_.IsActive() &&
+                (grace_.mode() == GraceMode::kClassic ||
+                 (file != nullptr && file->shares.FindAwaitingConflict(requester, request.access,
+                                                                       request.deny) != nullptr));
+  if (refused_by_grace) {
+    out.status = LockStatus::kDeniedGrace;
+    return out;
+  }
+  if (file != nullptr) {
+    if (const ShareEntry* conflict =
+            file->shares.FindConflict(requester, request.access, request.deny)) {
+      out.status = LockStatus::kDenied;
+      out.holder = ShareHolder{owners_.owner(conflict->owner), conflict->access, conflict->deny};
+      return out;
+    }
+  }
+  const bool was_active = host != nullptr && host->HoldsState();
+  const bool replaces = owner && file != nullptr && file->shares.Find(*owner) != nullptr;
+  if (!replaces && host != nullptr && host->shares >= options_.max_shares_per_host) {
+    out.status = LockStatus::kNoResources;
+    return out;
+  }
+  const std::optional<OwnerRef> ref =
+      EnsureOwner(request.owner, owner, host, HostRegistry::Admission::kWithinLimit);
+  if (!ref) {
+    out.status = LockStatus::kNoResources;
+    return out;
+  }
+  FileState& target = UseFile(file, request.file);
+  const ShareTable::Delta delta =
+      target.shares.Set(ShareEntry{ref->id, request.access, request.deny, false});
+  HostInfo& info = *HostOf(ref->id).info;
+  info.shares = static_cast<uint64_t>(static_cast<int64_t>(info.shares) + delta.entries);
+  shares_ = static_cast<size_t>(static_cast<int64_t>(shares_) + delta.entries);
+  awaiting_shares_ = static_cast<size_t>(static_cast<int64_t>(awaiting_shares_) + delta.awaiting);
+  NoteHost(info, std::nullopt, request.host_label);
+  Account(target, ref->id, delta.entries);
+  out.host_added = ref->host_added;
+  out.host_activated = !was_active;
+  return out;
+}
+
+UnshareOutcome LockManager::Unshare(const FileKey& file_key, const LockOwner& lock_owner) {
+  UnshareOutcome out;
+  CheckGrace(out.grants);
+  FileState* file = FindFile(file_key);
+  const std::optional<OwnerId> owner = FindOwner(lock_owner);
+  TouchHost(lock_owner, owner);
+  if (file == nullptr || !owner) return out;
+  const ShareTable::Delta delta = file->shares.Remove(*owner);
+  if (delta.entries == 0) return out;
+  HostInfo& info = *HostOf(*owner).info;
+  --info.shares;
+  --shares_;
+  awaiting_shares_ = static_cast<size_t>(static_cast<int64_t>(awaiting_shares_) + delta.awaiting);
+  Account(*file, *owner, -1);
+  ReleaseFileIfEmpty(*file);
+  out.removed = true;
+  return out;
+}
+
+}  // namespace nlockd::lock

@@ -1,0 +1,238 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "base/clock.hpp"
+#include "lock/file_state.hpp"
+#include "lock/grace_period.hpp"
+#include "lock/host_registry.hpp"
+#include "lock/outcomes.hpp"
+#include "lock/owner_table.hpp"
+#include "lock/requests.hpp"
+#include "lock/snapshot.hpp"
+
+namespace nlockd::lock {
+
+struct LockManagerOptions {
+  // Stops a flood of client identities (spoofed source addresses, invented caller_names).
+  size_t max_hosts = 10'000;
+  // Stops all clients together from exhausting memory (~100 bytes per lock entry).
+  size_t max_locks = 10'000'000;
+  // Stops one client from taking the whole budget by fragmenting ranges. Checked before a Lock;
+  // one Lock adds at most two entries, and waiter grants and unlock splits are never refused, so
+  // a host can exceed it by that much.
+  size_t max_locks_per_host = 1'000'000;
+  // Stops one client from filling a file's share list (share checks scan it).
+  size_t max_shares_per_host = 10'000;
+  // Stops one client from queuing unbounded blocked requests (each release scans the file's
+  // queue).
+  size_t max_waiters_per_host = 10'000;
+  // The grace period used when StartGrace() is given no duration (DESIGN.md: 90 s).
+  Clock::duration grace_duration = GracePeriod::kDefaultDuration;
+  // Seeds the lock trees' priorities; pass a random value in production so that clients cannot
+  // predict, and so unbalance, the tree shape. Tests use a fixed one.
+  uint64_t seed = 0x6e6c6f636b64ULL;
+};
+
+// The protocol-free lock manager: POSIX byte-range locks (fcntl semantics as NLM carries them),
+// blocked requests and their grants, share reservations, the client hosts, and the grace
+// period. Protocol layers (NLM today) translate requests into these calls and outcomes into
+// wire codes; nothing here knows XDR, sockets or SQL.
+//
+// Owns all lock state. Every call returns its outcome, including the blocked requests it granted
+// (`grants`), for which the caller sends callbacks; there are no callbacks into the caller.
+//
+// Rules it implements (see the tests for each):
+// - Owners are (host, svid, oh), compared whole. An owner's locks never conflict with each
+//   other: a new lock replaces its overlapping ranges (upgrade, downgrade), touching ranges of
+//   the same type merge, unlocking a middle part splits a lock. Unlocking what is not held
+//   succeeds.
+// - Blocked requests: one waiter per (file, owner, range, type), found again on a retransmit.
+//   After any release (unlock, downgrade, cancel of a granted block, revoke, host release, drop
+//   of restored locks) the file's waiters are examined in arrival order and each one that
+//   conflicts with no held lock is granted at once, so the oldest waiter for a freed range gets
+//   it first and no wake-up is lost. As in Linux (and as POSIX allows), a new request that
+//   conflicts with no held lock is granted even if an older waiter wants the same range, and
+//   a waiter is granted even if an older one is still blocked: holding requests back behind
+//   older waiters would let an owner wait for an owner that waits for it (a deadlock that
+//   POSIX programs do not expect). Readers can therefore overtake a waiting writer.
+// - Unlock cancels the owner's queued waiters over the range (PROTOCOL-NOTES 1.5), and forgets
+//   its granted-unacknowledged ones there. A granted block is undone (its range unlocked for
+//   the owner) by Cancel or RevokeGrant.
+// - Grace (PROTOCOL-NOTES 1.6): reclaims are served only during grace (else kDeniedGrace) and
+//   are granted unless they conflict; a reclaim takes over its owner's restored locks over the
+//   range. New Lock/Test/Share get kDeniedGrace during classic grace, and during fine-grained
+//   grace when they conflict with a restored lock or share still awaiting its reclaim. Unlock,
+//   Cancel and Unshare are always served. When grace ends, still-awaiting restored state is
+//   dropped.
+// - Deadlocks between blocked owners are not detected (NLM v1/v3 cannot report them either).
+//
+// Thread safety: none by design. One executor (a strand or a thread) owns the manager and makes
+// every call; there are no mutexes. Returned references and views are valid until the next
+// mutating call. `clock` must outlive the manager.
+class LockManager {
+ public:
+  // Empty file records kept for reuse: up to this many, or as many as files in use.
+  static constexpr size_t kMinIdleFiles = 1024;
+
+  explicit LockManager(const Clock& clock, LockManagerOptions options = {});
+  ~LockManager();
+  LockManager(const LockManager&) = delete;
+  LockManager& operator=(const LockManager&) = delete;
+
+  // --- Byte-range locks -------------------------------------------------------------------
+
+  // LOCK (and NM_LOCK). kGranted, kDenied (holder), kBlocked (block=true; holder and waiter),
+  // kDeniedGrace, kNoResources or kInvalidRange.
+  LockOutcome Lock(const LockRequest& request);
+  // TEST: the first conflicting holder, lowest start first (block and reclaim are ignored).
+  TestOutcome Test(const LockRequest& request);
+  UnlockOutcome Unlock(const FileKey& file, const LockOwner& owner, uint64_t offset,
+                       uint64_t length);
+  // CANCEL of the blocked request (file, owner, range, type); undoes it if already granted.
+  CancelOutcome Cancel(const LockRequest& request);
+  // The client refused the grant or could not be reached: releases the granted lock (the
+  // owner's locks over the waiter's range). Does nothing for an unknown or already
+  // acknowledged id, or for a waiter the owner's own Lock or Unlock already settled.
+  RevokeOutcome RevokeGrant(WaiterId id);
+  // The client accepted the grant: forget the waiter. False if the id is not a pending grant.
+  bool AcknowledgeGrant(WaiterId id);
+
+  // --- Share reservations -------------------------------------------------------------------
+
+  ShareOutcome Share(const ShareRequest& request);
+  UnshareOutcome Unshare(const FileKey& file, const LockOwner& owner);
+
+  // --- Hosts ----------------------------------------------------------------------------------
+
+  // Crash clean-up and FREE_ALL: drops every lock, share and waiter of the host and serves the
+  // waiters this frees. Best effort per file. The host stays registered (idle).
+  HostReleaseOutcome ReleaseHost(const HostId& host);
+  // Removes an idle host from the registry (so its next lock reports host_added again).
+  bool ForgetHost(const HostId& host) { return hosts_.Forget(host); }
+  const HostRegistry& hosts() const { return hosts_; }
+
+  // --- Grace and restored state -----------------------------------------------------------
+
+  // Opens the grace period; `duration` overrides the configured one (a protocol's own window).
+  void StartGrace(GraceMode mode, std::optional<Clock::duration> duration = std::nullopt);
+  // Installs the persisted table as held locks and shares awaiting their reclaim. Records that
+  // conflict with ones installed before them are rejected (a corrupt table); host limits do not
+  // apply (this state was admitted before the restart).
+  // REQUIRES: grace is active.
+  LoadOutcome LoadRestored(std::span<const RestoredLock> locks,
+                           std::span<const RestoredShare> shares);
+  // Restored locks and shares not yet reclaimed; when it reaches zero in fine-grained grace the
+  // caller may EndGrace(kAllReclaimed).
+  size_t AwaitingReclaimCount() const { return awaiting_locks_ + awaiting_shares_; }
+  // Drops a host's still-awaiting restored state (it rebooted again, or will never reclaim).
+  DropOutcome DropRestored(const HostId& host);
+  // Ends grace now and drops all still-awaiting restored state.
+  DropOutcome EndGrace(GraceEndReason reason);
+  // Call from a timer: ends grace if its time ran out (every other call checks too).
+  DropOutcome Tick();
+  const GracePeriod& grace() const { return grace_; }
+
+  // --- Snapshots (store, admin API) -----------------------------------------------------------
+
+  LockCounts Counts() const;
+  // Locks in (file, first, owner) order within a file; files in no particular order.
+  void ForEachLock(const std::function<void(const LockView&)>& fn,
+                   const StateFilter& filter = {}) const;
+  std::vector<LockInfo> ListLocks(const StateFilter& filter = {}) const;
+  std::vector<ShareInfo> ListShares(const StateFilter& filter = {}) const;
+  // Waiters in arrival order within a file.
+  std::vector<WaiterInfo> ListWaiters(const StateFilter& filter = {}) const;
+  // All state as text, files sorted by key; for tests and debugging.
+  std::string DebugString() const;
+
+ private:
+  struct WaiterLocation {
+    FileState* file;
+    WaiterQueue::iterator it;
+  };
+
+  // Lookups that never create.
+  FileState* FindFile(const FileKey& key);
+  std::optional<OwnerId> FindOwner(const LockOwner& owner) const { return owners_.Find(owner); }
+  // Get-or-create. `found` is what FindFile(key) returned. EnsureOwner returns nullopt when the
+  // host registry is full; `known` and `known_host` are what earlier lookups found for this
+  // owner, to save repeating them.
+  FileState& UseFile(FileState* found, const FileKey& key);
+  struct OwnerRef {
+    OwnerId id;
+    bool host_added;
+  };
+  std::optional<OwnerRef> EnsureOwner(const LockOwner& owner, std::optional<OwnerId> known,
+                                      HostInfo* known_host, HostRegistry::Admission admission);
+  HostState& HostOf(OwnerId owner) const { return *owners_.host(owner); }
+
+  // Adds `records` (lock entries, shares, waiter records; may be negative) to the owner's and
+  // its host's bookkeeping, removing the owner and host state that drop to zero. Call after the
+  // owner's last use; then ReleaseFileIfEmpty(file) once, which may destroy `file`.
+  void Account(FileState& file, OwnerId owner, int64_t records);
+  void AddLockCounts(OwnerId owner, const TableDelta& delta);
+  // Marks an empty file idle. Idle records are kept so that a file locked and unlocked in a loop
+  // costs no allocation, up to max(kMinIdleFiles, files in use); past that all are freed (an
+  // amortized O(1) sweep), which bounds what a client cycling through file handles can pin.
+  void ReleaseFileIfEmpty(FileState& file);
+  // Marks the owner's host as seen now; returns it (nullptr if unknown).
+  HostInfo* TouchHost(const LockOwner& owner, std::optional<OwnerId> id);
+  void NoteHost(HostInfo& host, std::optional<int32_t> nsm_state, const std::string& label);
+
+  // Grants, in arrival order, the queued waiters of `file` that overlap `released` and conflict
+  // with nothing held; repeats when a grant itself downgrades a lock.
+  void ServeWaiters(FileState& file, ByteRange released, Grants& grants);
+  WaiterGrant MakeGrant(const FileState& file, const Waiter& waiter) const;
+  void EraseWaiter(FileState& file, WaiterQueue::iterator it);
+  // Forgets the owner's granted-unacknowledged record of exactly this lock, if any.
+  int64_t SettlePendingGrant(FileState& file, OwnerId owner, const ByteRange& range, LockType type);
+  // Releases the owner's locks over `range` and serves waiters; returns the record delta.
+  int64_t ReleaseRange(FileState& file, OwnerId owner, const ByteRange& range, Grants& grants);
+
+  // Ends grace if its timer ran out, dropping awaiting state; appends the grants.
+  void CheckGrace(Grants& grants);
+  bool ConflictsWithAwaiting(const FileState* file, std::optional<OwnerId> owner,
+                             const ByteRange& range, LockType type) const;
+
+  // Removes from `file` the records of owners for which owner_match(id) holds: every kind, or
+  // only awaiting-reclaim locks and shares. Then serves the waiters this frees.
+  struct Removal {
+    size_t locks = 0;
+    size_t shares = 0;
+    size_t waiters = 0;
+    size_t pending_grants = 0;
+  };
+  Removal RemoveFromFile(FileState& file, const std::function<bool(OwnerId)>& owner_match,
+                         bool awaiting_only, Grants& grants);
+  DropOutcome DropAwaiting(const std::function<bool(OwnerId)>& owner_match,
+                           std::vector<FileState*> files);
+
+  const Clock& clock_;
+  LockManagerOptions options_;
+  HostRegistry hosts_;
+  GracePeriod grace_;
+  OwnerTable owners_;
+  std::unordered_map<FileKey, FileState> files_;
+  std::unordered_map<const HostInfo*, HostState> host_states_;
+  std::unordered_map<uint64_t, WaiterLocation> waiter_index_;
+  uint64_t next_waiter_id_ = 1;
+  uint64_t files_created_ = 0;  // Seeds each file's tree differently.
+  size_t idle_files_ = 0;
+  size_t locks_ = 0;
+  size_t awaiting_locks_ = 0;
+  size_t shares_ = 0;
+  size_t awaiting_shares_ = 0;
+  size_t waiters_ = 0;
+  size_t pending_grants_ = 0;
+};
+
+}  // namespace nlockd::lock

@@ -1,0 +1,65 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <list>
+
+#include "base/clock.hpp"
+#include "base/strong_id.hpp"
+#include "lock/lock_type.hpp"
+#include "lock/owner_table.hpp"
+#include "lock/range.hpp"
+
+namespace nlockd::lock {
+
+// Names one blocked request, unique for the life of a LockManager (never reused). The NLM layer
+// maps it to the cookie of its GRANTED callback (PROTOCOL-NOTES 1.5: a server-unique cookie).
+using WaiterId = StrongId<struct WaiterIdTag, uint64_t>;
+
+// A blocked lock request. It is queued until a release makes it grantable; then the manager
+// takes the lock for it and the record stays, state kGranted, until the protocol layer
+// acknowledges the grant (the client got its callback) or revokes it.
+struct Waiter {
+  enum class State : uint8_t { kQueued, kGranted };
+
+  WaiterId id;
+  OwnerId owner;
+  ByteRange range;
+  LockType type = LockType::kExclusive;
+  State state = State::kQueued;
+  Clock::time_point since;  // When it was queued, or granted.
+};
+
+// The waiter records of one file in arrival order. Iterators stay valid until their record is
+// erased, so the manager's id index can point into the queue.
+// Thread safety: none; owned by the LockManager's executor.
+class WaiterQueue {
+ public:
+  using iterator = std::list<Waiter>::iterator;
+  using const_iterator = std::list<Waiter>::const_iterator;
+
+  bool empty() const { return waiters_.empty(); }
+  size_t size() const { return waiters_.size(); }
+  size_t queued_count() const { return queued_; }
+
+  iterator begin() { return waiters_.begin(); }
+  iterator end() { return waiters_.end(); }
+  const_iterator begin() const { return waiters_.begin(); }
+  const_iterator end() const { return waiters_.end(); }
+
+  // Appends a record at the back (the newest arrival).
+  iterator Append(const Waiter& waiter);
+  void Erase(iterator it);
+  // Moves a queued record to kGranted at `now`, keeping its place.
+  void MarkGranted(iterator it, Clock::time_point now);
+
+  // The record of exactly this request (owner, range, type) in `state`, or end(): a retransmitted
+  // blocking LOCK finds its queued record (PROTOCOL-NOTES 1.5: one block per request).
+  iterator Find(OwnerId owner, const ByteRange& range, LockType type, Waiter::State state);
+
+ private:
+  std::list<Waiter> waiters_;
+  size_t queued_ = 0;
+};
+
+}  // namespace nlockd::lock
