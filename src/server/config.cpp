@@ -50,6 +50,18 @@ bool Boolean(const toml::node& node, const std::string& key) {
 
 }  // namespace
 
+bool ParseHostKey(const std::string& text) {
+  if (text == "address") return false;
+  if (text == "caller_name") return true;
+  Fail("nlm host key must be 'address' or 'caller_name', not '" + text + "'");
+}
+
+bool ParseGrantedCallback(const std::string& text) {
+  if (text == "msg") return true;
+  if (text == "sync") return false;
+  Fail("granted callback must be 'msg' or 'sync', not '" + text + "'");
+}
+
 ListenAddress ParseListenAddress(const std::string& text) {
   ListenAddress out;
   std::string what = "listen address '" + text + "'";
@@ -92,6 +104,21 @@ void LoadConfigFile(const std::string& path, Config& config) {
       auto level = ParseLogLevel(String(node, key));
       if (!level) Fail("config key log_level: unknown level");
       config.log_level = *level;
+    } else if (key == "grace") {
+      config.grace = std::chrono::seconds(Integer<int64_t>(node, key, 0, 3600));
+    } else if (key == "nlm" && node.is_table()) {
+      for (auto&& [sub_view, sub] : *node.as_table()) {
+        std::string sub_key = "nlm." + std::string(sub_view.str());
+        if (sub_key == "nlm.host_key") {
+          config.nlm_key_by_caller_name = ParseHostKey(String(sub, sub_key));
+        } else if (sub_key == "nlm.granted_callback") {
+          config.nlm_granted_msg = ParseGrantedCallback(String(sub, sub_key));
+        } else if (sub_key == "nlm.max_hosts") {
+          config.max_hosts = Integer<size_t>(sub, sub_key, 1, 10'000'000);
+        } else {
+          Fail("unknown config key " + sub_key + " in " + path);
+        }
+      }
     } else if (key == "rpcbind" && node.is_table()) {
       for (auto&& [sub_view, sub] : *node.as_table()) {
         std::string sub_key = "rpcbind." + std::string(sub_view.str());

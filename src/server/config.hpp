@@ -22,11 +22,24 @@ struct Config {
   bool rpcbind_register = true;          // rpcbind.register / --rpcbind-register
   std::string rpcbind_host = "127.0.0.1";  // rpcbind.host / --rpcbind-host
   uint16_t rpcbind_port = 111;           // rpcbind.port / --rpcbind-port
+  // grace / --grace: seconds of the grace period after a start; 0 for none.
+  std::chrono::seconds grace{90};
+  // nlm.host_key / --nlm-host-key: "address" (default) or "caller_name".
+  bool nlm_key_by_caller_name = false;
+  // nlm.granted_callback / --granted-callback: "msg" (GRANTED_MSG, default) or "sync" (GRANTED).
+  bool nlm_granted_msg = true;
+  // nlm.max_hosts / --max-hosts: client hosts monitored and holding state at once.
+  size_t max_hosts = 10'000;
   // rpc.* limits; see rpc::ServerOptions for what each stops.
   size_t max_connections = 1024;
   size_t max_record_size = 1 << 20;
   std::chrono::seconds idle_timeout{300};
 };
+
+// "address" -> false, "caller_name" -> true; anything else throws Error.
+bool ParseHostKey(const std::string& text);
+// "msg" -> true, "sync" -> false; anything else throws Error.
+bool ParseGrantedCallback(const std::string& text);
 
 // "ADDR:PORT", "[V6ADDR]:PORT" or ":PORT". Throws Error (kFailed) with the reason.
 ListenAddress ParseListenAddress(const std::string& text);

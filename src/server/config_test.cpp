@@ -42,6 +42,7 @@ TEST(ParseListenAddress, RejectsGarbage) {
 TEST(LoadConfigFile, ReadsEveryKey) {
   std::string path = WriteTemp(R"(
 listen = "127.0.0.1:5000"
+grace = 0
 name = "server-a"
 log_level = "debug"
 [rpcbind]
@@ -52,6 +53,10 @@ port = 1111
 max_connections = 10
 max_record_size = 4096
 idle_timeout = 7
+[nlm]
+host_key = "caller_name"
+granted_callback = "sync"
+max_hosts = 5
 )");
   Config config;
   LoadConfigFile(path, config);
@@ -65,6 +70,10 @@ idle_timeout = 7
   EXPECT_EQ(config.max_connections, 10u);
   EXPECT_EQ(config.max_record_size, 4096u);
   EXPECT_EQ(config.idle_timeout, std::chrono::seconds(7));
+  EXPECT_EQ(config.grace, std::chrono::seconds(0));
+  EXPECT_TRUE(config.nlm_key_by_caller_name);
+  EXPECT_FALSE(config.nlm_granted_msg);
+  EXPECT_EQ(config.max_hosts, 5u);
 }
 
 TEST(LoadConfigFile, UnknownKeysWrongTypesAndBadSyntaxAreErrorsNamingTheKey) {
@@ -105,6 +114,10 @@ TEST(LoadConfigFile, ShippedConfigFileParsesToTheDefaults) {
   EXPECT_EQ(from_file.max_connections, defaults.max_connections);
   EXPECT_EQ(from_file.max_record_size, defaults.max_record_size);
   EXPECT_EQ(from_file.idle_timeout, defaults.idle_timeout);
+  EXPECT_EQ(from_file.grace, defaults.grace);
+  EXPECT_EQ(from_file.nlm_key_by_caller_name, defaults.nlm_key_by_caller_name);
+  EXPECT_EQ(from_file.nlm_granted_msg, defaults.nlm_granted_msg);
+  EXPECT_EQ(from_file.max_hosts, defaults.max_hosts);
 }
 
 }  // namespace

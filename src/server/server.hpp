@@ -6,11 +6,17 @@
 #include <asio/io_context.hpp>
 #include <asio/signal_set.hpp>
 
+#include "base/clock.hpp"
+#include "lock/lock_manager.hpp"
+#include "nlm/client_caller.hpp"
+#include "nlm/service.hpp"
 #include "rpc/client.hpp"
 #include "rpc/dispatcher.hpp"
 #include "rpc/rpcbind.hpp"
 #include "rpc/server.hpp"
+#include "rpc/reply_cache.hpp"
 #include "server/config.hpp"
+#include "server/host_records.hpp"
 
 namespace nlockd::server {
 
@@ -32,13 +38,21 @@ class Server {
  private:
   void RegisterPrograms();
   asio::awaitable<void> RegisterWithRpcbind();
+  // Ends grace at its timer even when no request arrives to notice.
+  asio::awaitable<void> GraceTimer();
   asio::awaitable<void> ShutDown();
 
   Config config_;
   asio::io_context io_;
+  SteadyClock clock_;
   rpc::Dispatcher dispatcher_;
+  rpc::ReplyCache reply_cache_;
   rpc::Client client_;
   rpc::RpcbindRegistration rpcbind_;
+  lock::LockManager locks_;
+  HostRecords host_records_;
+  nlm::RpcClientCaller nlm_caller_;
+  nlm::NlmService nlm_;
   std::unique_ptr<rpc::Server> rpc_server_;
   asio::signal_set signals_;
   bool stopping_ = false;

@@ -29,6 +29,10 @@ struct Flags {
   size_t max_connections = 0;
   size_t max_record_size = 0;
   int64_t idle_timeout = 0;
+  int64_t grace = 0;
+  std::string nlm_host_key;
+  std::string granted_callback;
+  size_t max_hosts = 0;
 };
 
 }  // namespace
@@ -62,6 +66,18 @@ int main(int argc, char** argv) {
   auto* idle_timeout = app.add_option("--idle-timeout", flags.idle_timeout,
                                       "seconds before an idle TCP connection is closed "
                                       "(default 300)");
+  auto* grace = app.add_option("--grace", flags.grace,
+                               "seconds of grace period after a start, for lock reclaims; 0 for "
+                               "none (default 90)");
+  auto* nlm_host_key = app.add_option("--nlm-host-key", flags.nlm_host_key,
+                                      "what identifies an NLM client host: address (default) or "
+                                      "caller_name");
+  auto* granted_callback =
+      app.add_option("--granted-callback", flags.granted_callback,
+                     "how a blocked lock is granted: msg (GRANTED_MSG, default) or sync (GRANTED)");
+  auto* max_hosts = app.add_option("--max-hosts", flags.max_hosts,
+                                   "client hosts monitored and holding state at once "
+                                   "(default 10000)");
   CLI11_PARSE(app, argc, argv);
 
   nlockd::SetUpLogging(spdlog::level::info);
@@ -81,6 +97,14 @@ int main(int argc, char** argv) {
     if (*max_connections) config.max_connections = flags.max_connections;
     if (*max_record_size) config.max_record_size = flags.max_record_size;
     if (*idle_timeout) config.idle_timeout = std::chrono::seconds(flags.idle_timeout);
+    if (*grace) config.grace = std::chrono::seconds(flags.grace);
+    if (*nlm_host_key) {
+      config.nlm_key_by_caller_name = nlockd::server::ParseHostKey(flags.nlm_host_key);
+    }
+    if (*granted_callback) {
+      config.nlm_granted_msg = nlockd::server::ParseGrantedCallback(flags.granted_callback);
+    }
+    if (*max_hosts) config.max_hosts = flags.max_hosts;
     spdlog::set_level(config.log_level);
 
     nlockd::server::Server server(std::move(config));

@@ -1,0 +1,188 @@
+// The procedure table of NlmService: every procedure of versions 1, 3 and 4, in one place.
+#include <asio/this_coro.hpp>
+
+#include "nlm/service.hpp"
+
+namespace nlockd::nlm {
+
+template <typename Args, typename Result, typename Method>
+asio::awaitable<rpc::HandlerStatus> NlmService::Serve(const rpc::CallContext& context,
+                                                      xdr::Decoder& in, xdr::Encoder& out,
+                                                      Method method) {
+  Args args;
+  if (!Decode(in, context.version, args)) co_return rpc::HandlerStatus::kGarbageArgs;
+  Result result = co_await method(context, std::move(args));
+  Encode(out, context.version, result);
+  co_return rpc::HandlerStatus::kSuccess;
+}
+
+template <typename Args, typename Result, typename Method>
+asio::awaitable<rpc::HandlerStatus> NlmService::ServeMsg(const rpc::CallContext& context,
+                                                         xdr::Decoder& in,
+                                                         uint32_t res_procedure, Method method) {
+  Args args;
+  Result result;
+  if (Decode(in, context.version, args)) {
+    result = co_await method(context, std::move(args));
+  } else {
+    // The caller still gets its empty reply; the failure goes in the _RES (PROTOCOL-NOTES §1.4).
+    result.stat = NLM4_FAILED;
+  }
+  std::vector<uint8_t> body;
+  xdr::Encoder enc(body);
+  Encode(enc, context.version, result);
+  SpawnRes(context, res_procedure, std::move(body));
+  co_return rpc::HandlerStatus::kSuccess;
+}
+
+namespace {
+
+template <typename T>
+asio::awaitable<T> Ready(T value) {
+  co_return value;
+}
+
+asio::awaitable<rpc::HandlerStatus> NullProc(const rpc::CallContext&, xdr::Decoder&,
+                                             xdr::Encoder&) {
+  co_return rpc::HandlerStatus::kSuccess;
+}
+
+}  // namespace
+
+void NlmService::Register(rpc::Dispatcher& dispatcher) {
+  using rpc::CallContext;
+  using rpc::HandlerStatus;
+  // Procedures that change state answer retransmissions from the reply cache.
+  const rpc::ProcedureOptions cached{.cache_replies = true};
+
+  auto test = [this](const CallContext& c, nlm4_testargs a) { return Test(c, std::move(a)); };
+  auto lock = [this](const CallContext& c, nlm4_lockargs a) { return Lock(c, std::move(a), true); };
+  auto nm_lock = [this](const CallContext& c, nlm4_lockargs a) {
+    return Lock(c, std::move(a), false);
+  };
+  auto cancel = [this](const CallContext& c, nlm4_cancargs a) { return Cancel(c, std::move(a)); };
+  auto unlock = [this](const CallContext& c, nlm4_unlockargs a) {
+    return Unlock(c, std::move(a));
+  };
+  auto granted = [this](const CallContext&, nlm4_testargs a) { return Ready(Granted(a)); };
+  auto share = [this](const CallContext& c, nlm4_shareargs a) { return Share(c, std::move(a)); };
+  auto unshare = [this](const CallContext& c, nlm4_shareargs a) {
+    return Ready(Unshare(c, a));
+  };
+
+  for (uint32_t version : {NLM_VERS, NLM_VERSX, NLM4_VERS}) {
+    dispatcher.Register(NLM_PROG, version, NLM_NULL, "NULL", NullProc);
+    dispatcher.Register(NLM_PROG, version, NLM_TEST, "TEST",
+                        [this, test](const CallContext& c, xdr::Decoder& in, xdr::Encoder& out) {
+                          return Serve<nlm4_testargs, nlm4_testres>(c, in, out, test);
+                        });
+    dispatcher.Register(
+        NLM_PROG, version, NLM_LOCK, "LOCK",
+        [this, lock](const CallContext& c, xdr::Decoder& in, xdr::Encoder& out) {
+          return Serve<nlm4_lockargs, nlm4_res>(c, in, out, lock);
+        },
+        cached);
+    dispatcher.Register(
+        NLM_PROG, version, NLM_CANCEL, "CANCEL",
+        [this, cancel](const CallContext& c, xdr::Decoder& in, xdr::Encoder& out) {
+          return Serve<nlm4_cancargs, nlm4_res>(c, in, out, cancel);
+        },
+        cached);
+    dispatcher.Register(
+        NLM_PROG, version, NLM_UNLOCK, "UNLOCK",
+        [this, unlock](const CallContext& c, xdr::Decoder& in, xdr::Encoder& out) {
+          return Serve<nlm4_unlockargs, nlm4_res>(c, in, out, unlock);
+        },
+        cached);
+    dispatcher.Register(NLM_PROG, version, NLM_GRANTED, "GRANTED",
+                        [this, granted](const CallContext& c, xdr::Decoder& in,
+                                        xdr::Encoder& out) {
+                          return Serve<nlm4_testargs, nlm4_res>(c, in, out, granted);
+                        });
+
+    dispatcher.Register(NLM_PROG, version, NLM_TEST_MSG, "TEST_MSG",
+                        [this, test](const CallContext& c, xdr::Decoder& in, xdr::Encoder&) {
+                          return ServeMsg<nlm4_testargs, nlm4_testres>(c, in, NLM_TEST_RES, test);
+                        });
+    dispatcher.Register(
+        NLM_PROG, version, NLM_LOCK_MSG, "LOCK_MSG",
+        [this, lock](const CallContext& c, xdr::Decoder& in, xdr::Encoder&) {
+          return ServeMsg<nlm4_lockargs, nlm4_res>(c, in, NLM_LOCK_RES, lock);
+        },
+        cached);
+    dispatcher.Register(
+        NLM_PROG, version, NLM_CANCEL_MSG, "CANCEL_MSG",
+        [this, cancel](const CallContext& c, xdr::Decoder& in, xdr::Encoder&) {
+          return ServeMsg<nlm4_cancargs, nlm4_res>(c, in, NLM_CANCEL_RES, cancel);
+        },
+        cached);
+    dispatcher.Register(
+        NLM_PROG, version, NLM_UNLOCK_MSG, "UNLOCK_MSG",
+        [this, unlock](const CallContext& c, xdr::Decoder& in, xdr::Encoder&) {
+          return ServeMsg<nlm4_unlockargs, nlm4_res>(c, in, NLM_UNLOCK_RES, unlock);
+        },
+        cached);
+    dispatcher.Register(NLM_PROG, version, NLM_GRANTED_MSG, "GRANTED_MSG",
+                        [this, granted](const CallContext& c, xdr::Decoder& in, xdr::Encoder&) {
+                          return ServeMsg<nlm4_testargs, nlm4_res>(c, in, NLM_GRANTED_RES,
+                                                                   granted);
+                        });
+
+    // _RES calls answer _MSG calls we made; only GRANTED_RES carries news for us.
+    for (uint32_t res : {NLM_TEST_RES, NLM_LOCK_RES, NLM_CANCEL_RES, NLM_UNLOCK_RES}) {
+      dispatcher.Register(NLM_PROG, version, res, "RES", NullProc);
+    }
+    dispatcher.Register(NLM_PROG, version, NLM_GRANTED_RES, "GRANTED_RES",
+                        [this](const CallContext& c, xdr::Decoder& in, xdr::Encoder&)
+                            -> asio::awaitable<HandlerStatus> {
+                          nlm4_res res;
+                          if (!Decode(in, c.version, res)) {
+                            return Ready(HandlerStatus::kGarbageArgs);
+                          }
+                          GrantedRes(res);
+                          return Ready(HandlerStatus::kSuccess);
+                        });
+    dispatcher.Register(NLM_PROG, version, NLM_SM_NOTIFY, "SM_NOTIFY",
+                        [this](const CallContext& c, xdr::Decoder& in, xdr::Encoder&)
+                            -> asio::awaitable<HandlerStatus> {
+                          nlm_sm_status status;
+                          if (!Decode(in, c.version, status)) {
+                            return Ready(HandlerStatus::kGarbageArgs);
+                          }
+                          SmNotify(c, status);
+                          return Ready(HandlerStatus::kSuccess);
+                        });
+    if (version == NLM_VERS) continue;  // SHARE and friends came with version 3.
+
+    dispatcher.Register(
+        NLM_PROG, version, NLM_SHARE, "SHARE",
+        [this, share](const CallContext& c, xdr::Decoder& in, xdr::Encoder& out) {
+          return Serve<nlm4_shareargs, nlm4_shareres>(c, in, out, share);
+        },
+        cached);
+    dispatcher.Register(
+        NLM_PROG, version, NLM_UNSHARE, "UNSHARE",
+        [this, unshare](const CallContext& c, xdr::Decoder& in, xdr::Encoder& out) {
+          return Serve<nlm4_shareargs, nlm4_shareres>(c, in, out, unshare);
+        },
+        cached);
+    dispatcher.Register(
+        NLM_PROG, version, NLM_NM_LOCK, "NM_LOCK",
+        [this, nm_lock](const CallContext& c, xdr::Decoder& in, xdr::Encoder& out) {
+          return Serve<nlm4_lockargs, nlm4_res>(c, in, out, nm_lock);
+        },
+        cached);
+    dispatcher.Register(
+        NLM_PROG, version, NLM_FREE_ALL, "FREE_ALL",
+        [this](const CallContext& c, xdr::Decoder& in, xdr::Encoder&)
+            -> asio::awaitable<HandlerStatus> {
+          nlm4_notify notify;
+          if (!Decode(in, c.version, notify)) return Ready(HandlerStatus::kGarbageArgs);
+          FreeAll(c, notify);
+          return Ready(HandlerStatus::kSuccess);
+        },
+        cached);
+  }
+}
+
+}  // namespace nlockd::nlm

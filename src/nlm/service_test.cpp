@@ -1,0 +1,272 @@
+#include "nlm/service.hpp"
+
+#include <asio/io_context.hpp>
+#include <gtest/gtest.h>
+
+#include "base/clock.hpp"
+#include "testutil/run_coroutine.hpp"
+
+namespace nlockd::nlm {
+namespace {
+
+using testutil::RunCoroutine;
+
+class FakeMonitor : public HostMonitor {
+ public:
+  asio::awaitable<bool> Monitor(MonitorRequest request) override {
+    requests.push_back(request);
+    co_return succeed;
+  }
+  std::vector<MonitorRequest> requests;
+  bool succeed = true;
+};
+
+// Records the calls NLM makes to clients and answers them as told.
+class FakeCaller : public ClientCaller {
+ public:
+  struct Sent {
+    ClientAddress client;
+    uint32_t version;
+    uint32_t procedure;
+    std::vector<uint8_t> args;
+  };
+  asio::awaitable<rpc::CallResult> Call(ClientAddress client, uint32_t version,
+                                        uint32_t procedure, std::vector<uint8_t> args,
+                                        std::chrono::milliseconds) override {
+    sent.push_back(Sent{client, version, procedure, args});
+    rpc::CallResult result;
+    result.status = reachable ? rpc::CallStatus::kOk : rpc::CallStatus::kTimedOut;
+    if (on_call) on_call(sent.back());
+    co_return result;
+  }
+  std::vector<Sent> sent;
+  bool reachable = true;
+  std::function<void(const Sent&)> on_call;
+};
+
+class NlmServiceTest : public ::testing::Test {
+ protected:
+  NlmServiceTest() {
+    NlmOptions options;
+    options.callback_deadline = std::chrono::milliseconds(50);
+    options.callback_retry_delay = std::chrono::milliseconds(5);
+    options.callback_attempts = 2;
+    service_ = std::make_unique<NlmService>(io_.get_executor(), locks_, monitor_, caller_,
+                                            options);
+  }
+
+  static rpc::CallContext From(const char* address, uint32_t version = NLM4_VERS,
+                               uint16_t port = 800) {
+    rpc::CallContext context;
+    context.peer_address = asio::ip::make_address(address);
+    context.peer_port = port;
+    context.version = version;
+    return context;
+  }
+
+  static nlm4_lockargs LockArgs(const char* caller, int32_t svid, uint64_t offset, uint64_t len,
+                                bool block = false, const char* fh = "file1") {
+    nlm4_lockargs args;
+    args.cookie = "cookie-" + std::to_string(svid);
+    args.block = block;
+    args.exclusive = true;
+    args.alock = nlm4_lock{caller, fh, std::to_string(svid) + "@" + caller, svid, offset, len};
+    args.state = 3;
+    return args;
+  }
+
+  nlm4_res Lock(const rpc::CallContext& context, nlm4_lockargs args, bool monitor = true) {
+    return RunCoroutine(io_, service_->Lock(context, std::move(args), monitor));
+  }
+
+  nlm4_res Unlock(const rpc::CallContext& context, const nlm4_lockargs& lock) {
+    return RunCoroutine(io_, service_->Unlock(context, nlm4_unlockargs{lock.cookie, lock.alock}));
+  }
+
+  void RunFor(std::chrono::milliseconds duration) {
+    io_.restart();
+    io_.run_for(duration);
+  }
+
+  asio::io_context io_;
+  SteadyClock clock_;
+  lock::LockManager locks_{clock_};
+  FakeMonitor monitor_;
+  FakeCaller caller_;
+  std::unique_ptr<NlmService> service_;
+};
+
+TEST_F(NlmServiceTest, FirstLockOfAHostMonitorsItOnceBeforeGranting) {
+  auto a = From("192.0.2.1");
+  EXPECT_EQ(Lock(a, LockArgs("client-a", 1, 0, 10)).stat, NLM4_GRANTED);
+  EXPECT_EQ(Lock(a, LockArgs("client-a", 2, 20, 10)).stat, NLM4_GRANTED);
+  ASSERT_EQ(monitor_.requests.size(), 1u);
+  EXPECT_EQ(monitor_.requests[0].host, "192.0.2.1");
+  EXPECT_EQ(monitor_.requests[0].caller_name, "client-a");
+  EXPECT_EQ(monitor_.requests[0].nsm_state, 3);
+  EXPECT_EQ(Lock(From("192.0.2.2"), LockArgs("client-b", 1, 100, 10)).stat, NLM4_GRANTED);
+  EXPECT_EQ(monitor_.requests.size(), 2u);
+  EXPECT_EQ(Lock(From("192.0.2.3"), LockArgs("client-c", 1, 200, 1), false).stat,
+            NLM4_GRANTED);
+  EXPECT_EQ(monitor_.requests.size(), 2u) << "NM_LOCK does not monitor";
+}
+
+TEST_F(NlmServiceTest, FailedMonitoringAnswersDeniedNolocksAndHoldsNothing) {
+  monitor_.succeed = false;
+  auto res = Lock(From("192.0.2.1"), LockArgs("client-a", 1, 0, 10));
+  EXPECT_EQ(res.stat, NLM4_DENIED_NOLOCKS);
+  EXPECT_EQ(res.cookie, "cookie-1");
+  EXPECT_EQ(locks_.Counts().locks, 0u);
+  EXPECT_EQ(service_->stats().monitor_failures, 1u);
+}
+
+TEST_F(NlmServiceTest, ConflictIsDeniedAndTestReportsTheHolder) {
+  auto a = From("192.0.2.1"), b = From("192.0.2.2");
+  ASSERT_EQ(Lock(a, LockArgs("client-a", 7, 100, 50)).stat, NLM4_GRANTED);
+  EXPECT_EQ(Lock(b, LockArgs("client-b", 1, 120, 10)).stat, NLM4_DENIED);
+  nlm4_testargs test{"t", true, LockArgs("client-b", 1, 0, 0).alock};
+  nlm4_testres res = RunCoroutine(io_, service_->Test(b, test));
+  EXPECT_EQ(res.stat, NLM4_DENIED);
+  EXPECT_EQ(res.cookie, "t");
+  EXPECT_EQ(res.holder.svid, 7);
+  EXPECT_EQ(res.holder.l_offset, 100u);
+  EXPECT_EQ(res.holder.l_len, 50u);
+  EXPECT_TRUE(res.holder.exclusive);
+}
+
+TEST_F(NlmServiceTest, OverflowingRangeIsFbig) {
+  auto res = Lock(From("192.0.2.1"), LockArgs("a", 1, UINT64_MAX, 2));
+  EXPECT_EQ(res.stat, NLM4_FBIG);
+}
+
+TEST_F(NlmServiceTest, BlockedLockIsGrantedByGrantedMsgAndAcknowledgedByGrantedRes) {
+  auto a = From("192.0.2.1"), b = From("192.0.2.2");
+  auto held = LockArgs("client-a", 1, 0, 10);
+  ASSERT_EQ(Lock(a, held).stat, NLM4_GRANTED);
+  ASSERT_EQ(Lock(b, LockArgs("client-b", 2, 0, 10, true)).stat, NLM4_BLOCKED);
+  caller_.on_call = [this](const FakeCaller::Sent& sent) {
+    if (sent.procedure != NLM_GRANTED_MSG) return;
+    nlm4_testargs args;
+    xdr::Decoder dec(sent.args);
+    ASSERT_TRUE(Decode(dec, sent.version, args));
+    EXPECT_EQ(args.alock.svid, 2);
+    EXPECT_EQ(args.alock.caller_name, "client-b");
+    EXPECT_EQ(args.cookie.size(), 8u);
+    service_->GrantedRes(nlm4_res{args.cookie, NLM4_GRANTED});
+  };
+  EXPECT_EQ(Unlock(a, held).stat, NLM4_GRANTED);
+  RunFor(std::chrono::milliseconds(100));
+  ASSERT_EQ(caller_.sent.size(), 1u);
+  EXPECT_EQ(caller_.sent[0].client.address.to_string(), "192.0.2.2");
+  EXPECT_EQ(service_->stats().callbacks_acknowledged, 1u);
+  EXPECT_EQ(locks_.ListLocks().size(), 1u);
+  EXPECT_EQ(locks_.ListLocks()[0].owner.host.value(), "192.0.2.2");
+}
+
+TEST_F(NlmServiceTest, UnreachableWaiterLosesTheGrantToTheNextWaiter) {
+  auto a = From("192.0.2.1"), b = From("192.0.2.2"), c = From("192.0.2.3");
+  auto held = LockArgs("client-a", 1, 0, 10);
+  ASSERT_EQ(Lock(a, held).stat, NLM4_GRANTED);
+  ASSERT_EQ(Lock(b, LockArgs("client-b", 2, 0, 10, true)).stat, NLM4_BLOCKED);
+  ASSERT_EQ(Lock(c, LockArgs("client-c", 3, 0, 10, true)).stat, NLM4_BLOCKED);
+  caller_.on_call = [this](const FakeCaller::Sent& sent) {
+    nlm4_testargs args;
+    xdr::Decoder dec(sent.args);
+    ASSERT_TRUE(Decode(dec, sent.version, args));
+    if (sent.client.address.to_string() == "192.0.2.3") {
+      service_->GrantedRes(nlm4_res{args.cookie, NLM4_GRANTED});
+    }  // 192.0.2.2 never answers.
+  };
+  Unlock(a, held);
+  RunFor(std::chrono::milliseconds(500));
+  EXPECT_EQ(service_->stats().callbacks_failed, 1u);
+  EXPECT_EQ(service_->stats().callbacks_acknowledged, 1u);
+  auto locks = locks_.ListLocks();
+  ASSERT_EQ(locks.size(), 1u);
+  EXPECT_EQ(locks[0].owner.host.value(), "192.0.2.3");
+}
+
+TEST_F(NlmServiceTest, FreeAllReleasesOnlyAHostBoundToTheCallersAddress) {
+  auto a = From("192.0.2.1");
+  ASSERT_EQ(Lock(a, LockArgs("client-a", 1, 0, 10)).stat, NLM4_GRANTED);
+  service_->FreeAll(From("192.0.2.9"), nlm4_notify{"client-a", 5});
+  EXPECT_EQ(locks_.Counts().locks, 1u);
+  EXPECT_EQ(service_->stats().spoof_rejections, 1u);
+  service_->FreeAll(a, nlm4_notify{"CLIENT-A", 5});
+  EXPECT_EQ(locks_.Counts().locks, 0u);
+}
+
+TEST_F(NlmServiceTest, StatusCallbackNeedsLoopbackAndAReservedPort) {
+  ASSERT_EQ(Lock(From("192.0.2.1"), LockArgs("client-a", 1, 0, 10)).stat, NLM4_GRANTED);
+  service_->SmNotify(From("192.0.2.7", 4, 700), nlm_sm_status{"client-a", 5, {}});
+  service_->SmNotify(From("127.0.0.1", 4, 40000), nlm_sm_status{"client-a", 5, {}});
+  EXPECT_EQ(locks_.Counts().locks, 1u);
+  EXPECT_EQ(service_->stats().spoof_rejections, 2u);
+  service_->SmNotify(From("127.0.0.1", 4, 700), nlm_sm_status{"client-a", 5, {}});
+  EXPECT_EQ(locks_.Counts().locks, 0u);
+}
+
+TEST_F(NlmServiceTest, GraceRefusesNewLocksAndGrantsReclaims) {
+  locks_.StartGrace(lock::GraceMode::kClassic, std::chrono::seconds(60));
+  auto a = From("192.0.2.1");
+  EXPECT_EQ(Lock(a, LockArgs("client-a", 1, 0, 10)).stat, NLM4_DENIED_GRACE_PERIOD);
+  auto reclaim = LockArgs("client-a", 1, 0, 10);
+  reclaim.reclaim = true;
+  EXPECT_EQ(Lock(a, reclaim).stat, NLM4_GRANTED);
+  nlm4_testres test = RunCoroutine(io_, service_->Test(a, nlm4_testargs{"t", true, reclaim.alock}));
+  EXPECT_EQ(test.stat, NLM4_DENIED_GRACE_PERIOD);
+}
+
+TEST_F(NlmServiceTest, SharesConflictByModeAndAccess) {
+  auto a = From("192.0.2.1"), b = From("192.0.2.2");
+  nlm4_shareargs deny_write{"s1", {"client-a", "file1", "oh-a", fsm_DW, fsa_R}, false};
+  nlm4_shareargs wants_write{"s2", {"client-b", "file1", "oh-b", fsm_DN, fsa_W}, false};
+  EXPECT_EQ(RunCoroutine(io_, service_->Share(a, deny_write)).stat, NLM4_GRANTED);
+  EXPECT_EQ(RunCoroutine(io_, service_->Share(b, wants_write)).stat, NLM4_DENIED);
+  EXPECT_EQ(service_->Unshare(a, deny_write).stat, NLM4_GRANTED);
+  EXPECT_EQ(RunCoroutine(io_, service_->Share(b, wants_write)).stat, NLM4_GRANTED);
+}
+
+TEST_F(NlmServiceTest, MsgCallsAnswerEmptyAndSendTheirResultAsRes) {
+  rpc::Dispatcher dispatcher;
+  service_->Register(dispatcher);
+  std::vector<uint8_t> call;
+  xdr::Encoder enc(call);
+  rpc::EncodeCallHeader(enc, 5, NLM_PROG, NLM4_VERS, NLM_LOCK_MSG);
+  Encode(enc, NLM4_VERS, LockArgs("client-a", 1, 0, 10));
+  rpc::CallContext context = From("192.0.2.1");
+  context.transport = rpc::Transport::kUdp;
+  context.peer_port = 912;
+  std::vector<uint8_t> reply;
+  ASSERT_TRUE(RunCoroutine(io_, dispatcher.Dispatch(context, call, reply)));
+  EXPECT_TRUE(rpc::DecodeReply(reply).body.empty());
+  RunFor(std::chrono::milliseconds(20));
+  ASSERT_EQ(caller_.sent.size(), 1u);
+  EXPECT_EQ(caller_.sent[0].procedure, NLM_LOCK_RES);
+  EXPECT_EQ(caller_.sent[0].client.port, 912) << "UDP _MSG: reply to the source port";
+  nlm4_res res;
+  xdr::Decoder dec(caller_.sent[0].args);
+  ASSERT_TRUE(Decode(dec, NLM4_VERS, res));
+  EXPECT_EQ(res.stat, NLM4_GRANTED);
+  EXPECT_EQ(res.cookie, "cookie-1");
+
+  // Arguments that do not decode: still an empty reply, and the error in the _RES.
+  std::vector<uint8_t> bad;
+  xdr::Encoder bad_enc(bad);
+  rpc::EncodeCallHeader(bad_enc, 6, NLM_PROG, NLM_VERS, NLM_TEST_MSG);
+  bad_enc.U32(2000);  // A cookie longer than 1024 bytes.
+  std::vector<uint8_t> bad_reply;
+  context.version = NLM_VERS;
+  ASSERT_TRUE(RunCoroutine(io_, dispatcher.Dispatch(context, bad, bad_reply)));
+  EXPECT_EQ(rpc::DecodeReply(bad_reply).accept_stat, rpc::AcceptStat::kSuccess);
+  RunFor(std::chrono::milliseconds(20));
+  ASSERT_EQ(caller_.sent.size(), 2u);
+  EXPECT_EQ(caller_.sent[1].procedure, NLM_TEST_RES);
+  nlm4_testres test_res;
+  xdr::Decoder dec2(caller_.sent[1].args);
+  ASSERT_TRUE(Decode(dec2, NLM_VERS, test_res));
+  EXPECT_EQ(test_res.stat, NLM4_DENIED_NOLOCKS) << "FAILED mapped for version 1";
+}
+
+}  // namespace
+}  // namespace nlockd::nlm
