@@ -33,7 +33,7 @@ rpc::ServerOptions RpcOptions(const Config& config) {
 lock::LockManagerOptions LockOptions(const Config& config) {
   lock::LockManagerOptions options;
   options.max_hosts = config.max_hosts;
-  options.grace_duration = config.grace;
+  if (config.grace.count() > 0) options.grace_duration = config.grace;
   options.seed = std::random_device{}();
   return options;
 }
