@@ -90,7 +90,7 @@ std::string NlmService::HostKeyFor(const rpc::CallContext& context,
   if (options_.host_key == NlmOptions::HostKey::kCallerName && !caller_name.empty()) {
     return caller_name;
   }
-  return rpc::AddressToString(context.peer_address);
+  return context.peer.empty() ? rpc::AddressToString(context.peer_address) : context.peer;
 }
 
 lock::LockRequest NlmService::ToRequest(const rpc::CallContext& context, const nlm4_lock& lock,

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include <asio/ip/address.hpp>
 
@@ -19,6 +20,7 @@ inline const char* ToString(Transport transport) {
 struct CallContext {
   Transport transport = Transport::kTcp;
   asio::ip::address peer_address;  // Normalised (rpc/address.hpp).
+  std::string peer;                // peer_address as text, made once per connection.
   uint16_t peer_port = 0;
   asio::ip::address local_address;
   uint16_t local_port = 0;

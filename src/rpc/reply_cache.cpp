@@ -1,6 +1,5 @@
 #include "rpc/reply_cache.hpp"
 
-#include <functional>
 
 namespace nlockd::rpc {
 
@@ -14,21 +13,31 @@ uint64_t ReplyCache::Checksum(std::span<const uint8_t> bytes) {
   return hash;
 }
 
+namespace {
+// splitmix64's finaliser: every input bit affects every output bit.
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+}  // namespace
+
 size_t ReplyCache::KeyHash::operator()(const Key& key) const {
-  size_t h = 0;
-  auto mix = [&h](uint64_t v) {
-    h ^= std::hash<uint64_t>{}(v) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-  };
+  uint64_t h = Mix(key.args_checksum ^ (uint64_t{key.xid} << 32 | key.procedure));
+  h = Mix(h ^ (uint64_t{key.program} << 32 | key.version));
   if (key.client.is_v4()) {
-    mix(key.client.to_v4().to_uint());
+    h = Mix(h ^ key.client.to_v4().to_uint());
   } else {
-    for (uint8_t byte : key.client.to_v6().to_bytes()) mix(byte);
+    auto bytes = key.client.to_v6().to_bytes();
+    uint64_t high = 0, low = 0;
+    for (size_t i = 0; i < 8; ++i) {
+      high = high << 8 | bytes[i];
+      low = low << 8 | bytes[i + 8];
+    }
+    h = Mix(Mix(h ^ high) ^ low);
   }
-  mix(key.xid);
-  mix((uint64_t{key.program} << 32) | key.version);
-  mix(key.procedure);
-  mix(key.args_checksum);
-  return h;
+  return static_cast<size_t>(h);
 }
 
 void ReplyCache::Evict(std::chrono::steady_clock::time_point now) {

@@ -39,6 +39,7 @@ class Server::Connection : public std::enable_shared_from_this<Connection> {
     auto local = socket_.local_endpoint(ec);
     context_.transport = Transport::kTcp;
     context_.peer_address = NormalizeAddress(remote.address());
+    context_.peer = AddressToString(context_.peer_address);
     context_.peer_port = remote.port();
     context_.local_address = NormalizeAddress(local.address());
     context_.local_port = local.port();
@@ -303,6 +304,7 @@ asio::awaitable<void> Server::HandleDatagram(std::vector<uint8_t> datagram,
   CallContext context;
   context.transport = Transport::kUdp;
   context.peer_address = NormalizeAddress(sender.address());
+  context.peer = AddressToString(context.peer_address);
   context.peer_port = sender.port();
   context.local_address = NormalizeAddress(address_);
   context.local_port = port_;

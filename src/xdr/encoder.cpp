@@ -5,10 +5,9 @@
 namespace nlockd::xdr {
 
 void Encoder::U32(uint32_t value) {
-  out_.push_back(static_cast<uint8_t>(value >> 24));
-  out_.push_back(static_cast<uint8_t>(value >> 16));
-  out_.push_back(static_cast<uint8_t>(value >> 8));
-  out_.push_back(static_cast<uint8_t>(value));
+  const uint8_t bytes[4] = {static_cast<uint8_t>(value >> 24), static_cast<uint8_t>(value >> 16),
+                            static_cast<uint8_t>(value >> 8), static_cast<uint8_t>(value)};
+  out_.insert(out_.end(), bytes, bytes + 4);
 }
 
 void Encoder::U64(uint64_t value) {
