@@ -36,7 +36,9 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/nlockd-pg.XXXXXX")
 data="$work/data"
 log="$work/server.log"
 chmod 755 "$work"
-[[ $(id -u) -eq 0 ]] && chown postgres: "$work"
+if [[ $(id -u) -eq 0 ]]; then
+  chown postgres: "$work"
+fi
 
 pg_ctl=("${as_server_user[@]}" "$pg_bin/pg_ctl" -D "$data" -l "$log" -w -t 60)
 
@@ -53,7 +55,9 @@ trap 'exit 130' INT TERM
 
 password=$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
 echo "$password" >"$work/password"
-[[ $(id -u) -eq 0 ]] && chown postgres: "$work/password"
+if [[ $(id -u) -eq 0 ]]; then
+  chown postgres: "$work/password"
+fi
 
 "${as_server_user[@]}" "$pg_bin/initdb" -D "$data" -U postgres --auth-local=trust \
   --auth-host=scram-sha-256 --pwfile="$work/password" -E UTF8 --locale=C.UTF-8 --no-sync \

@@ -1,0 +1,31 @@
+#include "store/open_store.hpp"
+
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "base/error.hpp"
+#include "store/memory/memory_store.hpp"
+#include "store/postgres/pg_store.hpp"
+#include "store/sqlite/sqlite_store.hpp"
+
+namespace nlockd::store {
+
+std::unique_ptr<Store> OpenStore(const std::string& uri, const StoreOptions& options) {
+  const std::string_view view = uri;
+  if (view == "memory:") {
+    return std::make_unique<MemoryStore>(options);
+  }
+  if (view.starts_with("sqlite:")) {
+    return std::make_unique<SqliteStore>(uri.substr(std::string_view("sqlite:").size()), options);
+  }
+  if (view.starts_with("postgresql://") || view.starts_with("postgres://")) {
+    return std::make_unique<PgStore>(uri, options);
+  }
+  throw Error(ErrorKind::kFailed,
+              fmt::format("unknown store URI scheme '{}:': use memory:, sqlite:PATH or "
+                          "postgresql://USER@HOST/DB",
+                          uri.substr(0, uri.find(':'))));
+}
+
+}  // namespace nlockd::store

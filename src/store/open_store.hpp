@@ -1,0 +1,23 @@
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "store/store.hpp"
+#include "store/store_options.hpp"
+
+namespace nlockd::store {
+
+// The store a --store URI names (DESIGN.md section 5):
+//   "memory:"                         MemoryStore (nothing survives a restart)
+//   "sqlite:PATH"                     SqliteStore on the file PATH (parent directories created)
+//   "postgresql://..." "postgres://..."  PgStore; any libpq connection URI
+// Opening migrates the schema and records the start of this run (Store::startup()).
+// Throws nlockd::Error with a message that says what is wrong: kFailed for an unknown scheme, a
+// damaged or newer database; kDisconnected when PostgreSQL cannot be reached.
+std::unique_ptr<Store> OpenStore(const std::string& uri, const StoreOptions& options);
+
+// The default --store URI.
+inline constexpr const char* kDefaultStoreUri = "sqlite:./var/nlockd.db";
+
+}  // namespace nlockd::store

@@ -1,0 +1,70 @@
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "store/postgres/pg_pool.hpp"
+#include "store/sql/group_commit.hpp"
+#include "store/sql/migrations.hpp"
+#include "store/store.hpp"
+#include "store/store_options.hpp"
+
+namespace nlockd::store {
+
+// The shared Store: one PostgreSQL database that several nodes may use, each seeing its own
+// rows. Owns a PgPool; the GroupCommitter's thread holds one connection for the writes (a batch
+// goes out as one pipelined transaction), the synchronous reads borrow the others. When the
+// server goes away, writes wait (reconnecting with backoff) up to pg_retry_for and are then
+// replayed whole: a write is acknowledged only after its COMMIT was answered.
+class PgStore final : public Store {
+ public:
+  // Connects, migrates and durably records the start of this run. Throws nlockd::Error:
+  // kDisconnected (naming the server, never the password) when it cannot be reached, kFailed
+  // for a bad URI or a schema newer than this build.
+  PgStore(const std::string& conninfo, StoreOptions options,
+          std::span<const Migration> migrations = SchemaMigrations());
+  // Commits every queued write (waiting up to pg_retry_for for the server), then closes.
+  ~PgStore() override;
+
+  const StartupInfo& startup() const override { return startup_; }
+  LoadedState LoadAll() override;
+  StoreCounts Counts() override;
+  std::vector<StateChange> StateHistory() override;
+
+  GroupCommitter::Stats writer_stats() const { return committer_->stats(); }
+
+ protected:
+  void Submit(WriteOp op, Done done) override;
+
+ private:
+  void Migrate(PgConn& conn, std::span<const Migration> migrations);
+  void RecordRun(PgConn& conn);
+  static std::string ReadStorageEpoch(PgConn& conn);
+  // On a new writer connection: if the server restarted since storage_epoch_, durably marks the
+  // lock table incomplete (RunRecord::storage_epoch).
+  void CheckStorageEpoch(PgConn& conn);
+  // Readies a connection on first use: session settings and prepared statements.
+  static void EnsurePrepared(PgConn& conn);
+  void CommitBatch(std::span<const QueuedWrite> batch, Durability durability);
+  // Runs read on a pooled connection inside a read-only snapshot, again on a new connection
+  // if the server went away, until pg_retry_for has passed.
+  void Read(const std::function<void(PgConn&)>& read);
+  // Calls on_row for each row of a read statement whose only parameter is the node.
+  void ReadRows(PgConn& conn, Stmt stmt, const std::function<void(const SqlRow&)>& on_row) const;
+
+  const StoreOptions options_;
+  StartupInfo startup_;
+  PgPool pool_;
+
+  // The writer thread's own (the constructor's, before the writer starts).
+  std::optional<PgPool::Lease> writer_lease_;
+  std::string storage_epoch_;
+  std::vector<SqlCommand> commands_;
+
+  std::unique_ptr<GroupCommitter> committer_;  // last: its thread stops before the rest goes
+};
+
+}  // namespace nlockd::store

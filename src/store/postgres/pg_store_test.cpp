@@ -1,0 +1,296 @@
+// Needs a PostgreSQL server: run under scripts/with-postgres.sh (ctest label "db").
+#include "store/postgres/pg_store.hpp"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <future>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "base/error.hpp"
+#include "store/open_store.hpp"
+#include "store/testing/conformance.hpp"
+#include "store/testing/crash_test_util.hpp"
+
+namespace nlockd::store {
+
+namespace testutil {
+INSTANTIATE_TEST_SUITE_P(Postgres, StoreConformance,
+                         ::testing::Values(BackendParam{"Postgres", MakePgBackend, true}),
+                         BackendName);
+INSTANTIATE_TEST_SUITE_P(Postgres, PersistentStore,
+                         ::testing::Values(BackendParam{"Postgres", MakePgBackend, true}),
+                         BackendName);
+}  // namespace testutil
+
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testutil::MakeRegistration;
+using testutil::PgTestUri;
+using testutil::Sync;
+
+class PgStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!PgTestUri()) {
+      GTEST_SKIP() << "NLOCKD_TEST_PG_URI is not set; run under scripts/with-postgres.sh";
+    }
+    options_.node_id = testutil::UniqueNodeId("pg");
+  }
+
+  StoreOptions options_;
+};
+
+Error OpenError(const std::string& uri, const StoreOptions& options) {
+  try {
+    PgStore store(uri, options);
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "opening succeeded";
+  return Error(ErrorKind::kFailed, "");
+}
+
+TEST_F(PgStoreTest, RefusesASchemaNewerThanThisBuild) {
+  const std::string uri = testutil::FreshPgSchemaUri("newer");
+  { PgStore store(uri, options_); }
+  testutil::PgExec(uri, "UPDATE schema_version SET version = 99");
+  const Error e = OpenError(uri, options_);
+  EXPECT_EQ(e.kind(), ErrorKind::kFailed);
+  EXPECT_THAT(e.what(), AllOf(HasSubstr("schema version 99"), HasSubstr("newer nlockd")));
+}
+
+TEST_F(PgStoreTest, MigratesAnOlderSchemaKeepingItsRows) {
+  const std::string uri = testutil::FreshPgSchemaUri("migrate");
+  const std::vector<Migration> v1(SchemaMigrations().begin(), SchemaMigrations().end());
+  {
+    PgStore store(uri, options_, v1);
+    Sync([&](Done d) { store.PutRegistration(MakeRegistration("a", "lockd"), std::move(d)); });
+  }
+  std::vector<Migration> v2 = v1;
+  v2.push_back(Migration{static_cast<int64_t>(v1.size()) + 1, "test step",
+                         "CREATE TABLE test_step (id {BYTES} NOT NULL)"});
+  {
+    PgStore store(uri, options_, v2);
+    EXPECT_EQ(store.Counts().registrations, 1U);
+  }
+  testutil::PgExec(uri, "INSERT INTO test_step (id) VALUES ('\\x00'::bytea)");
+  EXPECT_THAT(OpenError(uri, options_).what(), HasSubstr("newer nlockd"));
+}
+
+TEST_F(PgStoreTest, WrongPasswordIsAClearErrorWithoutThePassword) {
+  std::string uri = *PgTestUri();
+  const size_t at = uri.find('@');
+  const size_t colon = uri.rfind(':', at);
+  ASSERT_NE(at, std::string::npos);
+  uri = uri.substr(0, colon + 1) + "not-the-password" + uri.substr(at);
+  const Error e = OpenError(uri, options_);
+  EXPECT_EQ(e.kind(), ErrorKind::kDisconnected);
+  EXPECT_THAT(e.what(), AllOf(HasSubstr("cannot connect to PostgreSQL"),
+                              HasSubstr("password authentication failed"),
+                              Not(HasSubstr("not-the-password"))));
+}
+
+TEST_F(PgStoreTest, GroupCommitPutsConcurrentWritesInFewTransactions) {
+  constexpr int kWrites = 256;
+  PgStore store(*PgTestUri(), options_);
+  std::atomic<int> left{kWrites};
+  std::promise<void> all;
+  for (int i = 0; i < kWrites; ++i) {
+    store.PutRegistration(MakeRegistration("h" + std::to_string(i), "lockd"),
+                          [&](std::exception_ptr error) {
+                            EXPECT_FALSE(error);
+                            if (--left == 0) all.set_value();
+                          });
+  }
+  all.get_future().wait();
+  EXPECT_LT(store.writer_stats().transactions, store.writer_stats().writes);
+  EXPECT_EQ(store.Counts().registrations, static_cast<size_t>(kWrites));
+}
+
+TEST_F(PgStoreTest, AcknowledgedRegistrationsSurviveKillNine) {
+  testutil::RunCrashTest(*PgTestUri(), 500);
+}
+
+// Keeps `in_flight` registrations outstanding against a store, recording which were
+// acknowledged and how the others failed, until Stop(). Completions run on the store's writer
+// thread and issue the next write from there.
+class WriteLoad {
+ public:
+  WriteLoad(Store& store, int in_flight) : store_(store) {
+    std::vector<int> ids;
+    {
+      std::lock_guard lock(mu_);
+      in_flight_ = in_flight;
+      for (int i = 0; i < in_flight; ++i) ids.push_back(next_++);
+    }
+    for (int id : ids) Issue(id);
+  }
+  ~WriteLoad() { Stop(); }
+
+  // Blocks until `count` more writes than now have been acknowledged.
+  void WaitForMoreAcks(size_t count) {
+    std::unique_lock lock(mu_);
+    const size_t target = acked_.size() + count;
+    changed_.wait(lock, [&] { return acked_.size() >= target; });
+  }
+  // Stops issuing and waits for the writes in flight to finish.
+  void Stop() {
+    std::unique_lock lock(mu_);
+    stopping_ = true;
+    changed_.wait(lock, [&] { return in_flight_ == 0; });
+  }
+  std::set<int> acked() {
+    std::lock_guard lock(mu_);
+    return acked_;
+  }
+  std::vector<ErrorKind> error_kinds() {
+    std::lock_guard lock(mu_);
+    return error_kinds_;
+  }
+
+ private:
+  void Issue(int id) {
+    store_.PutRegistration(MakeRegistration("load-" + std::to_string(id), "lockd"),
+                           [this, id](std::exception_ptr error) { Completed(id, error); });
+  }
+  void Completed(int id, const std::exception_ptr& error) {
+    std::unique_lock lock(mu_);
+    if (!error) {
+      acked_.insert(id);
+    } else {
+      try {
+        std::rethrow_exception(error);
+      } catch (const Error& e) {
+        error_kinds_.push_back(e.kind());
+      }
+    }
+    if (stopping_) {
+      --in_flight_;  // after this, Stop() may return and this object go: touch nothing more
+      changed_.notify_all();
+      return;
+    }
+    changed_.notify_all();
+    const int next = next_++;
+    lock.unlock();
+    Issue(next);  // still counted in flight, so the object is alive
+  }
+
+  Store& store_;
+  std::mutex mu_;  // guards everything below
+  std::condition_variable changed_;
+  int next_ = 0;
+  int in_flight_ = 0;
+  bool stopping_ = false;
+  std::set<int> acked_;
+  std::vector<ErrorKind> error_kinds_;
+};
+
+TEST_F(PgStoreTest, ServerRestartUnderLoadLosesNothingAcknowledged) {
+  const char* pg_ctl = std::getenv("NLOCKD_TEST_PG_CTL");
+  if (pg_ctl == nullptr) {
+    GTEST_SKIP() << "NLOCKD_TEST_PG_CTL is not set; run under scripts/with-postgres.sh";
+  }
+  options_.pg_backoff_initial = std::chrono::milliseconds(20);
+  options_.pg_backoff_max = std::chrono::milliseconds(200);
+  PgStore store(*PgTestUri(), options_);
+  std::set<int> acked;
+  {
+    WriteLoad load(store, 32);
+    load.WaitForMoreAcks(200);
+    const std::string restart = std::string(pg_ctl) + " -m fast restart >/dev/null";
+    ASSERT_EQ(std::system(restart.c_str()), 0);
+    load.WaitForMoreAcks(200);  // writes resume on a new connection
+    load.Stop();
+    acked = load.acked();
+    for (ErrorKind kind : load.error_kinds()) {
+      EXPECT_EQ(kind, ErrorKind::kDisconnected);  // a failure is clean, never a wrong answer
+    }
+    ::testing::Test::RecordProperty("failed_writes", static_cast<int>(load.error_kinds().size()));
+  }
+  std::set<std::string> stored;
+  for (const Registration& r : store.LoadAll().registrations) stored.insert(r.mon_name);
+  size_t missing = 0;
+  for (int id : acked) missing += stored.count("load-" + std::to_string(id)) == 0 ? 1U : 0U;
+  EXPECT_EQ(missing, 0U) << "of " << acked.size() << " acknowledged";
+}
+
+// NLOCKD_TEST_PG_CTL, or "" (the test then skips).
+std::string PgCtl() {
+  const char* pg_ctl = std::getenv("NLOCKD_TEST_PG_CTL");
+  return pg_ctl != nullptr ? pg_ctl : "";
+}
+
+void RestartServer() {
+  ASSERT_EQ(std::system((PgCtl() + " -m fast restart >/dev/null").c_str()), 0);
+}
+
+void PutOneLock(Store& store, uint64_t offset) {
+  Sync([&](Done d) {
+    store.ApplyLockChanges({PutLock{testutil::MakeLock("f", "h", 1, offset, 1)}}, std::move(d));
+  });
+}
+
+TEST_F(PgStoreTest, AServerRestartBetweenUncleanRunsMakesTheLockTableIncomplete) {
+  if (PgCtl().empty()) GTEST_SKIP() << "NLOCKD_TEST_PG_CTL is not set";
+  options_.boot_id = "boot-1";
+  {
+    PgStore store(*PgTestUri(), options_);
+    PutOneLock(store, 0);
+  }  // unclean
+  RestartServer();
+  PgStore again(*PgTestUri(), options_);
+  EXPECT_FALSE(again.startup().previous_run_clean);
+  EXPECT_FALSE(again.startup().lock_table_complete);  // same boot, but not the same server
+}
+
+TEST_F(PgStoreTest, AServerRestartUnderARunningStoreMakesTheLockTableIncomplete) {
+  if (PgCtl().empty()) GTEST_SKIP() << "NLOCKD_TEST_PG_CTL is not set";
+  options_.boot_id = "boot-1";
+  options_.pg_backoff_initial = std::chrono::milliseconds(20);
+  {
+    PgStore store(*PgTestUri(), options_);
+    PutOneLock(store, 0);
+    RestartServer();
+    PutOneLock(store, 1);  // on a new connection, to a new server incarnation
+    store.MarkCleanShutdown();
+  }
+  PgStore again(*PgTestUri(), options_);
+  EXPECT_TRUE(again.startup().previous_run_clean);
+  EXPECT_FALSE(again.startup().lock_table_complete);  // a clean end cannot vouch for lost writes
+  Sync([&](Done d) { again.MarkLockTableComplete(std::move(d)); });
+}
+
+TEST_F(PgStoreTest, WritesFailCleanlyWhenTheServerStaysAway) {
+  const char* pg_ctl = std::getenv("NLOCKD_TEST_PG_CTL");
+  if (pg_ctl == nullptr) {
+    GTEST_SKIP() << "NLOCKD_TEST_PG_CTL is not set; run under scripts/with-postgres.sh";
+  }
+  options_.pg_retry_for = std::chrono::milliseconds(300);
+  options_.pg_backoff_initial = std::chrono::milliseconds(20);
+  PgStore store(*PgTestUri(), options_);
+  Sync([&](Done d) { store.PutRegistration(MakeRegistration("before", "lockd"), std::move(d)); });
+  ASSERT_EQ(std::system((std::string(pg_ctl) + " -m fast stop >/dev/null").c_str()), 0);
+  try {
+    Sync([&](Done d) { store.PutRegistration(MakeRegistration("during", "lockd"), std::move(d)); });
+    ADD_FAILURE() << "a write was acknowledged while the server was down";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kDisconnected);
+    EXPECT_THAT(e.what(), HasSubstr("PostgreSQL"));
+  }
+  ASSERT_EQ(std::system((std::string(pg_ctl) + " start >/dev/null").c_str()), 0);
+  Sync([&](Done d) { store.PutRegistration(MakeRegistration("after", "lockd"), std::move(d)); });
+  EXPECT_EQ(store.Counts().registrations, 2U);
+}
+
+}  // namespace
+}  // namespace nlockd::store

@@ -1,0 +1,146 @@
+#include "store/sql/group_commit.hpp"
+
+#include <algorithm>
+#include <utility>
+
+#include <spdlog/spdlog.h>
+
+#include "base/error.hpp"
+
+namespace nlockd::store {
+namespace {
+
+Durability BatchDurability(std::span<const QueuedWrite> batch) {
+  const bool synced = std::any_of(batch.begin(), batch.end(), [](const QueuedWrite& w) {
+    return DurabilityOf(w.op) == Durability::kSynced;
+  });
+  return synced ? Durability::kSynced : Durability::kCommitted;
+}
+
+// Whether the failure may be the fault of one write in the batch (a constraint, a value the
+// database refuses) rather than of the database (gone, locked, full queue), so that committing
+// the writes one by one isolates it.
+bool MayBeOneWritesFault(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    return e.kind() == ErrorKind::kFailed;
+  } catch (...) {
+    return true;
+  }
+}
+
+// A new exception object equal to *error. Each Done gets its own: callers hand failures to
+// their own threads, and one object shared by several threads is freed by whichever lets go
+// last, through a reference count that ThreadSanitizer cannot see (libstdc++ is not built
+// with it).
+std::exception_ptr OwnCopy(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    return std::make_exception_ptr(Error(e.kind(), e.what()));
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+}  // namespace
+
+GroupCommitter::GroupCommitter(CommitFn commit, GroupCommitOptions options)
+    : commit_(std::move(commit)), options_(options) {
+  NLOCKD_REQUIRE(options_.max_batch > 0 && options_.max_queued > 0);
+  writer_ = std::thread([this] { Run(); });
+}
+
+GroupCommitter::~GroupCommitter() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  wake_writer_.notify_one();
+  writer_.join();
+}
+
+void GroupCommitter::Submit(WriteOp op, Done done) {
+  bool closing = false;
+  {
+    std::lock_guard lock(mu_);
+    closing = stopping_;
+    if (queue_.size() < options_.max_queued && !closing) {
+      queue_.push_back(QueuedWrite{std::move(op), std::move(done)});
+      if (queue_.size() == 1) {
+        wake_writer_.notify_one();
+      }
+      return;
+    }
+  }
+  done(std::make_exception_ptr(
+      closing ? Error(ErrorKind::kFailed, "store is closing")
+              : Error(ErrorKind::kOverloaded,
+                      "store write queue is full (the database is not keeping up)")));
+}
+
+GroupCommitter::Stats GroupCommitter::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+void GroupCommitter::Run() {
+  const size_t batch_limit = options_.batching ? options_.max_batch : 1;
+  std::vector<QueuedWrite> batch;
+  for (;;) {
+    {
+      std::unique_lock lock(mu_);
+      wake_writer_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) {
+        return;  // stopping, and everything queued is committed
+      }
+      const size_t n = std::min(queue_.size(), batch_limit);
+      for (size_t i = 0; i < n; ++i) {
+        batch.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+    }
+    CommitAndComplete(batch);
+    batch.clear();
+  }
+}
+
+void GroupCommitter::CommitAndComplete(std::vector<QueuedWrite>& batch) {
+  std::exception_ptr error;
+  try {
+    commit_(batch, BatchDurability(batch));
+  } catch (...) {
+    error = std::current_exception();
+  }
+  if (!error) {
+    {
+      std::lock_guard lock(mu_);
+      ++stats_.transactions;
+      stats_.writes += batch.size();
+    }
+    Complete(batch, nullptr);
+    return;
+  }
+  if (batch.size() == 1 || !MayBeOneWritesFault(error)) {
+    Complete(batch, error);
+    return;
+  }
+  for (QueuedWrite& write : batch) {
+    std::vector<QueuedWrite> single;
+    single.push_back(std::move(write));
+    CommitAndComplete(single);
+  }
+}
+
+void GroupCommitter::Complete(std::vector<QueuedWrite>& batch, const std::exception_ptr& error) {
+  for (QueuedWrite& write : batch) {
+    try {
+      write.done(error ? OwnCopy(error) : nullptr);
+    } catch (const std::exception& e) {
+      spdlog::error("store: a write completion callback threw (it must not): {}", e.what());
+    }
+  }
+}
+
+}  // namespace nlockd::store

@@ -1,0 +1,77 @@
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "store/store.hpp"
+#include "store/write_op.hpp"
+
+namespace nlockd::store {
+
+struct QueuedWrite {
+  WriteOp op;
+  Done done;
+};
+
+struct GroupCommitOptions {
+  bool batching = true;        // false: one transaction per write
+  size_t max_batch = 1024;     // writes per transaction at most
+  size_t max_queued = 100000;  // see StoreOptions::max_queued
+};
+
+// Group commit for the SQL stores. Owns one writer thread that takes every queued write (up to
+// max_batch), hands them to `commit` as one transaction, and then runs each write's Done on that
+// thread. Writes are committed in submission order. Thread-safe.
+class GroupCommitter {
+ public:
+  // Applies batch in one transaction, synced to stable storage if durability is kSynced;
+  // throws nlockd::Error if the transaction did not commit (its outcome may be unknown, and then
+  // the writes are not acknowledged). Runs on the writer thread only.
+  using CommitFn = std::function<void(std::span<const QueuedWrite> batch, Durability durability)>;
+
+  struct Stats {
+    uint64_t transactions = 0;  // committed
+    uint64_t writes = 0;        // acknowledged as committed
+  };
+
+  // `commit` must stay callable until the destructor returns.
+  GroupCommitter(CommitFn commit, GroupCommitOptions options);
+  // Commits everything still queued, then stops the writer thread.
+  ~GroupCommitter();
+  GroupCommitter(const GroupCommitter&) = delete;
+  GroupCommitter& operator=(const GroupCommitter&) = delete;
+
+  // Queues a write. Fails it at once (done runs on the calling thread) with kOverloaded when
+  // max_queued writes wait already, or kFailed while the committer is being destroyed.
+  void Submit(WriteOp op, Done done);
+
+  Stats stats() const;
+
+ private:
+  void Run();
+  // Commits batch and completes its writes. If a batch of several fails with kFailed (which may
+  // be one write's fault), commits them one by one so that one bad write fails alone; any other
+  // failure (database gone or locked) fails the whole batch.
+  void CommitAndComplete(std::vector<QueuedWrite>& batch);
+  void Complete(std::vector<QueuedWrite>& batch, const std::exception_ptr& error);
+
+  const CommitFn commit_;
+  const GroupCommitOptions options_;
+
+  mutable std::mutex mu_;  // guards queue_, stopping_, stats_
+  std::condition_variable wake_writer_;
+  std::deque<QueuedWrite> queue_;
+  bool stopping_ = false;
+  Stats stats_;
+
+  std::thread writer_;  // started last, in the constructor body
+};
+
+}  // namespace nlockd::store

@@ -1,0 +1,226 @@
+#include "store/sql/group_commit.hpp"
+
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "base/error.hpp"
+
+namespace nlockd::store {
+namespace {
+
+// A commit function that records each batch (as the mon_names of RemoveNotifyOwedOps, and "!"
+// for a synced one), can be held so that writes pile up, and fails batches holding "bad".
+class FakeDatabase {
+ public:
+  GroupCommitter::CommitFn Fn() {
+    return [this](std::span<const QueuedWrite> batch, Durability durability) {
+      std::unique_lock lock(mu_);
+      ++calls_started_;
+      changed_.notify_all();
+      changed_.wait(lock, [&] { return !held_; });
+      std::string rendered = durability == Durability::kSynced ? "!" : "";
+      for (const QueuedWrite& w : batch) {
+        const auto* op = std::get_if<RemoveNotifyOwedOp>(&w.op);
+        const std::string name = op != nullptr ? op->mon_name : "reg";
+        if (name == "bad") throw Error(ErrorKind::kFailed, "bad write");
+        if (name == "gone") throw Error(ErrorKind::kDisconnected, "database gone");
+        rendered += name + ",";
+      }
+      batches_.push_back(rendered);
+    };
+  }
+  void Hold() {
+    std::lock_guard lock(mu_);
+    held_ = true;
+  }
+  void Release() {
+    {
+      std::lock_guard lock(mu_);
+      held_ = false;
+    }
+    changed_.notify_all();
+  }
+  // Blocks until `n` commits have started.
+  void WaitForCalls(int n) {
+    std::unique_lock lock(mu_);
+    changed_.wait(lock, [&] { return calls_started_ >= n; });
+  }
+  std::vector<std::string> batches() {
+    std::lock_guard lock(mu_);
+    return batches_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable changed_;
+  bool held_ = false;
+  int calls_started_ = 0;
+  std::vector<std::string> batches_;
+};
+
+// Collects the outcome of writes: "ok" or the Error's kind.
+class Outcomes {
+ public:
+  Done Expect() {
+    std::lock_guard lock(mu_);
+    ++expected_;
+    return [this](std::exception_ptr error) {
+      std::string outcome = "ok";
+      if (error) {
+        try {
+          std::rethrow_exception(error);
+        } catch (const Error& e) {
+          outcome = std::string(ToString(e.kind()));
+        }
+      }
+      std::lock_guard done_lock(mu_);
+      outcomes_.push_back(outcome);
+      changed_.notify_all();
+    };
+  }
+  std::vector<std::string> Wait() {
+    std::unique_lock lock(mu_);
+    changed_.wait(lock, [&] { return outcomes_.size() == expected_; });
+    return outcomes_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable changed_;
+  size_t expected_ = 0;
+  std::vector<std::string> outcomes_;
+};
+
+WriteOp Named(const std::string& name) { return RemoveNotifyOwedOp{name}; }
+
+TEST(GroupCommitter, CommitsWritesQueuedDuringACommitInOneBatch) {
+  FakeDatabase db;
+  Outcomes outcomes;
+  GroupCommitter committer(db.Fn(), GroupCommitOptions{});
+  db.Hold();
+  committer.Submit(Named("a"), outcomes.Expect());
+  db.WaitForCalls(1);  // "a" is being committed; the rest queue behind it
+  for (const char* name : {"b", "c", "d"}) committer.Submit(Named(name), outcomes.Expect());
+  db.Release();
+  EXPECT_EQ(outcomes.Wait(), (std::vector<std::string>{"ok", "ok", "ok", "ok"}));
+  EXPECT_EQ(db.batches(), (std::vector<std::string>{"a,", "b,c,d,"}));
+  EXPECT_EQ(committer.stats().transactions, 2U);
+  EXPECT_EQ(committer.stats().writes, 4U);
+}
+
+TEST(GroupCommitter, WithoutBatchingCommitsOneWritePerTransaction) {
+  FakeDatabase db;
+  Outcomes outcomes;
+  GroupCommitter committer(db.Fn(), GroupCommitOptions{false, 1024, 100});
+  db.Hold();
+  committer.Submit(Named("a"), outcomes.Expect());
+  db.WaitForCalls(1);
+  for (const char* name : {"b", "c"}) committer.Submit(Named(name), outcomes.Expect());
+  db.Release();
+  outcomes.Wait();
+  EXPECT_EQ(db.batches(), (std::vector<std::string>{"a,", "b,", "c,"}));
+}
+
+TEST(GroupCommitter, MaxBatchBoundsATransaction) {
+  FakeDatabase db;
+  Outcomes outcomes;
+  GroupCommitter committer(db.Fn(), GroupCommitOptions{true, 2, 100});
+  db.Hold();
+  committer.Submit(Named("a"), outcomes.Expect());
+  db.WaitForCalls(1);
+  for (const char* name : {"b", "c", "d", "e", "f"})
+    committer.Submit(Named(name), outcomes.Expect());
+  db.Release();
+  outcomes.Wait();
+  EXPECT_EQ(db.batches(), (std::vector<std::string>{"a,", "b,c,", "d,e,", "f,"}));
+}
+
+TEST(GroupCommitter, ABatchIsSyncedIfAnyOfItsWritesIsSynced) {
+  FakeDatabase db;
+  Outcomes outcomes;
+  GroupCommitter committer(db.Fn(), GroupCommitOptions{});
+  db.Hold();
+  committer.Submit(Named("a"), outcomes.Expect());
+  db.WaitForCalls(1);
+  committer.Submit(Named("b"), outcomes.Expect());
+  committer.Submit(ClearOp{}, outcomes.Expect());  // kSynced
+  db.Release();
+  outcomes.Wait();
+  EXPECT_EQ(db.batches(), (std::vector<std::string>{"a,", "!b,reg,"}));
+}
+
+TEST(GroupCommitter, AFailedBatchIsRetriedWriteByWriteSoOnlyTheBadWriteFails) {
+  FakeDatabase db;
+  Outcomes outcomes;
+  GroupCommitter committer(db.Fn(), GroupCommitOptions{});
+  db.Hold();
+  committer.Submit(Named("a"), outcomes.Expect());
+  db.WaitForCalls(1);
+  for (const char* name : {"b", "bad", "c"}) committer.Submit(Named(name), outcomes.Expect());
+  db.Release();
+  EXPECT_EQ(outcomes.Wait(), (std::vector<std::string>{"ok", "ok", "failed", "ok"}));
+  EXPECT_EQ(db.batches(), (std::vector<std::string>{"a,", "b,", "c,"}));
+}
+
+TEST(GroupCommitter, ALostOrLockedDatabaseFailsTheWholeBatchWithoutRetries) {
+  FakeDatabase db;
+  Outcomes outcomes;
+  GroupCommitter committer(db.Fn(), GroupCommitOptions{});
+  db.Hold();
+  committer.Submit(Named("a"), outcomes.Expect());
+  db.WaitForCalls(1);
+  for (const char* name : {"b", "gone", "c"}) committer.Submit(Named(name), outcomes.Expect());
+  db.Release();
+  EXPECT_EQ(outcomes.Wait(),
+            (std::vector<std::string>{"ok", "disconnected", "disconnected", "disconnected"}));
+  EXPECT_EQ(db.batches(), (std::vector<std::string>{"a,"}));
+}
+
+TEST(GroupCommitter, AFullQueueFailsNewWritesAtOnceWithOverloaded) {
+  FakeDatabase db;
+  Outcomes outcomes;
+  GroupCommitter committer(db.Fn(), GroupCommitOptions{true, 1024, 2});
+  db.Hold();
+  committer.Submit(Named("a"), outcomes.Expect());
+  db.WaitForCalls(1);
+  committer.Submit(Named("b"), outcomes.Expect());
+  committer.Submit(Named("c"), outcomes.Expect());
+  bool overloaded = false;
+  committer.Submit(Named("d"), [&](std::exception_ptr error) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const Error& e) {
+      overloaded = e.kind() == ErrorKind::kOverloaded;
+    }
+  });
+  EXPECT_TRUE(overloaded);  // before Submit returned
+  db.Release();
+  EXPECT_EQ(outcomes.Wait(), (std::vector<std::string>{"ok", "ok", "ok"}));
+}
+
+TEST(GroupCommitter, DestructionCommitsEverythingQueued) {
+  FakeDatabase db;
+  Outcomes outcomes;
+  {
+    GroupCommitter committer(db.Fn(), GroupCommitOptions{});
+    for (int i = 0; i < 50; ++i) committer.Submit(Named("w"), outcomes.Expect());
+  }
+  EXPECT_EQ(outcomes.Wait().size(), 50U);
+}
+
+TEST(GroupCommitter, ACallbackThatThrowsDoesNotStopTheWriter) {
+  FakeDatabase db;
+  Outcomes outcomes;
+  GroupCommitter committer(db.Fn(), GroupCommitOptions{});
+  committer.Submit(Named("a"), [](std::exception_ptr) { throw Error(ErrorKind::kFailed, "x"); });
+  committer.Submit(Named("b"), outcomes.Expect());
+  EXPECT_EQ(outcomes.Wait(), (std::vector<std::string>{"ok"}));
+}
+
+}  // namespace
+}  // namespace nlockd::store

@@ -1,0 +1,86 @@
+#pragma once
+
+#include <array>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "store/sql/group_commit.hpp"
+#include "store/sql/migrations.hpp"
+#include "store/sqlite/sqlite_db.hpp"
+#include "store/store.hpp"
+#include "store/store_options.hpp"
+
+namespace nlockd::store {
+
+// The embedded Store: one SQLite file in WAL mode. Owns three connections: the writer's, used
+// only by the GroupCommitter's thread (after the constructor), and two for the synchronous
+// reads, used by their callers under read_mu_ (LoadAll() scans on both at once).
+class SqliteStore final : public Store {
+ public:
+  // Opens (creating the file and its parent directories) and migrates the database at path,
+  // checks it, and durably records the start of this run. Throws nlockd::Error(kFailed) with a
+  // message naming the file when it cannot be opened, is damaged, or has a newer schema.
+  SqliteStore(std::string path, StoreOptions options,
+              std::span<const Migration> migrations = SchemaMigrations());
+  // Commits every queued write, then closes.
+  ~SqliteStore() override;
+
+  const StartupInfo& startup() const override { return startup_; }
+  LoadedState LoadAll() override;
+  StoreCounts Counts() override;
+  std::vector<StateChange> StateHistory() override;
+
+  GroupCommitter::Stats writer_stats() const { return committer_->stats(); }
+
+ protected:
+  void Submit(WriteOp op, Done done) override;
+
+ private:
+  // What the writer thread owns.
+  struct Writer {
+    std::unique_ptr<SqliteDb> db;
+    std::array<std::unique_ptr<SqliteStatement>, kStmtCount> statements;
+    std::optional<SqliteSync> synchronous;  // as last set on db
+    std::vector<SqlCommand> commands;       // scratch
+  };
+
+  // A read-only connection with its prepared statements; used under read_mu_.
+  struct Reader {
+    std::unique_ptr<SqliteDb> db;
+    std::array<std::unique_ptr<SqliteStatement>, kStmtCount> statements;
+  };
+
+  void Configure(SqliteDb& db);
+  void OpenReader(Reader& reader);
+  bool PreviousRunWasClean(SqliteDb& db) const;
+  void Migrate(SqliteDb& db, std::span<const Migration> migrations);
+  void RecordRun(SqliteDb& db);
+  void SetSynchronous(SqliteSync level);
+  void CommitBatch(std::span<const QueuedWrite> batch, Durability durability);
+  void Run(const SqlCommand& command);
+  SqliteStatement& WriterStatement(Stmt stmt);
+  // Runs stmt (a read whose first parameter is the node, followed by `extra`) on reader and
+  // calls on_row for each row. REQUIRES: read_mu_ held.
+  template <typename OnRow>
+  void ReadRows(Reader& reader, Stmt stmt, OnRow&& on_row, const SqlValue* extra = nullptr);
+
+  const std::string path_;
+  const StoreOptions options_;
+  StartupInfo startup_;
+  Writer writer_;
+
+  // Held by the writer thread around each transaction, and by LoadAll() while it opens the
+  // snapshots of its two readers, which therefore see the same state of this node's rows.
+  std::mutex commit_mu_;
+
+  std::mutex read_mu_;             // guards readers_
+  std::array<Reader, 2> readers_;  // [1] scans half the locks in parallel in LoadAll()
+
+  std::unique_ptr<GroupCommitter> committer_;  // last: its thread stops before the rest goes
+};
+
+}  // namespace nlockd::store

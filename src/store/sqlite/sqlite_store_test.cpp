@@ -1,0 +1,216 @@
+#include "store/sqlite/sqlite_store.hpp"
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include "base/error.hpp"
+#include "store/open_store.hpp"
+#include "store/testing/conformance.hpp"
+#include "store/testing/crash_test_util.hpp"
+
+namespace nlockd::store {
+
+namespace testutil {
+INSTANTIATE_TEST_SUITE_P(Sqlite, StoreConformance,
+                         ::testing::Values(BackendParam{"Sqlite", MakeSqliteBackend, false}),
+                         BackendName);
+INSTANTIATE_TEST_SUITE_P(Sqlite, PersistentStore,
+                         ::testing::Values(BackendParam{"Sqlite", MakeSqliteBackend, false}),
+                         BackendName);
+}  // namespace testutil
+
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using testutil::MakeRegistration;
+using testutil::Sync;
+using testutil::TempDir;
+
+// Runs sql on the database file directly, as an operator (or a bug) might.
+void RawExec(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* error = nullptr;
+  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error);
+  const std::string message = error != nullptr ? error : "";
+  sqlite3_free(error);
+  sqlite3_close(db);
+  ASSERT_EQ(rc, SQLITE_OK) << message;
+}
+
+// The nlockd::Error that opening path throws (fails the test if none).
+Error OpenError(const std::string& path, StoreOptions options = {}) {
+  try {
+    SqliteStore store(path, std::move(options));
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "opening " << path << " succeeded";
+  return Error(ErrorKind::kFailed, "");
+}
+
+class SqliteStoreTest : public ::testing::Test {
+ protected:
+  TempDir dir_;
+  std::string path_ = (dir_.path() / "nlockd.db").string();
+};
+
+TEST_F(SqliteStoreTest, CreatesParentDirectories) {
+  const std::string path = (dir_.path() / "a" / "b" / "nlockd.db").string();
+  SqliteStore store(path, StoreOptions{});
+  EXPECT_TRUE(std::filesystem::exists(path));
+}
+
+TEST_F(SqliteStoreTest, UsesWalMode) {
+  { SqliteStore store(path_, StoreOptions{}); }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &stmt, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)), "wal");
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+}
+
+TEST_F(SqliteStoreTest, RefusesAFileThatIsNotADatabase) {
+  std::ofstream(path_) << std::string(8192, 'x');
+  const Error e = OpenError(path_);
+  EXPECT_EQ(e.kind(), ErrorKind::kFailed);
+  EXPECT_THAT(e.what(), AllOf(HasSubstr(path_), HasSubstr("damaged or is not a database")));
+  std::ifstream in(path_);  // and leaves it alone
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), std::string(8192, 'x'));
+}
+
+// Fills the database at path with 200 registrations, ends the run cleanly or not, and
+// overwrites two pages in the middle of the file (b-tree pages; the header stays intact).
+void FillAndDamage(const std::string& path, bool clean_shutdown) {
+  {
+    StoreOptions fast;
+    fast.sqlite_synchronous = SqliteSync::kOff;  // only the file's contents matter here
+    SqliteStore store(path, fast);
+    for (int i = 0; i < 200; ++i) {
+      Sync([&](Done d) {
+        store.PutRegistration(MakeRegistration("host-" + std::to_string(i), "lockd"), std::move(d));
+      });
+    }
+    if (clean_shutdown) store.MarkCleanShutdown();
+  }
+  const auto size = std::filesystem::file_size(path);
+  ASSERT_GT(size, 6U * 4096U);
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  file.seekp(static_cast<std::streamoff>(size / 2 / 4096 * 4096));
+  const std::string garbage(2 * 4096, '\x5a');
+  file.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
+}
+
+void ExpectDamageReported(const Error& e, const std::string& path) {
+  EXPECT_EQ(e.kind(), ErrorKind::kFailed);
+  EXPECT_THAT(e.what(), HasSubstr(path));
+  EXPECT_THAT(e.what(), ::testing::AnyOf(HasSubstr("integrity check"), HasSubstr("damaged")));
+}
+
+TEST_F(SqliteStoreTest, RefusesADatabaseWithDamagedPagesAfterACrash) {
+  FillAndDamage(path_, /*clean_shutdown=*/false);
+  ExpectDamageReported(OpenError(path_), path_);
+}
+
+TEST_F(SqliteStoreTest, RefusesADatabaseWithDamagedPagesWhenAlwaysChecking) {
+  FillAndDamage(path_, /*clean_shutdown=*/true);
+  StoreOptions options;
+  options.sqlite_check = SqliteCheck::kAlways;
+  ExpectDamageReported(OpenError(path_, options), path_);
+}
+
+TEST_F(SqliteStoreTest, RefusesAPathItCannotOpen) {
+  const std::string path = dir_.path().string();  // a directory
+  const Error e = OpenError(path);
+  EXPECT_EQ(e.kind(), ErrorKind::kFailed);
+  EXPECT_THAT(e.what(), HasSubstr(path));
+}
+
+TEST_F(SqliteStoreTest, RefusesASchemaNewerThanThisBuild) {
+  { SqliteStore store(path_, StoreOptions{}); }
+  RawExec(path_, "UPDATE schema_version SET version = 99");
+  const Error e = OpenError(path_);
+  EXPECT_EQ(e.kind(), ErrorKind::kFailed);
+  EXPECT_THAT(e.what(),
+              AllOf(HasSubstr(path_), HasSubstr("schema version 99"), HasSubstr("newer nlockd")));
+}
+
+TEST_F(SqliteStoreTest, RefusesADatabaseOfAnotherProgram) {
+  RawExec(path_, "CREATE TABLE photos (id INTEGER)");
+  const Error e = OpenError(path_);
+  EXPECT_THAT(e.what(), HasSubstr("not an nlockd store"));
+}
+
+TEST_F(SqliteStoreTest, MigratesAnOlderSchemaKeepingItsRows) {
+  const std::vector<Migration> v1(SchemaMigrations().begin(), SchemaMigrations().end());
+  {
+    SqliteStore store(path_, StoreOptions{}, v1);
+    Sync([&](Done d) { store.PutRegistration(MakeRegistration("a", "lockd"), std::move(d)); });
+  }
+  std::vector<Migration> v2 = v1;
+  v2.push_back(Migration{static_cast<int64_t>(v1.size()) + 1, "test step",
+                         "CREATE TABLE test_step (id {BYTES} NOT NULL)"});
+  {
+    SqliteStore store(path_, StoreOptions{}, v2);
+    EXPECT_EQ(store.Counts().registrations, 1U);
+  }
+  RawExec(path_, "INSERT INTO test_step (id) VALUES (x'00')");
+  // The newer database is now refused by the older build.
+  EXPECT_THAT(OpenError(path_).what(), HasSubstr("newer nlockd"));
+}
+
+TEST_F(SqliteStoreTest, GroupCommitPutsConcurrentWritesInFewTransactions) {
+  constexpr int kWrites = 256;
+  SqliteStore store(path_, StoreOptions{});
+  std::atomic<int> left{kWrites};
+  std::promise<void> all;
+  for (int i = 0; i < kWrites; ++i) {
+    store.PutRegistration(MakeRegistration("h" + std::to_string(i), "lockd"),
+                          [&](std::exception_ptr error) {
+                            EXPECT_FALSE(error);
+                            if (--left == 0) all.set_value();
+                          });
+  }
+  all.get_future().wait();
+  const auto stats = store.writer_stats();
+  EXPECT_EQ(stats.writes, static_cast<uint64_t>(kWrites));
+  EXPECT_LT(stats.transactions, stats.writes);
+  EXPECT_EQ(store.Counts().registrations, static_cast<size_t>(kWrites));
+}
+
+TEST_F(SqliteStoreTest, WithoutGroupCommitEachWriteIsOneTransaction) {
+  StoreOptions options;
+  options.group_commit = false;
+  options.sqlite_synchronous = SqliteSync::kNormal;  // keep the test fast
+  SqliteStore store(path_, options);
+  for (int i = 0; i < 20; ++i) {
+    store.PutRegistration(MakeRegistration("h" + std::to_string(i), "lockd"),
+                          [](std::exception_ptr) {});
+  }
+  EXPECT_EQ(store.BumpState(), 1);
+  EXPECT_EQ(store.writer_stats().transactions, 21U);
+}
+
+TEST_F(SqliteStoreTest, OpenThroughTheFactory) {
+  std::unique_ptr<Store> store = OpenStore("sqlite:" + path_, StoreOptions{});
+  EXPECT_TRUE(store->startup().persistent);
+}
+
+TEST_F(SqliteStoreTest, AcknowledgedRegistrationsSurviveKillNine) {
+  testutil::RunCrashTest("sqlite:" + path_, 500);
+}
+
+}  // namespace
+}  // namespace nlockd::store

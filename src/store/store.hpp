@@ -1,0 +1,115 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "store/records.hpp"
+#include "store/write_op.hpp"
+
+namespace nlockd::store {
+
+// Called exactly once when a write is committed (nullptr) or has failed (an nlockd::Error:
+// kDisconnected when PostgreSQL stayed away, kOverloaded when the write queue is full, kFailed
+// otherwise). SQL stores call it on their writer thread, the memory store before the write call
+// returns; either way it must be cheap and must not throw: post the result to your own executor.
+using Done = std::function<void(std::exception_ptr)>;
+
+// What the store knew when it was opened; decides the grace period (DESIGN.md, "Grace period").
+struct StartupInfo {
+  bool persistent = false;          // false for the memory store: nothing survived
+  bool first_run = false;           // no earlier run of this node used the store
+  bool previous_run_clean = false;  // the previous run ended with MarkCleanShutdown()
+  std::string previous_boot_id;     // the kernel boot id of the previous run ("" if none)
+  std::string boot_id;              // the kernel boot id now
+  int32_t state = 0;                // the stored state number (even after a clean shutdown)
+  // Whether the lock table LoadAll() returns holds every lock that was granted. False after an
+  // unclean run on an earlier boot (a host crash may have lost kCommitted writes) or, for
+  // PostgreSQL, when the database server restarted or recovered since (during a run, or between
+  // an unclean run and this one); it stays false across further restarts until
+  // MarkLockTableComplete(). Always false for the memory store.
+  bool lock_table_complete = false;
+};
+
+// Everything of this node in the store, in no particular order.
+struct LoadedState {
+  int32_t state = 0;
+  std::vector<Registration> registrations;
+  std::vector<LockRecord> locks;
+  std::vector<ShareRecord> shares;
+  std::vector<NotifyOwed> notify_owed;
+};
+
+struct StoreCounts {
+  size_t registrations = 0;
+  size_t locks = 0;
+  size_t shares = 0;
+  size_t notify_owed = 0;
+};
+
+// nlockd's persistence: the NSM state number, monitor registrations, the lock and share table
+// and the hosts owed an SM_NOTIFY, of one node. Thread-safe. Writes are queued and applied in
+// the order they were called; reads see every write whose Done has run.
+//
+// Durability of each write (Durability in write_op.hpp):
+//   kSynced (fsynced before Done, survives a power loss):
+//     PutRegistration, RemoveRegistration, RemoveRegistrationsOf, PutNotifyOwed, Clear,
+//     BumpState, MarkCleanShutdown; and the run record written when the store is opened.
+//   kCommitted (committed before Done, survives a crash of the process; a crash of the host, or
+//   of the PostgreSQL server, may lose it, which the next start-up detects and reports in
+//   StartupInfo::lock_table_complete):
+//     ApplyLockChanges, ReleaseHost, RemoveNotifyOwed, MarkLockTableComplete.
+// A kSynced write also makes every write committed before it durable. (SQLite: FULL and NORMAL
+// synchronous, unless StoreOptions lowers them; PostgreSQL: synchronous_commit on and off.)
+class Store {
+ public:
+  virtual ~Store() = default;
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  virtual const StartupInfo& startup() const = 0;
+
+  // Synchronous reads (start-up, admin). Throw nlockd::Error.
+  virtual LoadedState LoadAll() = 0;
+  virtual StoreCounts Counts() = 0;
+  // Every change of the state number, oldest first.
+  virtual std::vector<StateChange> StateHistory() = 0;
+
+  // kSynced writes.
+  // Inserts or updates (priv, source_address, updated) the registration (SM_MON).
+  void PutRegistration(Registration registration, Done done);
+  // Removes the registration of (mon_name, my_id), if any (SM_UNMON).
+  void RemoveRegistration(std::string mon_name, MyId my_id, Done done);
+  // Removes every registration whose callback is my_id (SM_UNMON_ALL).
+  void RemoveRegistrationsOf(MyId my_id, Done done);
+  // Inserts or updates (by mon_name) hosts owed an SM_NOTIFY.
+  void PutNotifyOwed(std::vector<NotifyOwed> owed, Done done);
+  // Removes every registration, lock and share (the admin command). The state number, its
+  // history and the hosts owed a notification stay.
+  void Clear(Done done);
+  // Moves the state number to the next odd number and returns it once it is durable; blocks.
+  int32_t BumpState();
+  // Records that this run ends cleanly and moves the state number to even (down); blocks.
+  // REQUIRES: no write is submitted after it.
+  void MarkCleanShutdown();
+
+  // kCommitted writes.
+  // Applies the changes in order, all or none (one transaction).
+  void ApplyLockChanges(std::vector<LockChange> changes, Done done);
+  // Removes every lock and share held by host (the host rebooted, or FREE_ALL).
+  void ReleaseHost(std::string host, Done done);
+  void RemoveNotifyOwed(std::string mon_name, Done done);
+  // Records that the lock table again holds every granted lock (the grace period is over).
+  void MarkLockTableComplete(Done done);
+
+ protected:
+  Store() = default;
+
+  // Queues op; runs done once it is committed or has failed.
+  virtual void Submit(WriteOp op, Done done) = 0;
+};
+
+}  // namespace nlockd::store

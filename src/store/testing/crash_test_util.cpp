@@ -1,0 +1,98 @@
+#include "store/testing/crash_test_util.hpp"
+
+#include <set>
+#include <vector>
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "store/open_store.hpp"
+#include "store/testing/store_test_util.hpp"
+
+namespace nlockd::store::testutil {
+namespace {
+
+// How long the child may go without acknowledging anything before the test gives up on it.
+constexpr int kStallMillis = 30000;
+
+}  // namespace
+
+void RunCrashTest(const std::string& uri, int min_acks) {
+  const std::string node = UniqueNodeId("crash");
+  std::string child = NLOCKD_STORE_CRASH_CHILD;
+  std::string uri_arg = uri;
+  std::string node_arg = node;
+  std::vector<char*> argv{child.data(), uri_arg.data(), node_arg.data(), nullptr};
+
+  int fds[2];
+  ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {  // only async-signal-safe calls until exec
+    dup2(fds[1], STDOUT_FILENO);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(fds[1]);
+
+  std::set<int> acknowledged;
+  std::string pending;
+  bool killed = false;
+  for (;;) {
+    pollfd readable{fds[0], POLLIN, 0};
+    const int ready = poll(&readable, 1, kStallMillis);
+    if (ready == 0) {
+      ADD_FAILURE() << "store_crash_child stalled after " << acknowledged.size() << " acks";
+      kill(pid, SIGKILL);
+      killed = true;
+      continue;
+    }
+    char buffer[4096];
+    const ssize_t n = read(fds[0], buffer, sizeof buffer);
+    if (n <= 0) {
+      break;  // the child is dead and everything it wrote is read
+    }
+    pending.append(buffer, static_cast<size_t>(n));
+    for (size_t end = pending.find('\n'); end != std::string::npos; end = pending.find('\n')) {
+      acknowledged.insert(std::stoi(pending.substr(0, end)));
+      pending.erase(0, end + 1);
+    }
+    if (!killed && acknowledged.size() >= static_cast<size_t>(min_acks)) {
+      kill(pid, SIGKILL);  // mid-load: more writes are queued and in flight
+      killed = true;
+    }
+  }
+  close(fds[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+      << "store_crash_child exited by itself (status " << status << "); see its stderr";
+  ASSERT_GE(acknowledged.size(), static_cast<size_t>(min_acks));
+
+  StoreOptions options;
+  options.node_id = node;
+  options.boot_id = "crash-test-boot";
+  std::unique_ptr<Store> store = OpenStore(uri, options);
+  EXPECT_FALSE(store->startup().previous_run_clean);
+  EXPECT_TRUE(store->startup().lock_table_complete);  // same boot
+  std::set<std::string> stored;
+  for (const Registration& r : store->LoadAll().registrations) {
+    stored.insert(r.mon_name);
+  }
+  size_t missing = 0;
+  for (int id : acknowledged) {
+    if (stored.count("host-" + std::to_string(id)) == 0) {
+      ++missing;
+    }
+  }
+  EXPECT_EQ(missing, 0U) << "of " << acknowledged.size() << " acknowledged registrations";
+  EXPECT_GE(stored.size(), acknowledged.size());
+  ::testing::Test::RecordProperty("acknowledged", static_cast<int>(acknowledged.size()));
+  ::testing::Test::RecordProperty("stored", static_cast<int>(stored.size()));
+}
+
+}  // namespace nlockd::store::testutil
