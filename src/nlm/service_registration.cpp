@@ -1,6 +1,6 @@
 // The procedure table of NlmService: every procedure of versions 1, 3 and 4, in one place.
-#include <asio/this_coro.hpp>
-
+// The class's header comes first: Asio picks its coroutine-frame allocator by what was included
+// before it, and every file must pick the same one (a mismatch aborts under ASan).
 #include "nlm/service.hpp"
 
 namespace nlockd::nlm {

