@@ -1,16 +1,16 @@
 // NLM versions 1 and 3 codec against the rpcgen routines of the system's nlm_prot.x.
 #include <gtest/gtest.h>
 
-#include "nlm/tirpc_xdr_testutil.hpp"
+#include "testutil/tirpc_xdr.hpp"
 #include "nlm/wire.hpp"
 #include "nlm_prot_test.h"
 
 namespace nlockd::nlm {
 namespace {
 
-using testing::NetObj;
-using testing::TirpcDecode;
-using testing::TirpcEncode;
+using testutil::NetObj;
+using testutil::TirpcDecode;
+using testutil::TirpcEncode;
 
 TEST(WireV1, LockArgsUse32BitUnsignedRangesWithoutSignExtension) {
   std::string cookie = "ck", fh(32, 'h'), oh = "9@c";

@@ -3,16 +3,16 @@
 
 #include <gtest/gtest.h>
 
-#include "nlm/tirpc_xdr_testutil.hpp"
+#include "testutil/tirpc_xdr.hpp"
 #include "nlm/wire.hpp"
 #include "nlm4_prot_test.h"
 
 namespace nlockd::nlm {
 namespace {
 
-using testing::NetObj;
-using testing::TirpcDecode;
-using testing::TirpcEncode;
+using testutil::NetObj;
+using testutil::TirpcDecode;
+using testutil::TirpcEncode;
 
 TEST(WireV4, LockArgsMatchRpcgenBytesBothWays) {
   std::string cookie = "\x01\x02\x03", fh(32, '\xfe'), oh = "1234@client";

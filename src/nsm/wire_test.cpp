@@ -8,19 +8,12 @@
 #include <gtest/gtest.h>
 
 #include "sm_inter_test.h"
+#include "testutil/tirpc_xdr.hpp"
 
 namespace nlockd::nsm {
 namespace {
 
-template <typename T>
-std::vector<uint8_t> TirpcEncode(bool_t (*proc)(XDR*, T*), T* value) {
-  std::vector<uint8_t> buffer(4096);
-  XDR xdr;
-  xdrmem_create(&xdr, reinterpret_cast<char*>(buffer.data()), 4096, XDR_ENCODE);
-  EXPECT_TRUE(proc(&xdr, value));
-  buffer.resize(xdr_getpos(&xdr));
-  return buffer;
-}
+using testutil::TirpcEncode;
 
 TEST(NsmWire, MonMatchesRpcgenIncludingTheFixedPriv) {
   char mon_name[] = "client.example", my_name[] = "localhost";

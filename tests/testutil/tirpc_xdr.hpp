@@ -5,9 +5,10 @@
 #include <rpc/rpc.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
-namespace nlockd::nlm::testing {
+namespace nlockd::testutil {
 
 template <typename T>
 std::vector<uint8_t> TirpcEncode(bool_t (*proc)(XDR*, T*), T* value) {
@@ -37,4 +38,4 @@ inline netobj NetObj(std::string& bytes) {
   return netobj{static_cast<u_int>(bytes.size()), bytes.data()};
 }
 
-}  // namespace nlockd::nlm::testing
+}  // namespace nlockd::testutil
