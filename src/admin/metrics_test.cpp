@@ -1,0 +1,176 @@
+#include "admin/metrics.hpp"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "testutil/subprocess.hpp"
+
+namespace nlockd::admin {
+namespace {
+
+bool Contains(const std::string& text, const std::string& line) {
+  return text.find(line) != std::string::npos;
+}
+
+// Touches every family and every typed method once or more.
+void UpdateEverything(Metrics& metrics) {
+  metrics.NlmRequest(4, "LOCK").Observe("granted", 0.0002);
+  metrics.NlmRequest(4, "LOCK").Observe("denied_grace_period", 0.0001);
+  metrics.NlmRequest(1, "TEST").Observe("denied", 0.003);
+  metrics.ObserveRpcCall(RpcProgram::kNlm, 3, "FREE_ALL", "ok", 0.001);
+  metrics.ObserveRpcCall(RpcProgram::kNlm, 4, "LOCK", "some_new_result", 0.001);
+  metrics.NsmRequest("SM_MON").Observe("stat_succ", 0.004);
+  metrics.ObserveRpcCall(RpcProgram::kNsm, 1, "SM_MON", "denied", 0.0001);
+  metrics.ObserveRpcCall(RpcProgram::kNsm, 1, "SM_NOTIFY", "ok", 0.0001);
+  metrics.ObserveNotification(NotificationResult::kDelivered, 0.02);
+  metrics.ObserveNotification(NotificationResult::kFailed, 5);
+  metrics.ObserveNotification(NotificationResult::kGaveUp, 5);
+  metrics.CrashDetected();
+  metrics.CrashCleanedUp(17);
+  metrics.ObserveCallback(CallbackKind::kGranted, CallbackResult::kOk);
+  metrics.ObserveCallback(CallbackKind::kLockRes, CallbackResult::kTimedOut);
+  metrics.ObserveCallback(CallbackKind::kStatus, CallbackResult::kFailed);
+  metrics.Reclaimed(3);
+  metrics.ConnectionOpened();
+  metrics.ConnectionOpened();
+  metrics.ConnectionClosed();
+  metrics.BytesReceived(1000);
+  metrics.BytesSent(400);
+  metrics.MalformedRequest(MalformedReason::kGarbageArgs);
+  metrics.MalformedRequest(MalformedReason::kRecordTooLarge);
+  metrics.ObserveStoreCommit(0.002, 12);
+  StatusView status;
+  status.state_number = 9;
+  status.uptime_seconds = 60;
+  status.registrations = 4;
+  status.monitored_hosts = 2;
+  status.hosts = 3;
+  status.locks = 5;
+  status.shares = 1;
+  status.waiters = 2;
+  status.pending_grants = 1;
+  status.grace.active = true;
+  status.grace.seconds_left = 42.5;
+  metrics.Refresh(status);
+}
+
+TEST(Metrics, ExposesEveryFamilyWithItsValues) {
+  Metrics metrics;
+  UpdateEverything(metrics);
+  const std::string text = metrics.Serialize();
+  for (const char* line : {
+           "# TYPE nsm_requests_total counter",
+           "nsm_requests_total{procedure=\"SM_MON\",result=\"stat_succ\"} 1",
+           "nsm_requests_total{procedure=\"SM_MON\",result=\"denied\"} 1",
+           "# TYPE nsm_request_duration_seconds histogram",
+           "nsm_request_duration_seconds_count{procedure=\"SM_MON\"} 2",
+           "nsm_clients_registered 4",
+           "nsm_notifications_total{result=\"delivered\"} 1",
+           "nsm_notifications_total{result=\"gave_up\"} 1",
+           "nsm_notification_duration_seconds_count 3",
+           "nsm_crashes_detected_total 1",
+           "nsm_crash_cleanups_total 1",
+           "nsm_locks_cleaned_on_crash_total 17",
+           "nlm_requests_total{procedure=\"LOCK\",result=\"granted\",version=\"4\"} 1",
+           "nlm_requests_total{procedure=\"LOCK\",result=\"denied_grace_period\",version=\"4\"} 1",
+           "nlm_requests_total{procedure=\"LOCK\",result=\"some_new_result\",version=\"4\"} 1",
+           "nlm_requests_total{procedure=\"TEST\",result=\"denied\",version=\"1\"} 1",
+           "nlm_requests_total{procedure=\"FREE_ALL\",result=\"ok\",version=\"3\"} 1",
+           "nlm_request_duration_seconds_count{procedure=\"LOCK\"} 3",
+           "nlm_locks_held 5",
+           "nlm_shares_held 1",
+           "nlm_waiters 2",
+           "nlm_pending_grants 1",
+           "nlm_hosts 3",
+           "nlm_callbacks_total{kind=\"granted\",result=\"ok\"} 1",
+           "nlm_callbacks_total{kind=\"lock_res\",result=\"timed_out\"} 1",
+           "nlm_callbacks_total{kind=\"status\",result=\"failed\"} 1",
+           "nlm_grace_active 1",
+           "nlm_grace_seconds_left 42.5",
+           "nlm_reclaims_total 3",
+           "rpc_connections 1",
+           "rpc_bytes_received_total 1000",
+           "rpc_bytes_sent_total 400",
+           "rpc_malformed_requests_total{reason=\"garbage_args\"} 1",
+           "rpc_malformed_requests_total{reason=\"record_too_large\"} 1",
+           "store_commit_duration_seconds_count 1",
+           "store_commit_batch_size_bucket{le=\"16\"} 1",
+           "store_commit_batch_size_bucket{le=\"8\"} 0",
+           "nsm_state_number 9",
+           "nsm_monitored_hosts 2",
+           "nlockd_uptime_seconds 60",
+       }) {
+    EXPECT_TRUE(Contains(text, std::string("\n") + line + "\n")) << line << "\n" << text;
+  }
+}
+
+TEST(Metrics, GraceGaugesReadZeroWhenGraceIsOver) {
+  Metrics metrics;
+  StatusView status;
+  status.grace.active = false;
+  status.grace.seconds_left = 12;  // Ignored while inactive.
+  metrics.Refresh(status);
+  const std::string text = metrics.Serialize();
+  EXPECT_TRUE(Contains(text, "\nnlm_grace_active 0\n"));
+  EXPECT_TRUE(Contains(text, "\nnlm_grace_seconds_left 0\n"));
+}
+
+TEST(Metrics, ProcedureHandlesAreResolvedOnce) {
+  Metrics metrics;
+  RequestMetrics& lock = metrics.NlmRequest(4, "LOCK");
+  EXPECT_EQ(&lock, &metrics.NlmRequest(4, "LOCK"));
+  EXPECT_NE(&lock, &metrics.NlmRequest(3, "LOCK"));
+  EXPECT_NE(static_cast<void*>(&lock), static_cast<void*>(&metrics.NsmRequest("LOCK")));
+}
+
+TEST(Metrics, ConcurrentObservationsAllCount) {
+  Metrics metrics;
+  RequestMetrics& lock = metrics.NlmRequest(4, "LOCK");
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 5000; ++i) {
+        lock.Observe(i % 2 == 0 ? "granted" : "blocked", 0.0001);
+        metrics.BytesReceived(1);
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  const std::string text = metrics.Serialize();
+  EXPECT_TRUE(Contains(
+      text, "\nnlm_requests_total{procedure=\"LOCK\",result=\"granted\",version=\"4\"} 10000\n"));
+  EXPECT_TRUE(Contains(
+      text, "\nnlm_requests_total{procedure=\"LOCK\",result=\"blocked\",version=\"4\"} 10000\n"));
+  EXPECT_TRUE(Contains(text, "\nrpc_bytes_received_total 20000\n"));
+}
+
+TEST(Metrics, PromtoolAcceptsTheExposition) {
+  const std::string promtool = PROMTOOL_BINARY;
+  if (promtool.empty() || !std::filesystem::exists(promtool)) {
+    GTEST_SKIP() << "promtool is not installed (Debian package prometheus)";
+  }
+  Metrics metrics;
+  UpdateEverything(metrics);
+  const std::filesystem::path file = std::filesystem::temp_directory_path() /
+                                     ("nlockd_metrics_" + std::to_string(getpid()) + ".txt");
+  {
+    std::ofstream out(file);
+    out << metrics.Serialize();
+  }
+  // promtool reads the exposition from stdin; lint problems make it exit non-zero.
+  const auto [status, output] = testutil::RunCommand(
+      {"/bin/sh", "-c", "\"$0\" check metrics < \"$1\"", promtool, file.string()});
+  std::filesystem::remove(file);
+  EXPECT_EQ(status, 0) << output;
+  EXPECT_EQ(output, "") << "promtool reported lint problems";
+}
+
+}  // namespace
+}  // namespace nlockd::admin
