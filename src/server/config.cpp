@@ -1,14 +1,15 @@
 #include "server/config.hpp"
 
-#include <unistd.h>
-
 #include <limits>
 #include <set>
 
+#include <asio/ip/address.hpp>
 #include <toml++/toml.h>
+#include <unistd.h>
 
 #include "base/error.hpp"
 #include "base/logging.hpp"
+#include "rpc/address.hpp"
 
 namespace nlockd::server {
 
@@ -17,7 +18,8 @@ namespace {
 [[noreturn]] void Fail(const std::string& message) { throw Error(ErrorKind::kFailed, message); }
 
 uint16_t ParsePort(const std::string& text, const std::string& what) {
-  if (text.empty() || text.size() > 5 || text.find_first_not_of("0123456789") != std::string::npos) {
+  if (text.empty() || text.size() > 5 ||
+      text.find_first_not_of("0123456789") != std::string::npos) {
     Fail("bad port in " + what);
   }
   unsigned long port = std::stoul(text);
@@ -48,6 +50,40 @@ bool Boolean(const toml::node& node, const std::string& key) {
   return *value;
 }
 
+std::vector<const toml::node*> ArrayOf(const toml::node& node, const std::string& key) {
+  const toml::array* array = node.as_array();
+  if (!array) Fail("config key " + key + " must be an array");
+  std::vector<const toml::node*> out;
+  for (const auto& element : *array) out.push_back(&element);
+  return out;
+}
+
+void LoadNsmTable(const toml::table& table, const std::string& path, Config& config) {
+  for (auto&& [sub_view, sub] : table) {
+    std::string sub_key = "nsm." + std::string(sub_view.str());
+    if (sub_key == "nsm.max_registrations") {
+      config.nsm_max_registrations = Integer<size_t>(sub, sub_key, 1, 10'000'000);
+    } else if (sub_key == "nsm.allowlist") {
+      config.nsm_allowlist.clear();
+      for (const auto* element : ArrayOf(sub, sub_key)) {
+        config.nsm_allowlist.push_back(ParseAllowedAddress(String(*element, sub_key)));
+      }
+    } else if (sub_key == "nsm.callback_programs") {
+      config.nsm_callback_programs.clear();
+      for (const auto* element : ArrayOf(sub, sub_key)) {
+        config.nsm_callback_programs.push_back(
+            ParseCallbackProgram(Integer<int64_t>(*element, sub_key, 1, INT32_MAX)));
+      }
+    } else if (sub_key == "nsm.check_notifier_address") {
+      config.nsm_check_notifier_address = Boolean(sub, sub_key);
+    } else if (sub_key == "nsm.callback_timeout") {
+      config.nsm_callback_timeout = std::chrono::seconds(Integer<int64_t>(sub, sub_key, 1, 300));
+    } else {
+      Fail("unknown config key " + sub_key + " in " + path);
+    }
+  }
+}
+
 }  // namespace
 
 bool ParseHostKey(const std::string& text) {
@@ -60,6 +96,20 @@ bool ParseGrantedCallback(const std::string& text) {
   if (text == "msg") return true;
   if (text == "sync") return false;
   Fail("granted callback must be 'msg' or 'sync', not '" + text + "'");
+}
+
+std::string ParseAllowedAddress(const std::string& text) {
+  asio::error_code ec;
+  auto address = asio::ip::make_address(text, ec);
+  if (ec) Fail("nsm allowlist entry '" + text + "' is not an IP address");
+  return rpc::AddressToString(rpc::NormalizeAddress(address));
+}
+
+int32_t ParseCallbackProgram(int64_t value) {
+  if (value < 1 || value > std::numeric_limits<int32_t>::max()) {
+    Fail("nsm callback program " + std::to_string(value) + " is out of range");
+  }
+  return static_cast<int32_t>(value);
 }
 
 ListenAddress ParseListenAddress(const std::string& text) {
@@ -104,6 +154,8 @@ void LoadConfigFile(const std::string& path, Config& config) {
       auto level = ParseLogLevel(String(node, key));
       if (!level) Fail("config key log_level: unknown level");
       config.log_level = *level;
+    } else if (key == "store") {
+      config.store = String(node, key);
     } else if (key == "grace") {
       config.grace = std::chrono::seconds(Integer<int64_t>(node, key, 0, 3600));
     } else if (key == "nlm" && node.is_table()) {
@@ -119,6 +171,8 @@ void LoadConfigFile(const std::string& path, Config& config) {
           Fail("unknown config key " + sub_key + " in " + path);
         }
       }
+    } else if (key == "nsm" && node.is_table()) {
+      LoadNsmTable(*node.as_table(), path, config);
     } else if (key == "rpcbind" && node.is_table()) {
       for (auto&& [sub_view, sub] : *node.as_table()) {
         std::string sub_key = "rpcbind." + std::string(sub_view.str());

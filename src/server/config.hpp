@@ -3,8 +3,11 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <spdlog/common.h>
+
+#include "store/open_store.hpp"
 
 namespace nlockd::server {
 
@@ -16,12 +19,12 @@ struct ListenAddress {
 // Everything nlockd can be told, from the config file (TOML) and flags. Each field is one
 // config key and one flag (DESIGN.md §5); config/nlockd.toml documents them.
 struct Config {
-  ListenAddress listen;                  // listen / --listen
-  std::string name;                      // name / --name; empty = the host name
+  ListenAddress listen;  // listen / --listen
+  std::string name;      // name / --name; empty = the host name
   spdlog::level::level_enum log_level = spdlog::level::info;  // log_level / --log-level
-  bool rpcbind_register = true;          // rpcbind.register / --rpcbind-register
+  bool rpcbind_register = true;            // rpcbind.register / --rpcbind-register
   std::string rpcbind_host = "127.0.0.1";  // rpcbind.host / --rpcbind-host
-  uint16_t rpcbind_port = 111;           // rpcbind.port / --rpcbind-port
+  uint16_t rpcbind_port = 111;             // rpcbind.port / --rpcbind-port
   // grace / --grace: seconds of the grace period after a start; 0 for none.
   std::chrono::seconds grace{90};
   // nlm.host_key / --nlm-host-key: "address" (default) or "caller_name".
@@ -34,7 +37,28 @@ struct Config {
   size_t max_connections = 1024;
   size_t max_record_size = 1 << 20;
   std::chrono::seconds idle_timeout{300};
+  // store / --store: where the state number, registrations and locks persist (DESIGN.md §5).
+  std::string store = nlockd::store::kDefaultStoreUri;
+  // nsm.max_registrations / --nsm-max-registrations: SM_MON registrations held at most.
+  size_t nsm_max_registrations = 10'000;
+  // nsm.allowlist / --nsm-allowlist (repeatable): addresses besides loopback allowed SM_MON,
+  // SM_UNMON, SM_UNMON_ALL and SM_SIMU_CRASH.
+  std::vector<std::string> nsm_allowlist;
+  // nsm.callback_programs / --nsm-callback-programs (repeatable): programs a registration may
+  // name as its status callback.
+  std::vector<int32_t> nsm_callback_programs{100021};
+  // nsm.check_notifier_address / --nsm-check-notifier-address: act on an SM_NOTIFY only from
+  // one of the monitored host's known addresses.
+  bool nsm_check_notifier_address = true;
+  // nsm.callback_timeout / --nsm-callback-timeout: seconds, each status callback attempt's
+  // total deadline.
+  std::chrono::seconds nsm_callback_timeout{5};
 };
+
+// An allowlist entry: an IP literal, normalised ("::ffff:10.0.0.1" -> "10.0.0.1"). Throws Error.
+std::string ParseAllowedAddress(const std::string& text);
+// A callback program number (1..2^31-1). Throws Error.
+int32_t ParseCallbackProgram(int64_t value);
 
 // "address" -> false, "caller_name" -> true; anything else throws Error.
 bool ParseHostKey(const std::string& text);

@@ -1,12 +1,11 @@
 #include "server/config.hpp"
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <fstream>
 #include <string>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "base/error.hpp"
 
@@ -41,6 +40,7 @@ TEST(ParseListenAddress, RejectsGarbage) {
 
 TEST(LoadConfigFile, ReadsEveryKey) {
   std::string path = WriteTemp(R"(
+store = "memory:"
 listen = "127.0.0.1:5000"
 grace = 0
 name = "server-a"
@@ -57,6 +57,12 @@ idle_timeout = 7
 host_key = "caller_name"
 granted_callback = "sync"
 max_hosts = 5
+[nsm]
+max_registrations = 7
+allowlist = ["::ffff:192.0.2.1", "2001:db8::1"]
+callback_programs = [100021, 300000]
+check_notifier_address = false
+callback_timeout = 2
 )");
   Config config;
   LoadConfigFile(path, config);
@@ -74,6 +80,23 @@ max_hosts = 5
   EXPECT_TRUE(config.nlm_key_by_caller_name);
   EXPECT_FALSE(config.nlm_granted_msg);
   EXPECT_EQ(config.max_hosts, 5u);
+  EXPECT_EQ(config.store, "memory:");
+  EXPECT_EQ(config.nsm_max_registrations, 7u);
+  EXPECT_EQ(config.nsm_allowlist, (std::vector<std::string>{"192.0.2.1", "2001:db8::1"}));
+  EXPECT_EQ(config.nsm_callback_programs, (std::vector<int32_t>{100021, 300000}));
+  EXPECT_FALSE(config.nsm_check_notifier_address);
+  EXPECT_EQ(config.nsm_callback_timeout, std::chrono::seconds(2));
+}
+
+TEST(LoadConfigFile, NsmValuesAreChecked) {
+  Config config;
+  for (const char* text :
+       {"[nsm]\nallowlist = [\"not-an-address\"]", "[nsm]\nallowlist = \"127.0.0.1\"",
+        "[nsm]\ncallback_programs = [0]", "[nsm]\nmax_registrations = 0", "[nsm]\nbogus = 1"}) {
+    std::string path = WriteTemp(text);
+    EXPECT_THROW(LoadConfigFile(path, config), Error) << text;
+    std::remove(path.c_str());
+  }
 }
 
 TEST(LoadConfigFile, UnknownKeysWrongTypesAndBadSyntaxAreErrorsNamingTheKey) {
@@ -118,6 +141,12 @@ TEST(LoadConfigFile, ShippedConfigFileParsesToTheDefaults) {
   EXPECT_EQ(from_file.nlm_key_by_caller_name, defaults.nlm_key_by_caller_name);
   EXPECT_EQ(from_file.nlm_granted_msg, defaults.nlm_granted_msg);
   EXPECT_EQ(from_file.max_hosts, defaults.max_hosts);
+  EXPECT_EQ(from_file.store, defaults.store);
+  EXPECT_EQ(from_file.nsm_max_registrations, defaults.nsm_max_registrations);
+  EXPECT_EQ(from_file.nsm_allowlist, defaults.nsm_allowlist);
+  EXPECT_EQ(from_file.nsm_callback_programs, defaults.nsm_callback_programs);
+  EXPECT_EQ(from_file.nsm_check_notifier_address, defaults.nsm_check_notifier_address);
+  EXPECT_EQ(from_file.nsm_callback_timeout, defaults.nsm_callback_timeout);
 }
 
 }  // namespace

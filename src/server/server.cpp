@@ -10,17 +10,14 @@
 
 #include "base/error.hpp"
 #include "rpc/use_tuple.hpp"
+#include "store/open_store.hpp"
 
 namespace nlockd::server {
 
 namespace {
 
-// NSM (DESIGN.md §1); until nsm/ serves its procedures, the program answers NULL.
-constexpr uint32_t kNsmProgram = 100024;
-
-asio::awaitable<rpc::HandlerStatus> Null(const rpc::CallContext&, xdr::Decoder&, xdr::Encoder&) {
-  co_return rpc::HandlerStatus::kSuccess;
-}
+// How long an SM_NOTIFY from a host registered by name waits for that name's addresses.
+constexpr std::chrono::milliseconds kNameLookupDeadline{5000};
 
 rpc::ServerOptions RpcOptions(const Config& config) {
   rpc::ServerOptions options;
@@ -46,18 +43,59 @@ nlm::NlmOptions NlmOptionsFrom(const Config& config) {
   return options;
 }
 
+std::unique_ptr<store::Store> OpenConfiguredStore(const Config& config) {
+  auto store = store::OpenStore(config.store, store::StoreOptions{});
+  spdlog::info("store {} opened (previous run {})", config.store,
+               store->startup().first_run            ? "none"
+               : store->startup().previous_run_clean ? "clean"
+                                                     : "unclean");
+  return store;
+}
+
+nsm::RpcStatusCallerOptions StatusCallerOptions(const Config& config) {
+  nsm::RpcStatusCallerOptions options;
+  options.rpcbind_host = config.rpcbind_host;
+  options.rpcbind_port = config.rpcbind_port;
+  options.deadline = config.nsm_callback_timeout;
+  return options;
+}
+
+nsm::NsmOptions NsmOptionsFrom(const Config& config) {
+  nsm::NsmOptions options;
+  options.max_registrations = config.nsm_max_registrations;
+  options.allowlist.insert(config.nsm_allowlist.begin(), config.nsm_allowlist.end());
+  options.callback_programs = {config.nsm_callback_programs.begin(),
+                               config.nsm_callback_programs.end()};
+  options.check_notifier_address = config.nsm_check_notifier_address;
+  return options;
+}
+
 }  // namespace
 
 Server::Server(Config config)
     : config_(std::move(config)),
       client_(io_.get_executor()),
       rpcbind_(client_, config_.rpcbind_host, config_.rpcbind_port),
+      store_(OpenConfiguredStore(config_)),
       locks_(clock_, LockOptions(config_)),
-      host_records_(config_.max_hosts),
+      status_caller_(client_, StatusCallerOptions(config_)),
+      name_resolver_(io_.get_executor(), kNameLookupDeadline),
+      nsm_(io_.get_executor(), *store_, status_caller_, bridge_, NsmOptionsFrom(config_),
+           &name_resolver_),
+      notifier_(io_.get_executor(), client_, *store_, clock_, nsm::NotifierOptions{}),
       nlm_caller_(client_),
-      nlm_(io_.get_executor(), locks_, host_records_, nlm_caller_, NlmOptionsFrom(config_)),
+      nlm_(io_.get_executor(), locks_, bridge_, nlm_caller_, NlmOptionsFrom(config_)),
       signals_(io_, SIGINT, SIGTERM) {
   if (config_.name.empty()) config_.name = DefaultServerName();
+  bridge_.Attach(nsm_, nlm_);
+  nsm_.SetRestartHook(this);
+  notifier_.set_on_answered([](const std::string& mon_name) {
+    spdlog::info("nsm {} acknowledged our SM_NOTIFY", mon_name);
+  });
+  // A host that never answered is not released here: only locks known from before the restart
+  // may be dropped for it, and restoring those is the lock table's recovery (not wired yet).
+  notifier_.set_on_given_up(
+      [](const std::string& mon_name) { spdlog::warn("nsm gave up notifying {}", mon_name); });
   dispatcher_.SetReplyCache(&reply_cache_);
   RegisterPrograms();
 }
@@ -66,16 +104,23 @@ Server::~Server() = default;
 
 void Server::RegisterPrograms() {
   nlm_.Register(dispatcher_);
-  dispatcher_.Register(kNsmProgram, 1, 0, "SM_NULL", Null);
+  nsm_.Register(dispatcher_);
 }
 
 void Server::Run() {
   asio::error_code ec;
   auto address = asio::ip::make_address(config_.listen.host, ec);
   if (ec) {
-    throw Error(ErrorKind::kFailed, "listen address '" + config_.listen.host +
-                                        "' is not an IP address");
+    throw Error(ErrorKind::kFailed,
+                "listen address '" + config_.listen.host + "' is not an IP address");
   }
+  // The new state is durable before anything is served or sent (DESIGN.md §1).
+  int32_t state = store_->BumpState();
+  store::LoadedState loaded = store_->LoadAll();
+  nsm_.Load(state, loaded.registrations);
+  std::vector<nsm::NotifyTarget> owed;
+  for (const auto& row : loaded.notify_owed) owed.push_back({row.mon_name, row.address});
+
   rpc_server_ = std::make_unique<rpc::Server>(io_.get_executor(), dispatcher_, RpcOptions(config_));
   rpc_server_->Listen(address, config_.listen.port);
   // With nothing persisted nlockd cannot know which locks existed before: classic grace.
@@ -97,8 +142,28 @@ void Server::Run() {
   if (config_.rpcbind_register) {
     asio::co_spawn(io_, RegisterWithRpcbind(), asio::detached);
   }
+  StartNotificationRound(state, std::move(owed));
   io_.run();
+  if (stopping_) {
+    // Even state: down (DESIGN.md §1). A crash leaves it odd; the next start moves on anyway.
+    store_->MarkCleanShutdown();
+  }
   spdlog::info("nlockd stopped");
+}
+
+void Server::Restarted(int32_t state) { StartNotificationRound(state, {}); }
+
+void Server::StartNotificationRound(int32_t state, std::vector<nsm::NotifyTarget> owed) {
+  std::vector<nsm::NotifyTarget> monitored;
+  for (const auto& peer : nsm_.registry().Peers()) {
+    // An address the host is known by saves a name lookup; a name-only host is resolved.
+    std::string address = peer.addresses.empty() ? std::string() : *peer.addresses.begin();
+    monitored.push_back({peer.name, std::move(address)});
+  }
+  std::vector<nsm::NotifyTarget> targets = nsm::MergeTargets(std::move(owed), std::move(monitored));
+  spdlog::info("nsm notifying {} hosts of state {} as {}", targets.size(), state, config_.name);
+  if (targets.empty()) return;
+  notifier_.StartRound(config_.name, state, std::move(targets));
 }
 
 void Server::Stop() {
@@ -129,6 +194,8 @@ asio::awaitable<void> Server::ShutDown() {
   signals_.cancel(ignored);
   co_await rpc_server_->Shutdown();
   co_await nlm_.Shutdown();
+  co_await nsm_.Shutdown();
+  co_await notifier_.Shutdown();
   if (config_.rpcbind_register) co_await rpcbind_.Unregister();
   io_.stop();
 }

@@ -10,19 +10,29 @@
 #include "lock/lock_manager.hpp"
 #include "nlm/client_caller.hpp"
 #include "nlm/service.hpp"
+#include "nsm/name_resolver.hpp"
+#include "nsm/notifier.hpp"
+#include "nsm/rpc_status_caller.hpp"
+#include "nsm/service.hpp"
 #include "rpc/client.hpp"
 #include "rpc/dispatcher.hpp"
+#include "rpc/reply_cache.hpp"
 #include "rpc/rpcbind.hpp"
 #include "rpc/server.hpp"
-#include "rpc/reply_cache.hpp"
 #include "server/config.hpp"
-#include "server/host_records.hpp"
+#include "server/nsm_bridge.hpp"
+#include "store/store.hpp"
 
 namespace nlockd::server {
 
 // Builds nlockd's object graph from a Config and runs it: one io_context on the calling
-// thread owns the RPC server and every service; SIGINT/SIGTERM start a graceful shutdown.
-class Server {
+// thread owns the RPC server and every service (the store has its own writer thread);
+// SIGINT/SIGTERM start a graceful shutdown.
+//
+// Start-up (DESIGN.md §1, "Restart and notification"): open the store, move the NSM state to
+// the next odd number durably, load the registrations, serve, then start the restart
+// notification round (StartNotificationRound) to every monitored host.
+class Server final : public nsm::RestartHook {
  public:
   explicit Server(Config config);
   ~Server();
@@ -35,7 +45,14 @@ class Server {
   // Starts a graceful shutdown; safe from any thread.
   void Stop();
 
+  // SM_SIMU_CRASH moved the state: announce it like a restart.
+  void Restarted(int32_t state) override;
+
  private:
+  // The hook where the restart notification round starts: after the state bump and the load
+  // (and on SM_SIMU_CRASH), SM_NOTIFY(config name, state) to every distinct monitored host and
+  // every host still owed one from an earlier run (`owed`).
+  void StartNotificationRound(int32_t state, std::vector<nsm::NotifyTarget> owed);
   void RegisterPrograms();
   asio::awaitable<void> RegisterWithRpcbind();
   // Ends grace at its timer even when no request arrives to notice.
@@ -49,8 +66,13 @@ class Server {
   rpc::ReplyCache reply_cache_;
   rpc::Client client_;
   rpc::RpcbindRegistration rpcbind_;
+  std::unique_ptr<store::Store> store_;
   lock::LockManager locks_;
-  HostRecords host_records_;
+  NsmBridge bridge_;
+  nsm::RpcStatusCaller status_caller_;
+  nsm::AsioNameResolver name_resolver_;
+  nsm::NsmService nsm_;
+  nsm::Notifier notifier_;
   nlm::RpcClientCaller nlm_caller_;
   nlm::NlmService nlm_;
   std::unique_ptr<rpc::Server> rpc_server_;

@@ -126,7 +126,7 @@ TEST(Foundation, HostileStreamsAreCutOffAndServingGoesOn) {
 TEST(Foundation, FailsClearlyWhenThePortIsTaken) {
   NlockdProcess first({"--listen", "127.0.0.1:0", "--rpcbind-register=false"});
   Subprocess second({NLOCKD_BINARY, "--listen", "127.0.0.1:" + std::to_string(first.port()),
-                     "--rpcbind-register=false"});
+                     "--rpcbind-register=false", "--store", "memory:"});
   EXPECT_EQ(second.Wait(std::chrono::seconds(10)), 1);
   EXPECT_NE(second.output().find("cannot listen"), std::string::npos) << second.output();
 }

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <regex>
@@ -21,6 +22,11 @@ class NlockdProcess {
                          const testutil::NetNamespace* netns = nullptr) {
     std::vector<std::string> argv{NLOCKD_BINARY};
     argv.insert(argv.end(), args.begin(), args.end());
+    // A test that does not choose a store gets one that leaves nothing behind (the default,
+    // sqlite:./var/nlockd.db, would carry registrations from one test into the next).
+    if (std::find(args.begin(), args.end(), "--store") == args.end()) {
+      argv.insert(argv.end(), {"--store", "memory:"});
+    }
     process_ = std::make_unique<testutil::Subprocess>(netns ? netns->Wrap(argv) : argv);
     auto match = process_->WaitForLine(std::regex(R"(nlockd listening address=\S+ port=(\d+))"),
                                        std::chrono::seconds(20));

@@ -4,6 +4,7 @@
 #include <exception>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
@@ -33,6 +34,12 @@ struct Flags {
   std::string nlm_host_key;
   std::string granted_callback;
   size_t max_hosts = 0;
+  std::string store;
+  size_t nsm_max_registrations = 0;
+  std::vector<std::string> nsm_allow;
+  std::vector<int64_t> nsm_callback_programs;
+  bool nsm_check_notifier_address = true;
+  int64_t nsm_callback_timeout = 0;
 };
 
 }  // namespace
@@ -53,8 +60,8 @@ int main(int argc, char** argv) {
   auto* rpcbind_register =
       app.add_option("--rpcbind-register", flags.rpcbind_register,
                      "register with the portmapper at start, unregister at exit (default true)");
-  auto* rpcbind_host =
-      app.add_option("--rpcbind-host", flags.rpcbind_host, "portmapper address (default 127.0.0.1)");
+  auto* rpcbind_host = app.add_option("--rpcbind-host", flags.rpcbind_host,
+                                      "portmapper address (default 127.0.0.1)");
   auto* rpcbind_port =
       app.add_option("--rpcbind-port", flags.rpcbind_port, "portmapper port (default 111)");
   auto* max_connections = app.add_option("--max-connections", flags.max_connections,
@@ -78,6 +85,24 @@ int main(int argc, char** argv) {
   auto* max_hosts = app.add_option("--max-hosts", flags.max_hosts,
                                    "client hosts monitored and holding state at once "
                                    "(default 10000)");
+  auto* store = app.add_option("--store", flags.store,
+                               "memory:, sqlite:PATH or postgresql://user@host/db "
+                               "(default sqlite:./var/nlockd.db)");
+  auto* nsm_max_registrations =
+      app.add_option("--nsm-max-registrations", flags.nsm_max_registrations,
+                     "monitor registrations held at most (default 10000)");
+  auto* nsm_allow = app.add_option("--nsm-allowlist", flags.nsm_allow,
+                                   "address besides loopback allowed SM_MON, SM_UNMON, "
+                                   "SM_UNMON_ALL and SM_SIMU_CRASH (repeatable; default none)");
+  auto* nsm_callback_programs =
+      app.add_option("--nsm-callback-programs", flags.nsm_callback_programs,
+                     "program an SM_MON may name as its callback (repeatable; default 100021)");
+  auto* nsm_check_notifier_address =
+      app.add_option("--nsm-check-notifier-address", flags.nsm_check_notifier_address,
+                     "act on SM_NOTIFY only from a known address of the host (default true)");
+  auto* nsm_callback_timeout =
+      app.add_option("--nsm-callback-timeout", flags.nsm_callback_timeout,
+                     "seconds, each status callback attempt's total deadline (default 5)");
   CLI11_PARSE(app, argc, argv);
 
   nlockd::SetUpLogging(spdlog::level::info);
@@ -105,6 +130,29 @@ int main(int argc, char** argv) {
       config.nlm_granted_msg = nlockd::server::ParseGrantedCallback(flags.granted_callback);
     }
     if (*max_hosts) config.max_hosts = flags.max_hosts;
+    if (*store) config.store = flags.store;
+    if (*nsm_max_registrations) config.nsm_max_registrations = flags.nsm_max_registrations;
+    if (*nsm_allow) {
+      config.nsm_allowlist.clear();
+      for (const auto& text : flags.nsm_allow) {
+        config.nsm_allowlist.push_back(nlockd::server::ParseAllowedAddress(text));
+      }
+    }
+    if (*nsm_callback_programs) {
+      config.nsm_callback_programs.clear();
+      for (int64_t program : flags.nsm_callback_programs) {
+        config.nsm_callback_programs.push_back(nlockd::server::ParseCallbackProgram(program));
+      }
+    }
+    if (*nsm_check_notifier_address) {
+      config.nsm_check_notifier_address = flags.nsm_check_notifier_address;
+    }
+    if (*nsm_callback_timeout) {
+      if (flags.nsm_callback_timeout < 1 || flags.nsm_callback_timeout > 300) {
+        throw nlockd::Error(nlockd::ErrorKind::kFailed, "--nsm-callback-timeout: 1..300");
+      }
+      config.nsm_callback_timeout = std::chrono::seconds(flags.nsm_callback_timeout);
+    }
     spdlog::set_level(config.log_level);
 
     nlockd::server::Server server(std::move(config));

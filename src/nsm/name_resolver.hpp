@@ -1,0 +1,38 @@
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <asio/any_io_executor.hpp>
+#include <asio/awaitable.hpp>
+
+namespace nlockd::nsm {
+
+// Looks up the addresses of a monitored host's name, so that an SM_NOTIFY from a host
+// registered by name (not by address) can be checked against where it came from. DNS lies
+// outside the process: tests substitute a fake.
+class NameResolver {
+ public:
+  virtual ~NameResolver() = default;
+  // The normalised IP literals `name` resolves to; empty when it does not (in time).
+  virtual asio::awaitable<std::vector<std::string>> Resolve(std::string name) = 0;
+};
+
+// getaddrinfo on Asio's resolver thread, never on the executor, abandoned at `deadline`
+// (PROTOCOL-NOTES.md §2 #3, #4: DNS must never stall the monitor).
+class AsioNameResolver final : public NameResolver {
+ public:
+  AsioNameResolver(asio::any_io_executor executor, std::chrono::milliseconds deadline)
+      : executor_(std::move(executor)), deadline_(deadline) {}
+
+  asio::awaitable<std::vector<std::string>> Resolve(std::string name) override;
+
+ private:
+  asio::awaitable<std::vector<std::string>> Lookup(std::string name);
+
+  asio::any_io_executor executor_;
+  std::chrono::milliseconds deadline_;
+};
+
+}  // namespace nlockd::nsm

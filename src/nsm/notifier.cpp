@@ -1,0 +1,458 @@
+#include "nsm/notifier.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <exception>
+#include <memory>
+#include <unordered_map>
+#include <utility>
+
+#include <asio/co_spawn.hpp>
+#include <asio/ip/address.hpp>
+#include <asio/ip/udp.hpp>
+#include <spdlog/spdlog.h>
+
+#include "base/error.hpp"
+#include "nsm/wire.hpp"
+#include "rpc/client.hpp"
+#include "rpc/rpcbind.hpp"
+#include "rpc/use_tuple.hpp"
+#include "store/store.hpp"
+#include "xdr/decoder.hpp"
+#include "xdr/encoder.hpp"
+
+namespace nlockd::nsm {
+
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+milliseconds Remaining(steady_clock::time_point deadline) {
+  return std::max(milliseconds(0),
+                  std::chrono::duration_cast<milliseconds>(deadline - steady_clock::now()));
+}
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// Resolves `name` with asio's resolver, giving up after `timeout`. getaddrinfo cannot be
+// interrupted, so on timeout the lookup is cancelled and left to finish on the resolver's
+// thread; its late result is dropped. The handler (a plain lambda, not a coroutine) keeps the
+// resolver and the shared state alive until then.
+asio::awaitable<std::optional<asio::ip::address>> ResolveWithin(asio::any_io_executor executor,
+                                                                std::string name,
+                                                                milliseconds timeout) {
+  asio::error_code ec;
+  auto literal = asio::ip::make_address(name, ec);
+  if (!ec) co_return literal;
+  struct State {
+    explicit State(const asio::any_io_executor& ex) : done(ex) {}
+    asio::steady_timer done;
+    std::optional<asio::ip::address> address;
+    bool finished = false;
+  };
+  auto state = std::make_shared<State>(executor);
+  auto resolver = std::make_shared<asio::ip::udp::resolver>(executor);
+  state->done.expires_after(timeout);
+  resolver->async_resolve(name, "",
+                          [state, resolver](const asio::error_code& resolve_ec,
+                                            const asio::ip::udp::resolver::results_type& results) {
+                            if (!resolve_ec && !results.empty())
+                              state->address = results.begin()->endpoint().address();
+                            state->finished = true;
+                            state->done.cancel();
+                          });
+  co_await state->done.async_wait(rpc::kUseTuple);
+  if (!state->finished) resolver->cancel();
+  co_return state->address;
+}
+
+void LogSpawnFailure(std::exception_ptr error) {
+  if (!error) return;
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    spdlog::error("nsm notifier task failed: {}", e.what());
+  }
+}
+
+// Done of the owed-row writes. Runs on the store's thread, so it only logs (spdlog is
+// thread-safe) and touches nothing of the Notifier, which may be gone by then.
+store::Done LogStoreFailure(std::string what) {
+  return [what = std::move(what)](std::exception_ptr error) {
+    if (!error) return;
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      spdlog::error("nsm notifier: {} failed: {}", what, e.what());
+    }
+  };
+}
+
+}  // namespace
+
+struct Notifier::AttemptResult {
+  enum class Failure { kNone, kResolve, kRpcbind, kCall };
+  Failure failure = Failure::kNone;
+  std::optional<PeerPort> learned;
+  std::string detail;
+};
+
+Notifier::Notifier(asio::any_io_executor executor, rpc::Client& client, store::Store& store,
+                   const Clock& clock, NotifierOptions options)
+    : executor_(executor),
+      client_(client),
+      store_(store),
+      clock_(clock),
+      options_(options),
+      schedule_(NotifyScheduleOptions{options.initial_backoff, options.max_backoff,
+                                      options.rpcbind_requery_after, options.total_budget}),
+      gate_(executor),
+      channel_gate_(executor),
+      channel_(executor, channel_gate_),
+      wake_(executor) {
+  NLOCKD_REQUIRE(options.max_in_flight > 0 && options.max_open_attempts > 0);
+}
+
+Notifier::~Notifier() {
+  NLOCKD_REQUIRE(gate_.count() == 0 && channel_gate_.count() == 0,
+                 "Notifier destroyed before Shutdown() completed");
+}
+
+void Notifier::StartRound(std::string our_name, int32_t state, std::vector<NotifyTarget> targets) {
+  if (stopping_) {
+    spdlog::warn("nsm notifier: round for state {} ignored after shutdown", state);
+    return;
+  }
+  targets = MergeTargets({}, std::move(targets));
+  const Clock::time_point now = clock_.Now();
+  if (round_start_) {
+    ++stats_.rounds_replaced;
+    spdlog::info("nsm notifier: round in progress replaced ({} hosts owed, state {} now)",
+                 schedule_.size(), state);
+  }
+  ++stats_.rounds_started;
+  round_start_ = now;
+  round_answered_ = 0;
+  round_given_up_ = 0;
+  // Hosts still owed from the round in progress announce the new state too.
+  schedule_.AnnounceForAll(our_name, state);
+  for (NotifyTarget& target : targets) {
+    schedule_.Add(std::move(target.mon_name), std::move(target.address), our_name, state, now);
+  }
+  std::vector<store::NotifyOwed> owed;
+  owed.reserve(schedule_.size());
+  for (auto& [mon_name, address] : schedule_.Hosts()) {
+    owed.push_back(store::NotifyOwed{std::move(mon_name), std::move(address), state, 0});
+  }
+  spdlog::info("nsm notifier: announcing state {} as '{}' to {} hosts", state, our_name,
+               owed.size());
+  store_.PutNotifyOwed(std::move(owed), LogStoreFailure("recording hosts owed SM_NOTIFY"));
+
+  if (pump_running_) {
+    wake_.cancel();
+    return;
+  }
+  auto pass = gate_.TryEnter();
+  NLOCKD_ASSERT(pass.has_value());  // the gate closes only once stopping_ is set
+  pump_running_ = true;
+  asio::co_spawn(executor_, Pump(std::move(*pass)), LogSpawnFailure);
+}
+
+NotifierStats Notifier::stats() const {
+  NotifierStats stats = stats_;
+  stats.pending = schedule_.size();
+  stats.in_flight = schedule_.in_flight();
+  stats.lingering = stats.in_flight - active_;
+  return stats;
+}
+
+asio::awaitable<void> Notifier::Shutdown() {
+  stopping_ = true;
+  gate_.Close();
+  wake_.cancel();
+  const bool drained =
+      co_await gate_.WaitEmpty(options_.attempt_deadline + options_.shutdown_grace);
+  if (!drained) {
+    spdlog::warn("nsm notifier: {} tasks still running at shutdown", gate_.count());
+  }
+  // Only now: closing the channel ends the calls in flight, which were allowed to finish.
+  channel_.Close();
+  channel_gate_.Close();
+  co_await channel_gate_.WaitEmpty(options_.shutdown_grace);
+  spdlog::info("nsm notifier stopped; {} hosts still owed SM_NOTIFY", schedule_.size());
+}
+
+// Hands out due hosts while fewer than max_in_flight attempts run, then sleeps until the next
+// host is due or an attempt ends or a round starts (wake_ is cancelled). The executor is
+// single-threaded and this loop suspends only on wake_, so no wake-up is lost.
+asio::awaitable<void> Notifier::Pump(rpc::TaskGate::Pass /*held until the pump ends*/) {
+  while (!stopping_) {
+    const Clock::time_point now = clock_.Now();
+    while (HasRoom()) {
+      std::optional<NotifyAttempt> attempt = schedule_.PopDue(now);
+      if (!attempt) break;
+      auto attempt_pass = gate_.TryEnter();
+      NLOCKD_ASSERT(attempt_pass.has_value());
+      ++stats_.attempts;
+      ++active_;  // here, not in RunAttempt: co_spawn only posts its start
+      asio::co_spawn(executor_, RunAttempt(std::move(*attempt), std::move(*attempt_pass)),
+                     LogSpawnFailure);
+    }
+    if (schedule_.empty()) {
+      EndRound();
+      break;
+    }
+    Clock::duration wait = std::chrono::hours(1);  // until an attempt ends
+    if (HasRoom()) {
+      if (auto next = schedule_.NextDue()) wait = std::max(Clock::duration(0), *next - now);
+    }
+    wake_.expires_after(wait);
+    co_await wake_.async_wait(rpc::kUseTuple);
+  }
+  pump_running_ = false;
+}
+
+asio::awaitable<void> Notifier::RunAttempt(NotifyAttempt attempt,
+                                           rpc::TaskGate::Pass /*held until it ends*/) {
+  // The slot goes back at slot_hold or at the end, whichever is first. The handler is a plain
+  // lambda; after the attempt ends it sees `released` set (or operation_aborted) and does not
+  // touch the Notifier. The pump counted this attempt in active_ when it spawned it.
+  auto released = std::make_shared<bool>(false);
+  asio::steady_timer hold(executor_);
+  HoldSlot(hold, released);
+  AttemptResult result;
+  try {
+    result = co_await Attempt(attempt);
+  } catch (const std::exception& e) {
+    result.failure = AttemptResult::Failure::kCall;
+    result.detail = e.what();
+  }
+  hold.cancel();
+  if (!*released) {
+    *released = true;
+    --active_;
+  }
+  Finish(attempt, result);
+  wake_.cancel();
+}
+
+// Gives the attempt's slot back after slot_hold, unless replies wait unread in the channel:
+// then the executor is behind, and freeing slots would only start attempts it cannot serve
+// within their deadlines (the overload that made sm-notify lose replies), so it waits again.
+// `hold` is dereferenced only while *released is false, i.e. while RunAttempt's frame lives.
+void Notifier::HoldSlot(asio::steady_timer& hold, std::shared_ptr<bool> released) {
+  hold.expires_after(options_.slot_hold);
+  hold.async_wait([this, &hold, released](const asio::error_code& ec) {
+    if (ec || *released) return;
+    if (channel_.RepliesQueued()) {
+      HoldSlot(hold, released);
+      return;
+    }
+    *released = true;
+    --active_;
+    wake_.cancel();
+  });
+}
+
+// One try: resolve (unless an IP literal), ask the peer's rpcbind for statd's port (unless
+// configured or cached), send SM_NOTIFY; all within attempt_deadline.
+asio::awaitable<Notifier::AttemptResult> Notifier::Attempt(NotifyAttempt attempt) {
+  using Failure = AttemptResult::Failure;
+  AttemptResult result;
+  const steady_clock::time_point deadline = steady_clock::now() + options_.attempt_deadline;
+
+  const std::string& host = attempt.address.empty() ? attempt.mon_name : attempt.address;
+  std::optional<asio::ip::address> address =
+      co_await ResolveWithin(executor_, host, Remaining(deadline));
+  if (!address) {
+    result.failure = Failure::kResolve;
+    result.detail = "cannot resolve " + host + " in time";
+    co_return result;
+  }
+
+  uint16_t port = 0;
+  bool tcp = false;
+  if (options_.statd_port != 0) {
+    port = options_.statd_port;
+    tcp = options_.statd_transport == rpc::Transport::kTcp;
+  } else if (attempt.port) {
+    port = attempt.port->port;
+    tcp = attempt.port->tcp;
+  } else {
+    // UDP first, as sm-notify sends over UDP; TCP only when statd is registered for TCP only.
+    std::optional<uint16_t> found = co_await GetPort(*address, rpc::kIpProtoUdp, deadline);
+    if (found && *found == 0 && Remaining(deadline) > milliseconds(0)) {
+      found = co_await GetPort(*address, rpc::kIpProtoTcp, deadline);
+      tcp = true;
+    }
+    if (!found || *found == 0) {
+      result.failure = Failure::kRpcbind;
+      result.detail = found ? "statd not registered with the peer's rpcbind"
+                            : "the peer's rpcbind did not answer";
+      co_return result;
+    }
+    port = *found;
+    result.learned = PeerPort{port, tcp};
+  }
+
+  const milliseconds left = Remaining(deadline);
+  if (left <= milliseconds(0)) {
+    result.failure = Failure::kCall;
+    result.detail = "attempt deadline spent before the call";
+    co_return result;
+  }
+  std::vector<uint8_t> args;
+  xdr::Encoder enc(args);
+  stat_chge change{attempt.our_name, attempt.state};
+  Encode(enc, change);
+  ++stats_.sent;
+  rpc::CallResult reply;
+  if (tcp) {
+    rpc::CallTarget target;
+    target.host = address->to_string();
+    target.port = port;
+    target.transport = rpc::Transport::kTcp;
+    rpc::CallOptions call_options;
+    call_options.deadline = left;
+    reply =
+        co_await client_.Call(target, SM_PROG, SM_VERS, SM_NOTIFY, std::move(args), call_options);
+  } else {
+    asio::ip::udp::endpoint peer(*address, port);
+    reply = co_await channel_.Call(peer, SM_PROG, SM_VERS, SM_NOTIFY, std::move(args), left,
+                                   options_.udp_retry);
+  }
+  if (reply.status != rpc::CallStatus::kOk) {
+    result.failure = Failure::kCall;
+    result.detail = std::string(rpc::ToString(reply.status)) + ": " + reply.detail;
+  }
+  co_return result;
+}
+
+// PMAP GETPORT(100024, 1, protocol) to the peer's portmapper (RFC 1833 section 3), over UDP.
+// The port (0: not registered), or nullopt when the portmapper did not answer in time.
+asio::awaitable<std::optional<uint16_t>> Notifier::GetPort(asio::ip::address address,
+                                                           uint32_t protocol,
+                                                           steady_clock::time_point deadline) {
+  const milliseconds left = Remaining(deadline);
+  if (left <= milliseconds(0)) co_return std::nullopt;
+  std::vector<uint8_t> args;
+  xdr::Encoder enc(args);
+  enc.U32(SM_PROG);
+  enc.U32(SM_VERS);
+  enc.U32(protocol);
+  enc.U32(0);
+  asio::ip::udp::endpoint rpcbind(address, options_.rpcbind_port);
+  rpc::CallResult reply =
+      co_await channel_.Call(rpcbind, rpc::kPmapProgram, rpc::kPmapVersion, rpc::kPmapProcGetPort,
+                             std::move(args), left, options_.udp_retry);
+  if (reply.status != rpc::CallStatus::kOk) co_return std::nullopt;
+  xdr::Decoder dec(reply.body);
+  uint32_t port = 0;
+  if (!dec.U32(port, "port") || port > UINT16_MAX) co_return std::nullopt;
+  co_return static_cast<uint16_t>(port);
+}
+
+bool Notifier::HasRoom() const {
+  return active_ < options_.max_in_flight && schedule_.in_flight() < options_.max_open_attempts;
+}
+
+void Notifier::Finish(const NotifyAttempt& attempt, const AttemptResult& result) {
+  using Failure = AttemptResult::Failure;
+  if (result.failure == Failure::kNone) {
+    if (schedule_.Answered(attempt.mon_name, attempt.generation) ==
+        NotifySchedule::Outcome::kStale) {
+      ++stats_.stale_results;
+      return;
+    }
+    ++stats_.answered;
+    ++round_answered_;
+    spdlog::debug("nsm notifier: {} answered SM_NOTIFY (attempt {})", attempt.mon_name,
+                  attempt.attempt);
+    RemoveOwed(attempt.mon_name);
+    if (on_answered_) on_answered_(attempt.mon_name);
+    return;
+  }
+  ++stats_.failed_attempts;
+  if (result.failure == Failure::kResolve) ++stats_.resolve_failures;
+  if (result.failure == Failure::kRpcbind) ++stats_.rpcbind_failures;
+  switch (schedule_.Failed(attempt.mon_name, attempt.generation, clock_.Now(), result.learned)) {
+    case NotifySchedule::Outcome::kRetry:
+      spdlog::debug("nsm notifier: SM_NOTIFY to {} failed (attempt {}): {}", attempt.mon_name,
+                    attempt.attempt, result.detail);
+      break;
+    case NotifySchedule::Outcome::kGiveUp:
+      ++stats_.given_up;
+      ++round_given_up_;
+      spdlog::warn(
+          "nsm notifier: giving up on {} after {} attempts (last: {}); treating it as "
+          "crashed",
+          attempt.mon_name, attempt.attempt, result.detail);
+      RemoveOwed(attempt.mon_name);
+      if (on_given_up_) on_given_up_(attempt.mon_name);
+      break;
+    case NotifySchedule::Outcome::kStale:
+      ++stats_.stale_results;
+      break;
+    case NotifySchedule::Outcome::kDone:
+      NLOCKD_ASSERT(false, "a failed attempt cannot complete a host");
+  }
+}
+
+void Notifier::RemoveOwed(const std::string& mon_name) {
+  store_.RemoveNotifyOwed(mon_name, LogStoreFailure("removing owed SM_NOTIFY of " + mon_name));
+}
+
+void Notifier::EndRound() {
+  if (!round_start_) return;
+  const Clock::duration took = clock_.Now() - *round_start_;
+  ++stats_.rounds_completed;
+  stats_.round_durations.push_back(took);
+  if (stats_.round_durations.size() > NotifierStats::kMaxRoundDurations) {
+    stats_.round_durations.erase(stats_.round_durations.begin());
+  }
+  spdlog::info("nsm notifier: round ended after {:.3f} s: {} hosts answered, {} given up",
+               Seconds(took), round_answered_, round_given_up_);
+  round_start_.reset();
+}
+
+std::vector<NotifyTarget> MergeTargets(std::vector<NotifyTarget> owed,
+                                       std::vector<NotifyTarget> monitored) {
+  std::vector<NotifyTarget> merged;
+  std::unordered_map<std::string, size_t> index;  // lower-cased mon_name -> position in merged
+  merged.reserve(owed.size() + monitored.size());
+  for (auto* list : {&owed, &monitored}) {
+    for (NotifyTarget& target : *list) {
+      if (target.mon_name.empty()) continue;
+      auto [it, inserted] = index.emplace(Lower(target.mon_name), merged.size());
+      if (inserted) {
+        merged.push_back(std::move(target));
+      } else if (merged[it->second].address.empty()) {
+        merged[it->second].address = std::move(target.address);
+      }
+    }
+  }
+  return merged;
+}
+
+std::vector<NotifyTarget> StartupTargets(const store::LoadedState& loaded) {
+  std::vector<NotifyTarget> owed;
+  owed.reserve(loaded.notify_owed.size());
+  for (const store::NotifyOwed& row : loaded.notify_owed) {
+    owed.push_back(NotifyTarget{row.mon_name, row.address});
+  }
+  std::vector<NotifyTarget> monitored;
+  monitored.reserve(loaded.registrations.size());
+  for (const store::Registration& registration : loaded.registrations) {
+    monitored.push_back(NotifyTarget{registration.mon_name, ""});
+  }
+  return MergeTargets(std::move(owed), std::move(monitored));
+}
+
+}  // namespace nlockd::nsm

@@ -1,0 +1,39 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "nsm/status_receiver.hpp"
+#include "rpc/client.hpp"
+
+namespace nlockd::nsm {
+
+struct RpcStatusCallerOptions {
+  std::string rpcbind_host = "127.0.0.1";  // the local portmapper
+  uint16_t rpcbind_port = 111;
+  // Each attempt's total deadline: GETPORT plus the call (DESIGN.md: every outbound call).
+  std::chrono::milliseconds deadline{5000};
+  int attempts = 3;
+  std::chrono::milliseconds retry_delay{1000};
+};
+
+// Sends status callbacks the way rpc.statd does: to my_prog/my_vers/my_proc on loopback, the
+// port found through the local portmapper over UDP (that is how kernel lockd and NFS-Ganesha
+// listen for it), AUTH_NONE. my_name is not used to route: a registrant is always local
+// (SM_MON is loopback-only). Runs on the client's executor; `client` must outlive it.
+class RpcStatusCaller final : public StatusCaller {
+ public:
+  RpcStatusCaller(rpc::Client& client, RpcStatusCallerOptions options)
+      : client_(client), options_(std::move(options)) {}
+
+  asio::awaitable<bool> Call(store::MyId target, StatusCallback body) override;
+
+ private:
+  asio::awaitable<bool> Attempt(store::MyId target, std::vector<uint8_t> args);
+
+  rpc::Client& client_;
+  RpcStatusCallerOptions options_;
+};
+
+}  // namespace nlockd::nsm

@@ -1,0 +1,403 @@
+// The class's header comes first: Asio picks its coroutine-frame allocator by what was included
+// before it, and every file must pick the same one (a mismatch aborts under ASan).
+#include "nsm/service.hpp"
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
+#include <spdlog/spdlog.h>
+
+#include "rpc/address.hpp"
+#include "rpc/use_tuple.hpp"
+
+namespace nlockd::nsm {
+
+namespace {
+
+const char* ProcedureName(SmProc procedure) {
+  static constexpr const char* kNames[] = {"SM_NULL",      "SM_STAT",       "SM_MON",   "SM_UNMON",
+                                           "SM_UNMON_ALL", "SM_SIMU_CRASH", "SM_NOTIFY"};
+  return kNames[procedure];
+}
+
+store::MyId ToStore(const my_id& id) {
+  return store::MyId{id.my_name, id.my_prog, id.my_vers, id.my_proc};
+}
+
+// Waits for a store write's Done, which runs on the store's writer thread (or inline, for the
+// memory store): the result is posted back to the awaiting coroutine's executor.
+template <typename Token>
+auto AsyncPersist(std::function<void(store::Done)> write, Token&& token) {
+  return asio::async_initiate<Token, void(std::exception_ptr)>(
+      [](auto handler, std::function<void(store::Done)> submit) {
+        auto executor = asio::get_associated_executor(handler);
+        auto shared = std::make_shared<decltype(handler)>(std::move(handler));
+        submit([shared, executor](std::exception_ptr error) {
+          asio::post(executor, [shared, error]() mutable { (*shared)(error); });
+        });
+      },
+      token, std::move(write));
+}
+
+// Runs the blocking BumpState on `pool` and hands the new state (or the failure) back.
+template <typename Token>
+auto AsyncBumpState(asio::thread_pool& pool, store::Store& store, Token&& token) {
+  return asio::async_initiate<Token, void(std::exception_ptr, int32_t)>(
+      [&pool, &store](auto handler) {
+        auto executor = asio::get_associated_executor(handler);
+        auto shared = std::make_shared<decltype(handler)>(std::move(handler));
+        asio::post(pool, [shared, executor, &store] {
+          std::exception_ptr error;
+          int32_t state = 0;
+          try {
+            state = store.BumpState();
+          } catch (...) {
+            error = std::current_exception();
+          }
+          asio::post(executor, [shared, error, state]() mutable { (*shared)(error, state); });
+        });
+      },
+      token);
+}
+
+std::string Describe(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
+}  // namespace
+
+bool PrintableName(const std::string& name) {
+  for (char c : name) {
+    if (c < 0x20 || c > 0x7e) return false;
+  }
+  return true;
+}
+
+NsmService::NsmService(asio::any_io_executor executor, store::Store& store, StatusCaller& caller,
+                       LocalStatusReceiver& local, NsmOptions options, NameResolver* resolver)
+    : executor_(executor),
+      store_(store),
+      caller_(caller),
+      local_(local),
+      resolver_(resolver),
+      options_(std::move(options)),
+      registry_(options_.max_registrations),
+      gate_(executor) {}
+
+NsmService::~NsmService() { worker_.join(); }
+
+void NsmService::Load(int32_t state, const std::vector<store::Registration>& registrations) {
+  state_ = state;
+  registry_.Clear();
+  for (const auto& registration : registrations) {
+    if (registry_.Put(registration) == Registry::PutResult::kFull) {
+      spdlog::warn("nsm registration limit {} reached while loading; {} dropped from memory",
+                   registry_.limit(), registrations.size() - registry_.size());
+      break;
+    }
+    // nlockd's own registrations keep the client's address in source_address.
+    if (IsLocalNlmId(registration.my_id)) {
+      registry_.AddPeerAddress(registration.mon_name, registration.source_address);
+    }
+  }
+  spdlog::info("nsm state={} registrations={} hosts={}", state_, registry_.size(),
+               registry_.peer_count());
+}
+
+bool NsmService::CallerAllowed(const rpc::CallContext& context, SmProc procedure) {
+  if (rpc::IsLoopback(context.peer_address) ||
+      options_.allowlist.contains(rpc::AddressToString(context.peer_address))) {
+    return true;
+  }
+  ++stats_.refused[procedure];
+  spdlog::warn("nsm {} from {} refused: not loopback or on the allowlist", ProcedureName(procedure),
+               context.peer);
+  return false;
+}
+
+bool NsmService::Valid(const std::string& mon_name, const my_id& id, std::string_view procedure) {
+  const char* problem = nullptr;
+  if (mon_name.empty() || id.my_name.empty()) {
+    problem = "empty mon_name or my_name";
+  } else if (!PrintableName(mon_name) || !PrintableName(id.my_name)) {
+    problem = "unprintable mon_name or my_name";
+  } else if (IsLocalNlmId(ToStore(id))) {
+    problem = "my_id reserved for nlockd's own NLM";
+  }
+  if (problem) {
+    ++stats_.invalid_arguments;
+    spdlog::warn("nsm {} refused: {}", procedure, problem);
+    return false;
+  }
+  return true;
+}
+
+asio::awaitable<std::exception_ptr> NsmService::Persist(std::function<void(store::Done)> write) {
+  auto [error] = co_await AsyncPersist(std::move(write), rpc::kUseTuple);
+  co_return error;
+}
+
+asio::awaitable<bool> NsmService::PutRegistration(store::Registration registration) {
+  std::optional<store::Registration> before;
+  if (const auto* existing = registry_.Find(registration.mon_name, registration.my_id)) {
+    before = *existing;
+  }
+  // Applied before it is durable so that concurrent SM_MONs count against the limit; undone if
+  // the write fails. A callback that matches it meanwhile is harmless.
+  if (registry_.Put(registration) == Registry::PutResult::kFull) {
+    ++stats_.registrations_over_limit;
+    spdlog::warn("nsm registration limit {} reached; not monitoring mon_name={}", registry_.limit(),
+                 registration.mon_name);
+    co_return false;
+  }
+  // Named, not a temporary argument: docs/decisions/0001-toolchain-pitfalls.md, item 1.
+  std::function<void(store::Done)> write = [this, registration](store::Done done) {
+    store_.PutRegistration(registration, std::move(done));
+  };
+  std::exception_ptr error = co_await Persist(std::move(write));
+  if (!error) co_return true;
+  ++stats_.store_failures;
+  spdlog::error("nsm cannot persist registration mon_name={}: {}", registration.mon_name,
+                Describe(error));
+  if (before) {
+    registry_.Put(*before);
+  } else {
+    registry_.Remove(registration.mon_name, registration.my_id);
+  }
+  co_return false;
+}
+
+sm_stat_res NsmService::Stat(const rpc::CallContext&, const sm_name&) {
+  ++stats_.succeeded[SM_STAT];
+  return sm_stat_res{stat_succ, state_};
+}
+
+asio::awaitable<sm_stat_res> NsmService::Mon(const rpc::CallContext& context, mon args) {
+  const mon_id& id = args.mon_id_;
+  if (!CallerAllowed(context, SM_MON)) co_return sm_stat_res{stat_fail, -1};
+  bool ok = Valid(id.mon_name, id.my_id_, "SM_MON");
+  if (ok && !options_.callback_programs.contains(id.my_id_.my_prog)) {
+    ++stats_.invalid_arguments;
+    spdlog::warn("nsm SM_MON mon_name={} refused: callback program {} not allowed", id.mon_name,
+                 id.my_id_.my_prog);
+    ok = false;
+  }
+  if (ok) {
+    store::Registration registration;
+    registration.mon_name = id.mon_name;
+    registration.my_id = ToStore(id.my_id_);
+    registration.priv = args.priv;
+    registration.source_address = context.peer;
+    ok = co_await PutRegistration(std::move(registration));
+  }
+  if (!ok) {
+    ++stats_.failed[SM_MON];
+    co_return sm_stat_res{stat_fail, -1};  // nfs-utils answers -1 with stat_fail.
+  }
+  ++stats_.succeeded[SM_MON];
+  spdlog::debug("nsm monitoring mon_name={} for {}/{}/{}/{}", id.mon_name, id.my_id_.my_name,
+                id.my_id_.my_prog, id.my_id_.my_vers, id.my_id_.my_proc);
+  co_return sm_stat_res{stat_succ, state_};
+}
+
+asio::awaitable<sm_stat> NsmService::Unmon(const rpc::CallContext& context, mon_id args) {
+  if (!CallerAllowed(context, SM_UNMON)) co_return sm_stat{state_};
+  store::MyId id = ToStore(args.my_id_);
+  if (IsLocalNlmId(id) || !registry_.Remove(args.mon_name, id)) {
+    ++stats_.failed[SM_UNMON];
+    co_return sm_stat{state_};
+  }
+  std::function<void(store::Done)> write = [this, args, id](store::Done done) {
+    store_.RemoveRegistration(args.mon_name, id, std::move(done));
+  };
+  std::exception_ptr error = co_await Persist(std::move(write));
+  if (error) {
+    ++stats_.store_failures;
+    spdlog::error("nsm cannot persist SM_UNMON mon_name={}: {}", args.mon_name, Describe(error));
+  }
+  ++stats_.succeeded[SM_UNMON];
+  co_return sm_stat{state_};
+}
+
+asio::awaitable<sm_stat> NsmService::UnmonAll(const rpc::CallContext& context, my_id args) {
+  if (!CallerAllowed(context, SM_UNMON_ALL)) co_return sm_stat{state_};
+  store::MyId id = ToStore(args);
+  if (IsLocalNlmId(id)) {
+    ++stats_.failed[SM_UNMON_ALL];
+    co_return sm_stat{state_};
+  }
+  size_t removed = registry_.RemoveAllOf(id);
+  std::function<void(store::Done)> write = [this, id](store::Done done) {
+    store_.RemoveRegistrationsOf(id, std::move(done));
+  };
+  std::exception_ptr error = co_await Persist(std::move(write));
+  if (error) {
+    ++stats_.store_failures;
+    spdlog::error("nsm cannot persist SM_UNMON_ALL my_name={}: {}", args.my_name, Describe(error));
+  }
+  ++stats_.succeeded[SM_UNMON_ALL];
+  spdlog::debug("nsm SM_UNMON_ALL my_name={} removed={}", args.my_name, removed);
+  co_return sm_stat{state_};
+}
+
+asio::awaitable<int32_t> NsmService::BumpStateOffThread() {
+  auto [error, state] = co_await AsyncBumpState(worker_, store_, rpc::kUseTuple);
+  if (error) std::rethrow_exception(error);
+  co_return state;
+}
+
+asio::awaitable<void> NsmService::SimuCrash(const rpc::CallContext& context) {
+  if (!CallerAllowed(context, SM_SIMU_CRASH)) co_return;
+  int32_t state = 0;
+  try {
+    state = co_await BumpStateOffThread();
+  } catch (const std::exception& e) {
+    ++stats_.store_failures;
+    ++stats_.failed[SM_SIMU_CRASH];
+    spdlog::error("nsm SM_SIMU_CRASH cannot move the state number: {}", e.what());
+    co_return;
+  }
+  state_ = state;
+  ++stats_.succeeded[SM_SIMU_CRASH];
+  spdlog::info("nsm SM_SIMU_CRASH: state={}; notifying {} monitored hosts", state_,
+               registry_.peer_count());
+  if (restart_hook_) restart_hook_->Restarted(state_);
+}
+
+void NsmService::Notify(const rpc::CallContext& context, const stat_chge& args) {
+  std::string source = rpc::AddressToString(context.peer_address);
+  std::vector<Registry::Peer> peers = registry_.Match(args.mon_name, source);
+  if (peers.empty()) {
+    ++stats_.notify_not_monitored;
+    ++stats_.failed[SM_NOTIFY];
+    spdlog::info("nsm SM_NOTIFY mon_name={} state={} from {} ignored: not monitored", args.mon_name,
+                 args.state, source);
+    return;
+  }
+  ++stats_.succeeded[SM_NOTIFY];
+  for (const auto& peer : peers) {
+    if (!options_.check_notifier_address || peer.addresses.contains(source)) {
+      HostRebooted(peer, args, source);
+      continue;
+    }
+    // A host registered by name: its addresses come from a lookup, in the background.
+    if (resolver_ && !NormalizedAddressLiteral(peer.name)) {
+      if (auto pass = gate_.TryEnter()) {
+        asio::co_spawn(executor_, CheckByName(peer.name, args, source, std::move(*pass)),
+                       asio::detached);
+      }
+      continue;
+    }
+    RejectAddress(peer.name, args, source);
+  }
+}
+
+void NsmService::RejectAddress(const std::string& peer, const stat_chge& args,
+                               const std::string& source) {
+  ++stats_.notify_wrong_address;
+  spdlog::warn(
+      "nsm SM_NOTIFY mon_name={} state={} from {} rejected: not an address of "
+      "monitored host {}",
+      args.mon_name, args.state, source, peer);
+}
+
+asio::awaitable<void> NsmService::CheckByName(std::string peer_name, stat_chge args,
+                                              std::string source, rpc::TaskGate::Pass pass) {
+  rpc::TaskGate::Pass held = std::move(pass);
+  std::vector<std::string> addresses = co_await resolver_->Resolve(peer_name);
+  for (const auto& address : addresses) registry_.AddPeerAddress(peer_name, address);
+  // The registry may have changed while we waited: look the peer up again.
+  for (const auto& peer : registry_.Match(peer_name, "")) {
+    if (FoldName(peer.name) != FoldName(peer_name)) continue;
+    if (peer.addresses.contains(source)) {
+      HostRebooted(peer, args, source);
+    } else {
+      RejectAddress(peer.name, args, source);
+    }
+  }
+}
+
+void NsmService::HostRebooted(const Registry::Peer& peer, const stat_chge& args,
+                              const std::string& source) {
+  if (peer.state && !StateIsNewer(args.state, *peer.state)) {
+    ++stats_.notify_replayed;
+    spdlog::info("nsm SM_NOTIFY mon_name={} state={} from {} ignored: host {} is at state {}",
+                 args.mon_name, args.state, source, peer.name, *peer.state);
+    return;
+  }
+  ++stats_.crashes_detected;
+  spdlog::info("nsm host {} rebooted: SM_NOTIFY mon_name={} state={} from {}; {} callbacks",
+               peer.name, args.mon_name, args.state, source, peer.registrations.size());
+  // Copied out first: the registry may change under the callbacks.
+  std::vector<std::pair<store::MyId, StatusCallback>> callbacks;
+  for (const auto* registration : peer.registrations) {
+    callbacks.emplace_back(registration->my_id,
+                           StatusCallback{registration->mon_name, args.state, registration->priv});
+  }
+  registry_.SetPeerState(peer.name, args.state);
+  for (auto& [target, body] : callbacks) {
+    if (IsLocalNlmId(target)) {
+      ++stats_.callbacks_local;
+      local_.HostRebooted(body.mon_name, body.state);
+      continue;
+    }
+    if (!options_.callback_programs.contains(target.my_prog)) {
+      ++stats_.callbacks_refused;
+      spdlog::warn("nsm status callback for {} to program {} refused: not allowed", body.mon_name,
+                   target.my_prog);
+      continue;
+    }
+    auto pass = gate_.TryEnter();
+    if (!pass) return;  // Shutting down.
+    asio::co_spawn(executor_, SendCallback(std::move(target), std::move(body), std::move(*pass)),
+                   asio::detached);
+  }
+}
+
+asio::awaitable<void> NsmService::SendCallback(store::MyId target, StatusCallback body,
+                                               rpc::TaskGate::Pass pass) {
+  rpc::TaskGate::Pass held = std::move(pass);
+  std::string mon_name = body.mon_name;
+  bool ok = false;
+  try {
+    ok = co_await caller_.Call(target, std::move(body));
+  } catch (const std::exception& e) {
+    spdlog::error("nsm status callback for {}: {}", mon_name, e.what());
+  }
+  if (ok) {
+    ++stats_.callbacks_ok;
+  } else {
+    ++stats_.callbacks_failed;
+    spdlog::warn("nsm status callback for {} to {}/{}/{}/{} failed", mon_name, target.my_name,
+                 target.my_prog, target.my_vers, target.my_proc);
+  }
+}
+
+asio::awaitable<bool> NsmService::MonitorLocal(std::string mon_name, asio::ip::address address,
+                                               int32_t peer_state) {
+  store::Registration registration;
+  registration.mon_name = mon_name;
+  registration.my_id = LocalNlmId();
+  registration.source_address = rpc::AddressToString(rpc::NormalizeAddress(address));
+  std::string source = registration.source_address;
+  if (!co_await PutRegistration(std::move(registration))) co_return false;
+  registry_.AddPeerAddress(mon_name, source);
+  if (peer_state != 0) registry_.SetPeerState(mon_name, peer_state);
+  co_return true;
+}
+
+asio::awaitable<void> NsmService::Shutdown() {
+  gate_.Close();
+  bool emptied = co_await gate_.WaitEmpty(std::chrono::seconds(6));
+  if (!emptied) spdlog::warn("nsm shutdown: {} status callbacks still in flight", gate_.count());
+  co_return;
+}
+
+}  // namespace nlockd::nsm

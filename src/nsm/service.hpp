@@ -1,0 +1,142 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <asio/any_io_executor.hpp>
+#include <asio/awaitable.hpp>
+#include <asio/ip/address.hpp>
+#include <asio/thread_pool.hpp>
+
+#include "nsm/name_resolver.hpp"
+#include "nsm/registry.hpp"
+#include "nsm/status_receiver.hpp"
+#include "nsm/wire.hpp"
+#include "rpc/call_context.hpp"
+#include "rpc/dispatcher.hpp"
+#include "rpc/task_gate.hpp"
+#include "store/store.hpp"
+
+namespace nlockd::nsm {
+
+struct NsmOptions {
+  // Registrations held at most (DESIGN.md §1); past it SM_MON answers stat_fail.
+  size_t max_registrations = 10'000;
+  // Callers besides loopback allowed SM_MON, SM_UNMON, SM_UNMON_ALL and SM_SIMU_CRASH
+  // (normalised addresses). Everyone else is refused: a remote host must not register monitors
+  // with callbacks of its choosing (the old statd hole, PROTOCOL-NOTES.md §1.7).
+  std::set<std::string> allowlist;
+  // Programs a registration may name as its callback (rpc.statd: only NLM), so that an SM_MON
+  // cannot aim nlockd's callbacks at an arbitrary local service.
+  std::set<int32_t> callback_programs{100021};
+  // Act on an SM_NOTIFY only when it comes from one of the peer's known addresses (spoofed
+  // SM_NOTIFY dropping another host's locks: PROTOCOL-NOTES.md §2 #12).
+  bool check_notifier_address = true;
+};
+
+// Counters for /metrics. Indexed by procedure number (SM_NULL..SM_NOTIFY).
+struct NsmStats {
+  static constexpr size_t kProcedures = 7;
+  std::array<uint64_t, kProcedures> succeeded{};  // answered stat_succ (or acted on)
+  std::array<uint64_t, kProcedures> failed{};     // answered stat_fail, or had no effect
+  std::array<uint64_t, kProcedures> refused{};    // caller not on loopback or the allowlist
+  uint64_t registrations_over_limit = 0;
+  uint64_t invalid_arguments = 0;  // empty, unprintable, bad callback program
+  uint64_t store_failures = 0;
+  uint64_t crashes_detected = 0;      // SM_NOTIFY acted on, per peer
+  uint64_t notify_not_monitored = 0;  // SM_NOTIFY rejections, by reason
+  uint64_t notify_wrong_address = 0;
+  uint64_t notify_replayed = 0;  // state equal to (or older than) the known one
+  uint64_t callbacks_local = 0;
+  uint64_t callbacks_ok = 0;
+  uint64_t callbacks_failed = 0;
+  uint64_t callbacks_refused = 0;  // program not in callback_programs
+};
+
+// The status monitor, NSM program 100024 version 1: one method per procedure over the
+// Registry, with registrations persisted through store::Store before they are acknowledged.
+// Runs on `executor`, which also owns the registry; store completions are posted back to it.
+// The store, callers, receiver and hook must outlive it; every callback it spawns is held by its
+// TaskGate (Shutdown waits for them).
+class NsmService {
+ public:
+  // `resolver` (may be null: names are then never resolved) finds the addresses of hosts
+  // registered by name, for the notifier-address check.
+  NsmService(asio::any_io_executor executor, store::Store& store, StatusCaller& caller,
+             LocalStatusReceiver& local, NsmOptions options, NameResolver* resolver = nullptr);
+  ~NsmService();
+  NsmService(const NsmService&) = delete;
+  NsmService& operator=(const NsmService&) = delete;
+
+  // Registers SM_NULL through SM_NOTIFY.
+  void Register(rpc::Dispatcher& dispatcher);
+  // REQUIRES: before SM_SIMU_CRASH is served.
+  void SetRestartHook(RestartHook* hook) { restart_hook_ = hook; }
+
+  // Start-up: the durable state number and the persisted registrations.
+  void Load(int32_t state, const std::vector<store::Registration>& registrations);
+
+  // Procedures (XNFS NSM chapter; PROTOCOL-NOTES.md §1.1).
+  sm_stat_res Stat(const rpc::CallContext& context, const sm_name& args);
+  asio::awaitable<sm_stat_res> Mon(const rpc::CallContext& context, mon args);
+  asio::awaitable<sm_stat> Unmon(const rpc::CallContext& context, mon_id args);
+  asio::awaitable<sm_stat> UnmonAll(const rpc::CallContext& context, my_id args);
+  asio::awaitable<void> SimuCrash(const rpc::CallContext& context);
+  void Notify(const rpc::CallContext& context, const stat_chge& args);
+
+  // nlockd's own NLM starts monitoring a client host (mon_name = its host key, `address` where it
+  // speaks from, `peer_state` its NSM state from lockargs.state). Returns once the registration
+  // is durable; false if it could not be made (limit, store failure).
+  asio::awaitable<bool> MonitorLocal(std::string mon_name, asio::ip::address address,
+                                     int32_t peer_state);
+
+  // Stops spawning callbacks and waits (bounded) for those in flight.
+  asio::awaitable<void> Shutdown();
+
+  int32_t state() const { return state_; }
+  const Registry& registry() const { return registry_; }
+  const NsmStats& stats() const { return stats_; }
+
+ private:
+  asio::awaitable<rpc::HandlerStatus> SimuCrashCall(const rpc::CallContext& context);
+  asio::awaitable<rpc::HandlerStatus> NotifyCall(const rpc::CallContext& context, xdr::Decoder& in);
+  bool CallerAllowed(const rpc::CallContext& context, SmProc procedure);
+  // An accepted SM_NOTIFY for `peer`: unless its state is not newer, the status callbacks.
+  void HostRebooted(const Registry::Peer& peer, const stat_chge& args, const std::string& source);
+  void RejectAddress(const std::string& peer, const stat_chge& args, const std::string& source);
+  asio::awaitable<void> CheckByName(std::string peer_name, stat_chge args, std::string source,
+                                    rpc::TaskGate::Pass pass);
+  // Validates a registration's names and callback; logs and counts what is wrong.
+  bool Valid(const std::string& mon_name, const my_id& id, std::string_view procedure);
+  // Persists and applies; false (registry unchanged) on the limit or a store failure.
+  asio::awaitable<bool> PutRegistration(store::Registration registration);
+  asio::awaitable<std::exception_ptr> Persist(std::function<void(store::Done)> write);
+  asio::awaitable<int32_t> BumpStateOffThread();
+  asio::awaitable<void> SendCallback(store::MyId target, StatusCallback body,
+                                     rpc::TaskGate::Pass pass);
+
+  asio::any_io_executor executor_;
+  store::Store& store_;
+  StatusCaller& caller_;
+  LocalStatusReceiver& local_;
+  NameResolver* resolver_;
+  NsmOptions options_;
+  RestartHook* restart_hook_ = nullptr;
+  Registry registry_;
+  NsmStats stats_;
+  int32_t state_ = 0;
+  rpc::TaskGate gate_;
+  // The blocking BumpState of SM_SIMU_CRASH runs here, never on the executor.
+  asio::thread_pool worker_{1};
+};
+
+// Whether every byte is printable ASCII (0x20..0x7e): names end up in logs, files and SQL.
+bool PrintableName(const std::string& name);
+
+}  // namespace nlockd::nsm

@@ -1,0 +1,312 @@
+#include "nsm/service.hpp"
+
+#include <asio/io_context.hpp>
+#include <gtest/gtest.h>
+
+#include "store/open_store.hpp"
+#include "testutil/run_coroutine.hpp"
+
+namespace nlockd::nsm {
+namespace {
+
+struct FakeCaller final : StatusCaller {
+  asio::awaitable<bool> Call(store::MyId target, StatusCallback body) override {
+    calls.push_back(target.my_name + "/" + std::to_string(target.my_proc) + ":" + body.mon_name +
+                    "@" + std::to_string(body.state) + " priv0=" + std::to_string(body.priv[0]));
+    co_return answer;
+  }
+  std::vector<std::string> calls;
+  bool answer = true;
+};
+
+struct FakeLocal final : LocalStatusReceiver {
+  void HostRebooted(const std::string& mon_name, int32_t state) override {
+    rebooted.push_back(mon_name + "@" + std::to_string(state));
+  }
+  std::vector<std::string> rebooted;
+};
+
+struct FakeResolver final : NameResolver {
+  asio::awaitable<std::vector<std::string>> Resolve(std::string name) override {
+    asked.push_back(name);
+    co_return addresses;
+  }
+  std::vector<std::string> asked;
+  std::vector<std::string> addresses;
+};
+
+struct FakeHook final : RestartHook {
+  void Restarted(int32_t state) override { states.push_back(state); }
+  std::vector<int32_t> states;
+};
+
+rpc::CallContext From(const std::string& address) {
+  rpc::CallContext context;
+  context.peer_address = asio::ip::make_address(address);
+  context.peer = address;
+  return context;
+}
+
+mon Mon(const std::string& mon_name, uint8_t priv0 = 0, int32_t prog = 100021) {
+  mon args;
+  args.mon_id_.mon_name = mon_name;
+  args.mon_id_.my_id_ = my_id{"localhost", prog, 4, 16};
+  args.priv[0] = priv0;
+  return args;
+}
+
+class NsmServiceTest : public ::testing::Test {
+ protected:
+  explicit NsmServiceTest(NsmOptions options = {}) { Make(std::move(options)); }
+
+  void Make(NsmOptions options) {
+    service_.reset();
+    service_ = std::make_unique<NsmService>(io_.get_executor(), *store_, caller_, local_,
+                                            std::move(options));
+    service_->SetRestartHook(&hook_);
+    service_->Load(store_->BumpState(), store_->LoadAll().registrations);
+  }
+
+  sm_stat_res CallMon(mon args, const std::string& from = "127.0.0.1") {
+    return testutil::RunCoroutine(io_, service_->Mon(From(from), std::move(args)));
+  }
+  void Notify(const std::string& mon_name, int32_t state, const std::string& from) {
+    service_->Notify(From(from), stat_chge{mon_name, state});
+    io_.restart();
+    io_.run_for(std::chrono::milliseconds(50));
+  }
+
+  asio::io_context io_;
+  std::unique_ptr<store::Store> store_ = store::OpenStore("memory:", store::StoreOptions{});
+  FakeCaller caller_;
+  FakeLocal local_;
+  FakeHook hook_;
+  std::unique_ptr<NsmService> service_;
+};
+
+TEST_F(NsmServiceTest, MonIsDurableBeforeItIsAnsweredAndReturnsTheOddState) {
+  sm_stat_res res = CallMon(Mon("client", 7));
+  EXPECT_EQ(res.res_stat, stat_succ);
+  EXPECT_EQ(res.state % 2, 1);
+  EXPECT_EQ(res.state, service_->state());
+  auto stored = store_->LoadAll().registrations;
+  ASSERT_EQ(stored.size(), 1u);
+  EXPECT_EQ(stored[0].mon_name, "client");
+  EXPECT_EQ(stored[0].priv[0], 7);
+  EXPECT_EQ(stored[0].source_address, "127.0.0.1");
+}
+
+TEST_F(NsmServiceTest, SecondMonOfTheSameIdUpdatesPriv) {
+  CallMon(Mon("client", 1));
+  CallMon(Mon("client", 2));
+  auto stored = store_->LoadAll().registrations;
+  ASSERT_EQ(stored.size(), 1u);
+  EXPECT_EQ(stored[0].priv[0], 2);
+  EXPECT_EQ(service_->registry().size(), 1u);
+}
+
+TEST_F(NsmServiceTest, InvalidNamesAndCallbackProgramsAreRefused) {
+  EXPECT_EQ(CallMon(Mon("")).res_stat, stat_fail);
+  EXPECT_EQ(CallMon(Mon("bad\nname")).res_stat, stat_fail);
+  EXPECT_EQ(CallMon(Mon("client", 0, 100003)).res_stat, stat_fail);
+  mon reserved = Mon("client");
+  reserved.mon_id_.my_id_ = my_id{"nlockd-nlm", 0, 0, 0};
+  EXPECT_EQ(CallMon(reserved).res_stat, stat_fail);
+  EXPECT_EQ(service_->stats().invalid_arguments, 4u);
+  EXPECT_TRUE(store_->LoadAll().registrations.empty());
+}
+
+TEST_F(NsmServiceTest, RemoteCallersAreRefusedAndCounted) {
+  EXPECT_EQ(CallMon(Mon("client"), "192.0.2.9").res_stat, stat_fail);
+  EXPECT_EQ(CallMon(Mon("client"), "::1").res_stat, stat_succ);
+  sm_stat unmon =
+      testutil::RunCoroutine(io_, service_->Unmon(From("192.0.2.9"), Mon("client").mon_id_));
+  EXPECT_EQ(unmon.state, service_->state());
+  EXPECT_EQ(service_->registry().size(), 1u);
+  int32_t before = service_->state();
+  testutil::RunCoroutine(io_, service_->SimuCrash(From("192.0.2.9")));
+  EXPECT_EQ(service_->state(), before);
+  EXPECT_EQ(service_->stats().refused[SM_MON], 1u);
+  EXPECT_EQ(service_->stats().refused[SM_UNMON], 1u);
+  EXPECT_EQ(service_->stats().refused[SM_SIMU_CRASH], 1u);
+}
+
+TEST(NsmServiceAllowlist, AllowlistedAddressMayMonitor) {
+  asio::io_context io;
+  auto store = store::OpenStore("memory:", store::StoreOptions{});
+  FakeCaller caller;
+  FakeLocal local;
+  NsmOptions options;
+  options.allowlist = {"192.0.2.9"};
+  NsmService service(io.get_executor(), *store, caller, local, options);
+  service.Load(store->BumpState(), {});
+  sm_stat_res res = testutil::RunCoroutine(io, service.Mon(From("::ffff:192.0.2.9"), Mon("c")));
+  EXPECT_EQ(res.res_stat, stat_succ);
+}
+
+TEST(NsmServiceLimit, PastTheLimitMonAnswersStatFailButUpdatesStillWork) {
+  asio::io_context io;
+  auto store = store::OpenStore("memory:", store::StoreOptions{});
+  FakeCaller caller;
+  FakeLocal local;
+  NsmOptions options;
+  options.max_registrations = 2;
+  NsmService service(io.get_executor(), *store, caller, local, options);
+  service.Load(store->BumpState(), {});
+  for (const char* name : {"a", "b"}) {
+    EXPECT_EQ(testutil::RunCoroutine(io, service.Mon(From("127.0.0.1"), Mon(name))).res_stat,
+              stat_succ);
+  }
+  EXPECT_EQ(testutil::RunCoroutine(io, service.Mon(From("127.0.0.1"), Mon("c"))).res_stat,
+            stat_fail);
+  EXPECT_EQ(testutil::RunCoroutine(io, service.Mon(From("127.0.0.1"), Mon("a", 5))).res_stat,
+            stat_succ);
+  EXPECT_EQ(service.stats().registrations_over_limit, 1u);
+  EXPECT_EQ(store->LoadAll().registrations.size(), 2u);
+}
+
+TEST_F(NsmServiceTest, UnmonAndUnmonAllRemoveDurably) {
+  CallMon(Mon("a"));
+  CallMon(Mon("b"));
+  mon other = Mon("c");
+  other.mon_id_.my_id_.my_name = "other";
+  CallMon(other);
+  testutil::RunCoroutine(io_, service_->Unmon(From("127.0.0.1"), Mon("a").mon_id_));
+  EXPECT_EQ(store_->LoadAll().registrations.size(), 2u);
+  sm_stat res = testutil::RunCoroutine(
+      io_, service_->UnmonAll(From("127.0.0.1"), my_id{"localhost", 100021, 4, 16}));
+  EXPECT_EQ(res.state, service_->state());
+  auto stored = store_->LoadAll().registrations;
+  ASSERT_EQ(stored.size(), 1u);
+  EXPECT_EQ(stored[0].mon_name, "c");
+}
+
+TEST_F(NsmServiceTest, RegistrationsSurviveALoad) {
+  CallMon(Mon("client", 3));
+  testutil::RunCoroutine(io_,
+                         service_->MonitorLocal("10.0.0.5", asio::ip::make_address("10.0.0.5"), 0));
+  testutil::RunCoroutine(
+      io_, service_->MonitorLocal("host-b", asio::ip::make_address("::ffff:10.0.0.6"), 0));
+  int32_t before = service_->state();
+  Make(NsmOptions{});
+  EXPECT_GT(service_->state(), before);
+  EXPECT_EQ(service_->state() % 2, 1);
+  EXPECT_EQ(service_->registry().size(), 3u);
+  // The local registration's address came back from source_address.
+  Notify("host-b", 9, "10.0.0.6");
+  EXPECT_EQ(local_.rebooted, std::vector<std::string>{"host-b@9"});
+}
+
+TEST_F(NsmServiceTest, NotifyCallsBackEveryMatchingRegistrationOnce) {
+  CallMon(Mon("10.0.0.5", 4));
+  mon second = Mon("10.0.0.5", 5);
+  second.mon_id_.my_id_.my_proc = 17;
+  CallMon(second);
+  testutil::RunCoroutine(io_,
+                         service_->MonitorLocal("10.0.0.5", asio::ip::make_address("10.0.0.5"), 3));
+  Notify("client5", 5, "10.0.0.5");
+  EXPECT_EQ(caller_.calls, (std::vector<std::string>{"localhost/16:10.0.0.5@5 priv0=4",
+                                                     "localhost/17:10.0.0.5@5 priv0=5"}));
+  EXPECT_EQ(local_.rebooted, std::vector<std::string>{"10.0.0.5@5"});
+  EXPECT_EQ(service_->stats().crashes_detected, 1u);
+  EXPECT_EQ(service_->stats().callbacks_ok, 2u);
+  // The registrations stay: the host is still monitored, now at state 5.
+  EXPECT_EQ(service_->registry().size(), 3u);
+}
+
+TEST_F(NsmServiceTest, NotifyRejectsUnmonitoredWrongAddressAndReplayedState) {
+  testutil::RunCoroutine(io_,
+                         service_->MonitorLocal("client", asio::ip::make_address("10.0.0.5"), 3));
+  Notify("stranger", 5, "10.0.0.9");
+  Notify("client", 5, "10.0.0.9");  // spoofed: not the client's address
+  Notify("client", 3, "10.0.0.5");  // the state we know: a replay
+  Notify("client", 1, "10.0.0.5");  // older
+  EXPECT_TRUE(local_.rebooted.empty());
+  EXPECT_EQ(service_->stats().notify_not_monitored, 1u);
+  EXPECT_EQ(service_->stats().notify_wrong_address, 1u);
+  EXPECT_EQ(service_->stats().notify_replayed, 2u);
+  Notify("CLIENT", 5, "10.0.0.5");
+  Notify("client", 5, "10.0.0.5");  // the same notification again
+  EXPECT_EQ(local_.rebooted, std::vector<std::string>{"client@5"});
+}
+
+TEST(NsmServiceAddressCheck, OffAcceptsANotifyFromAnyAddress) {
+  asio::io_context io;
+  auto store = store::OpenStore("memory:", store::StoreOptions{});
+  FakeCaller caller;
+  FakeLocal local;
+  NsmOptions options;
+  options.check_notifier_address = false;
+  NsmService service(io.get_executor(), *store, caller, local, options);
+  service.Load(store->BumpState(), {});
+  testutil::RunCoroutine(io, service.MonitorLocal("client", asio::ip::make_address("10.0.0.5"), 0));
+  service.Notify(From("10.0.0.9"), stat_chge{"client", 7});
+  EXPECT_EQ(local.rebooted, std::vector<std::string>{"client@7"});
+}
+
+TEST_F(NsmServiceTest, FailedCallbacksAreCounted) {
+  caller_.answer = false;
+  CallMon(Mon("10.0.0.5"));
+  Notify("10.0.0.5", 5, "10.0.0.5");
+  EXPECT_EQ(service_->stats().callbacks_failed, 1u);
+}
+
+TEST_F(NsmServiceTest, SimuCrashBumpsTheStateOffTheIoThreadAndAsksForARound) {
+  int32_t before = service_->state();
+  testutil::RunCoroutine(io_, service_->SimuCrash(From("127.0.0.1")));
+  EXPECT_EQ(service_->state(), before + 2);
+  EXPECT_EQ(hook_.states, std::vector<int32_t>{before + 2});
+  EXPECT_EQ(store_->LoadAll().state, before + 2);
+  EXPECT_EQ(testutil::RunCoroutine(io_, service_->Mon(From("127.0.0.1"), Mon("a"))).state,
+            before + 2);
+}
+
+TEST(NsmServiceNames, AHostRegisteredByNameIsCheckedAgainstItsResolvedAddresses) {
+  asio::io_context io;
+  auto store = store::OpenStore("memory:", store::StoreOptions{});
+  FakeCaller caller;
+  FakeLocal local;
+  FakeResolver resolver;
+  NsmService service(io.get_executor(), *store, caller, local, NsmOptions{}, &resolver);
+  service.Load(store->BumpState(), {});
+  testutil::RunCoroutine(io, service.Mon(From("127.0.0.1"), Mon("Client.Example")));
+  auto notify = [&](const std::string& from, int32_t state) {
+    service.Notify(From(from), stat_chge{"client.example", state});
+    io.restart();
+    io.run_for(std::chrono::milliseconds(50));
+  };
+  resolver.addresses = {"10.0.0.6"};
+  notify("10.0.0.5", 3);  // the name is not this address
+  EXPECT_TRUE(caller.calls.empty());
+  EXPECT_EQ(service.stats().notify_wrong_address, 1u);
+  resolver.addresses = {"10.0.0.5"};
+  notify("10.0.0.5", 3);
+  EXPECT_EQ(caller.calls, std::vector<std::string>{"localhost/16:Client.Example@3 priv0=0"});
+  EXPECT_EQ(resolver.asked, (std::vector<std::string>{"Client.Example", "Client.Example"}));
+  // The address is known now: no second lookup.
+  notify("10.0.0.5", 5);
+  EXPECT_EQ(resolver.asked.size(), 2u);
+  EXPECT_EQ(caller.calls.size(), 2u);
+}
+
+TEST(NsmServiceNames, WithoutAResolverAHostKnownOnlyByNameIsRejected) {
+  asio::io_context io;
+  auto store = store::OpenStore("memory:", store::StoreOptions{});
+  FakeCaller caller;
+  FakeLocal local;
+  NsmService service(io.get_executor(), *store, caller, local, NsmOptions{});
+  service.Load(store->BumpState(), {});
+  testutil::RunCoroutine(io, service.Mon(From("127.0.0.1"), Mon("client.example")));
+  service.Notify(From("10.0.0.5"), stat_chge{"client.example", 3});
+  EXPECT_EQ(service.stats().notify_wrong_address, 1u);
+  EXPECT_TRUE(caller.calls.empty());
+}
+
+TEST(PrintableName, RefusesControlAndHighBytes) {
+  EXPECT_TRUE(PrintableName("host-1.example:~"));
+  EXPECT_FALSE(PrintableName(std::string("a\0b", 3)));
+  EXPECT_FALSE(PrintableName("caf\xc3\xa9"));
+}
+
+}  // namespace
+}  // namespace nlockd::nsm

@@ -1,0 +1,26 @@
+#include "server/nsm_bridge.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "nlm/service.hpp"
+#include "nsm/service.hpp"
+
+namespace nlockd::server {
+
+asio::awaitable<bool> NsmBridge::Monitor(nlm::MonitorRequest request) {
+  bool ok = co_await nsm_->MonitorLocal(request.host, request.address, request.nsm_state);
+  if (ok) {
+    spdlog::info("monitoring host={} caller={} address={} nsm_state={}", request.host,
+                 request.caller_name, request.address.to_string(), request.nsm_state);
+  }
+  co_return ok;
+}
+
+void NsmBridge::HostRebooted(const std::string& mon_name, int32_t state) {
+  size_t released = nlm_->HostRebooted(mon_name);
+  ++crash_cleanups_;
+  locks_cleaned_ += released;
+  spdlog::info("host {} rebooted (state {}): released {} locks", mon_name, state, released);
+}
+
+}  // namespace nlockd::server
