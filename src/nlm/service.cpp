@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <random>
 
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
@@ -44,17 +45,14 @@ nlm4_holder ToWire(const lock::Holder& holder) {
 lock::ShareAccess ToAccess(fsh_access access) { return static_cast<lock::ShareAccess>(access); }
 lock::ShareDeny ToDeny(fsh_mode mode) { return static_cast<lock::ShareDeny>(mode); }
 
-std::string CookieFor(lock::WaiterId id) {
-  std::string cookie(8, '\0');
-  for (int i = 0; i < 8; ++i) cookie[static_cast<size_t>(i)] = static_cast<char>(id.value() >> (56 - 8 * i));
-  return cookie;
+void AppendGrantEntries(std::vector<JournalEntry>& entries, const lock::Grants& grants) {
+  for (const auto& grant : grants) entries.push_back(JournalEntry::Locks(grant.file, grant.owner));
 }
 
-std::optional<uint64_t> WaiterIdFromCookie(const std::string& cookie) {
-  if (cookie.size() != 8) return std::nullopt;
-  uint64_t id = 0;
-  for (char c : cookie) id = (id << 8) | static_cast<uint8_t>(c);
-  return id;
+GrantCookies::Key RandomKey() {
+  std::random_device random;
+  auto word = [&random] { return (static_cast<uint64_t>(random()) << 32) | random(); };
+  return GrantCookies::Key{word(), word()};
 }
 
 bool SameName(std::string_view a, std::string_view b) {
@@ -67,13 +65,6 @@ bool SameName(std::string_view a, std::string_view b) {
 
 }  // namespace
 
-struct NlmService::GrantAck {
-  explicit GrantAck(asio::any_io_executor executor)
-      : timer(std::move(executor), asio::steady_timer::time_point::max()) {}
-  asio::steady_timer timer;
-  std::optional<nlm4_stats> stat;
-};
-
 NlmService::NlmService(asio::any_io_executor executor, lock::LockManager& locks,
                        HostMonitor& monitor, ClientCaller& caller, NlmOptions options)
     : executor_(executor),
@@ -81,7 +72,8 @@ NlmService::NlmService(asio::any_io_executor executor, lock::LockManager& locks,
       monitor_(monitor),
       caller_(caller),
       options_(options),
-      gate_(executor) {}
+      gate_(executor),
+      cookies_(options.cookie_key ? *options.cookie_key : RandomKey()) {}
 
 NlmService::~NlmService() = default;
 
@@ -106,40 +98,102 @@ lock::LockRequest NlmService::ToRequest(const rpc::CallContext& context, const n
   return request;
 }
 
+lock::LockRequest NlmService::TakeLockRequest(const rpc::CallContext& context, std::string host,
+                                              nlm4_lockargs& args) {
+  host_addresses_[host] = context.peer_address;
+  lock::LockRequest request;
+  request.file = lock::FileKey(std::move(args.alock.fh));
+  request.owner = lock::LockOwner{lock::HostId(std::move(host)), args.alock.svid,
+                                  lock::OwnerHandle(std::move(args.alock.oh))};
+  request.offset = args.alock.l_offset;
+  request.length = args.alock.l_len;
+  request.type = args.exclusive ? lock::LockType::kExclusive : lock::LockType::kShared;
+  request.block = args.block;
+  request.reclaim = args.reclaim;
+  request.nsm_state = args.state;
+  request.host_label = std::move(args.alock.caller_name);
+  return request;
+}
+
+lock::LockOutcome NlmService::ApplyLock(const rpc::CallContext& context,
+                                        const lock::LockRequest& request) {
+  lock::LockOutcome outcome = locks_.Lock(request);
+  if (outcome.status == LockStatus::kBlocked && outcome.waiter) {
+    RememberWaiter(*outcome.waiter, context, request);
+  } else {
+    // The owner's own LOCK settles a pending grant of the same lock.
+    ForgetGoneWaiters(request.owner.host.value(), request.file);
+  }
+  if (outcome.status != LockStatus::kGranted) {
+    spdlog::debug("nlm lock {} host={} caller={} svid={} fh_bytes={} offset={} len={}",
+                  lock::ToString(outcome.status), request.owner.host.value(), request.host_label,
+                  request.owner.svid, request.file.value().size(), request.offset,
+                  request.length);
+  }
+  return outcome;
+}
+
 // --- Procedures -------------------------------------------------------------------------------
 
-asio::awaitable<nlm4_testres> NlmService::Test(const rpc::CallContext& context,
-                                               nlm4_testargs args) {
+std::optional<nlm4_testres> NlmService::TryTest(const rpc::CallContext& context,
+                                                nlm4_testargs& args) {
   lock::TestOutcome outcome = locks_.Test(ToRequest(context, args.alock, args.exclusive));
   SendGrants(std::move(outcome.grants));
   nlm4_testres res;
   res.cookie = std::move(args.cookie);
   res.stat = ToWire(outcome.status);
   if (outcome.status == LockStatus::kDenied && outcome.holder) res.holder = ToWire(*outcome.holder);
-  co_return res;
+  return res;
+}
+
+asio::awaitable<nlm4_testres> NlmService::Test(const rpc::CallContext& context,
+                                               nlm4_testargs args) {
+  co_return *TryTest(context, args);
+}
+
+std::optional<nlm4_res> NlmService::TryLock(const rpc::CallContext& context, nlm4_lockargs& args,
+                                            bool monitor) {
+  if (journal_ != nullptr) return std::nullopt;
+  std::string host = HostKeyFor(context, args.alock.caller_name);
+  if (monitor && !monitored_.contains(host)) return std::nullopt;
+  lock::LockRequest request = TakeLockRequest(context, std::move(host), args);
+  lock::LockOutcome outcome = ApplyLock(context, request);
+  FinishGrants(std::move(outcome.grants), true);
+  return nlm4_res{std::move(args.cookie), ToWire(outcome.status)};
 }
 
 asio::awaitable<nlm4_res> NlmService::Lock(const rpc::CallContext& context, nlm4_lockargs args,
                                            bool monitor) {
   std::string host = HostKeyFor(context, args.alock.caller_name);
-  host_addresses_[host] = context.peer_address;
-  client_versions_[host] = context.version;
   if (monitor && !monitored_.contains(host)) {
+    host_addresses_[host] = context.peer_address;
     bool ok = co_await EnsureMonitored(context, host, args);
     if (!ok) co_return nlm4_res{std::move(args.cookie), NLM4_DENIED_NOLOCKS};
   }
-  lock::LockRequest request = ToRequest(context, args.alock, args.exclusive);
-  request.block = args.block;
-  request.reclaim = args.reclaim;
-  request.nsm_state = args.state;
-  lock::LockOutcome outcome = locks_.Lock(request);
-  SendGrants(std::move(outcome.grants));
-  if (outcome.status != LockStatus::kGranted) {
-    spdlog::debug("nlm lock {} host={} caller={} svid={} file={} offset={} len={}",
-                  lock::ToString(outcome.status), host, args.alock.caller_name, args.alock.svid,
-                  args.alock.fh.size(), args.alock.l_offset, args.alock.l_len);
+  lock::LockRequest request = TakeLockRequest(context, std::move(host), args);
+  lock::LockOutcome outcome = ApplyLock(context, request);
+  nlm4_stats stat = ToWire(outcome.status);
+  const bool granted = outcome.status == LockStatus::kGranted;
+  bool persisted = true;
+  if (journal_ != nullptr && (granted || !outcome.grants.empty())) {
+    std::vector<JournalEntry> entries;
+    if (granted) entries.push_back(JournalEntry::Locks(request.file, request.owner));
+    AppendGrantEntries(entries, outcome.grants);
+    persisted = co_await Persist(std::move(entries));
   }
-  co_return nlm4_res{std::move(args.cookie), ToWire(outcome.status)};
+  FinishGrants(std::move(outcome.grants), persisted);
+  if (!persisted && granted) {
+    // Fail closed (Linux lockd, NFS-Ganesha): a lock the store does not know is not granted.
+    // The owner's locks over the range are released, even ones it held before this call.
+    lock::UnlockOutcome undo =
+        locks_.Unlock(request.file, request.owner, request.offset, request.length);
+    std::vector<JournalEntry> entries{JournalEntry::Locks(request.file, request.owner)};
+    PersistInBackground(std::move(entries), std::move(undo.grants));
+    spdlog::warn("nlm lock host={} caller={} not persisted; answering DENIED_NOLOCKS",
+                 request.owner.host.value(), request.host_label);
+    stat = NLM4_DENIED_NOLOCKS;
+  }
+  co_return nlm4_res{std::move(args.cookie), stat};
 }
 
 asio::awaitable<bool> NlmService::EnsureMonitored(const rpc::CallContext& context,
@@ -177,19 +231,55 @@ asio::awaitable<nlm4_res> NlmService::Cancel(const rpc::CallContext& context, nl
   lock::LockRequest request = ToRequest(context, args.alock, args.exclusive);
   request.block = args.block;
   lock::CancelOutcome outcome = locks_.Cancel(request);
-  SendGrants(std::move(outcome.grants));
+  ForgetGoneWaiters(request.owner.host.value(), request.file);
+  if (journal_ != nullptr &&
+      (outcome.result == lock::CancelResult::kGrantUndone || !outcome.grants.empty())) {
+    std::vector<JournalEntry> entries;
+    if (outcome.result == lock::CancelResult::kGrantUndone) {
+      entries.push_back(JournalEntry::Locks(request.file, request.owner));
+    }
+    AppendGrantEntries(entries, outcome.grants);
+    bool persisted = co_await Persist(std::move(entries));
+    FinishGrants(std::move(outcome.grants), persisted);
+  } else {
+    FinishGrants(std::move(outcome.grants), true);
+  }
   // Cancelling what is not queued is not an error to the client: it was granted or gone.
   nlm4_stats stat = outcome.result == lock::CancelResult::kInvalidRange ? NLM4_FBIG : NLM4_GRANTED;
   co_return nlm4_res{std::move(args.cookie), stat};
 }
 
+NlmService::Unlocked NlmService::ApplyUnlock(const rpc::CallContext& context,
+                                             nlm4_unlockargs& args) {
+  Unlocked unlocked{lock::FileKey(std::move(args.alock.fh)),
+                    lock::LockOwner{lock::HostId(HostKeyFor(context, args.alock.caller_name)),
+                                    args.alock.svid, lock::OwnerHandle(std::move(args.alock.oh))},
+                    {}};
+  unlocked.outcome =
+      locks_.Unlock(unlocked.file, unlocked.owner, args.alock.l_offset, args.alock.l_len);
+  ForgetGoneWaiters(unlocked.owner.host.value(), unlocked.file);
+  return unlocked;
+}
+
+std::optional<nlm4_res> NlmService::TryUnlock(const rpc::CallContext& context,
+                                              nlm4_unlockargs& args) {
+  if (journal_ != nullptr) return std::nullopt;
+  Unlocked unlocked = ApplyUnlock(context, args);
+  FinishGrants(std::move(unlocked.outcome.grants), true);
+  return nlm4_res{std::move(args.cookie), ToWire(unlocked.outcome.status)};
+}
+
 asio::awaitable<nlm4_res> NlmService::Unlock(const rpc::CallContext& context,
                                              nlm4_unlockargs args) {
-  lock::LockRequest request = ToRequest(context, args.alock, true);
-  lock::UnlockOutcome outcome =
-      locks_.Unlock(request.file, request.owner, request.offset, request.length);
-  SendGrants(std::move(outcome.grants));
-  co_return nlm4_res{std::move(args.cookie), ToWire(outcome.status)};
+  Unlocked unlocked = ApplyUnlock(context, args);
+  bool persisted = true;
+  if (journal_ != nullptr && unlocked.outcome.status == LockStatus::kGranted) {
+    std::vector<JournalEntry> entries{JournalEntry::Locks(unlocked.file, unlocked.owner)};
+    AppendGrantEntries(entries, unlocked.outcome.grants);
+    persisted = co_await Persist(std::move(entries));
+  }
+  FinishGrants(std::move(unlocked.outcome.grants), persisted);
+  co_return nlm4_res{std::move(args.cookie), ToWire(unlocked.outcome.status)};
 }
 
 nlm4_res NlmService::Granted(const nlm4_testargs& args) {
@@ -209,19 +299,43 @@ asio::awaitable<nlm4_shareres> NlmService::Share(const rpc::CallContext& context
   request.reclaim = args.reclaim;
   request.host_label = args.share.caller_name;
   lock::ShareOutcome outcome = locks_.Share(request);
-  SendGrants(std::move(outcome.grants));
-  co_return nlm4_shareres{std::move(args.cookie), ToWire(outcome.status), 0};
+  nlm4_stats stat = ToWire(outcome.status);
+  const bool granted = outcome.status == LockStatus::kGranted;
+  bool persisted = true;
+  if (journal_ != nullptr && (granted || !outcome.grants.empty())) {
+    std::vector<JournalEntry> entries;
+    if (granted) entries.push_back(JournalEntry::Share(request.file, request.owner));
+    AppendGrantEntries(entries, outcome.grants);
+    persisted = co_await Persist(std::move(entries));
+  }
+  FinishGrants(std::move(outcome.grants), persisted);
+  if (!persisted && granted) {
+    // Fail closed, as for LOCK: the owner's reservation on the file is withdrawn.
+    lock::UnshareOutcome undo = locks_.Unshare(request.file, request.owner);
+    std::vector<JournalEntry> entries{JournalEntry::Share(request.file, request.owner)};
+    PersistInBackground(std::move(entries), std::move(undo.grants));
+    stat = NLM4_DENIED_NOLOCKS;
+  }
+  co_return nlm4_shareres{std::move(args.cookie), stat, 0};
 }
 
-nlm4_shareres NlmService::Unshare(const rpc::CallContext& context, const nlm4_shareargs& args) {
+asio::awaitable<nlm4_shareres> NlmService::Unshare(const rpc::CallContext& context,
+                                                   nlm4_shareargs args) {
+  lock::FileKey file(args.share.fh);
   lock::LockOwner owner{lock::HostId(HostKeyFor(context, args.share.caller_name)), 0,
                         lock::OwnerHandle(args.share.oh)};
-  lock::UnshareOutcome outcome = locks_.Unshare(lock::FileKey(args.share.fh), owner);
-  SendGrants(std::move(outcome.grants));
-  return nlm4_shareres{args.cookie, NLM4_GRANTED, 0};
+  lock::UnshareOutcome outcome = locks_.Unshare(file, owner);
+  bool persisted = true;
+  if (journal_ != nullptr) {
+    std::vector<JournalEntry> entries{JournalEntry::Share(file, owner)};
+    AppendGrantEntries(entries, outcome.grants);
+    persisted = co_await Persist(std::move(entries));
+  }
+  FinishGrants(std::move(outcome.grants), persisted);
+  co_return nlm4_shareres{std::move(args.cookie), NLM4_GRANTED, 0};
 }
 
-void NlmService::FreeAll(const rpc::CallContext& context, const nlm4_notify& args) {
+asio::awaitable<void> NlmService::FreeAll(const rpc::CallContext& context, nlm4_notify args) {
   // The caller may free only itself: the host its address is bound to must carry the name
   // (PROTOCOL-NOTES.md §2 #12); a co-resident caller on loopback may free any host.
   std::vector<std::string> hosts;
@@ -240,9 +354,17 @@ void NlmService::FreeAll(const rpc::CallContext& context, const nlm4_notify& arg
     spdlog::warn("nlm FREE_ALL name={} from peer={} matches no host bound to that address; "
                  "ignored",
                  args.name, peer);
-    return;
+    co_return;
   }
-  for (const auto& host : hosts) ReleaseHost(host);
+  std::vector<JournalEntry> entries;
+  lock::Grants grants;
+  for (const auto& host : hosts) ReleaseHost(host, entries, grants);
+  bool persisted = true;
+  if (journal_ != nullptr) {
+    AppendGrantEntries(entries, grants);
+    persisted = co_await Persist(std::move(entries));
+  }
+  FinishGrants(std::move(grants), persisted);
 }
 
 void NlmService::SmNotify(const rpc::CallContext& context, const nlm_sm_status& args) {
@@ -266,106 +388,98 @@ size_t NlmService::HostRebooted(const std::string& name) {
     }
   });
   size_t released = 0;
-  for (const auto& host : hosts) released += ReleaseHost(host);
+  std::vector<JournalEntry> entries;
+  lock::Grants grants;
+  for (const auto& host : hosts) released += ReleaseHost(host, entries, grants);
+  PersistInBackground(std::move(entries), std::move(grants));
   return released;
 }
 
-size_t NlmService::ReleaseHost(const std::string& host) {
+size_t NlmService::ReleaseHost(const std::string& host, std::vector<JournalEntry>& entries,
+                               lock::Grants& grants) {
   lock::HostReleaseOutcome outcome = locks_.ReleaseHost(lock::HostId(host));
+  ForgetHostWaiters(host);
   ++stats_.hosts_released;
   spdlog::info("nlm released host={} locks={} shares={} waiters={} grants={}", host,
                outcome.locks, outcome.shares, outcome.waiters, outcome.grants.size());
-  size_t locks = outcome.locks;
-  SendGrants(std::move(outcome.grants));
-  return locks;
+  entries.push_back(JournalEntry::HostReleased(lock::HostId(host)));
+  for (auto& grant : outcome.grants) grants.push_back(std::move(grant));
+  return outcome.locks;
 }
 
-void NlmService::GrantedRes(const nlm4_res& res) {
-  auto id = WaiterIdFromCookie(res.cookie);
-  if (!id) return;
-  auto it = awaiting_ack_.find(*id);
-  if (it == awaiting_ack_.end()) return;  // Late or unknown: the grant was already settled.
-  it->second->stat = res.stat;
-  it->second->timer.cancel();
+void NlmService::GrantedRes(const rpc::CallContext& context, const nlm4_res& res) {
+  auto by_cookie = waiter_by_cookie_.find(res.cookie);
+  if (by_cookie == waiter_by_cookie_.end()) return;  // Late or unknown: already settled.
+  WaiterRecord& record = *waiters_.at(by_cookie->second);
+  // Only the host the callback went to may answer it (PROTOCOL-NOTES.md §2 #12).
+  if (context.peer_address != record.callback.address) {
+    ++stats_.spoof_rejections;
+    spdlog::warn("nlm GRANTED_RES for host={} from {} refused: the callback went to {}",
+                 record.host, rpc::AddressToString(context.peer_address),
+                 rpc::AddressToString(record.callback.address));
+    return;
+  }
+  if (!record.ack || !record.ack->awaiting_res) return;
+  record.ack->stat = res.stat;
+  record.ack->timer.cancel();
 }
 
-// --- GRANTED callbacks ------------------------------------------------------------------------
+// --- Journal ----------------------------------------------------------------------------------
+
+asio::awaitable<bool> NlmService::Persist(std::vector<JournalEntry> entries) {
+  if (journal_ == nullptr || entries.empty()) co_return true;
+  bool ok = false;
+  try {
+    ok = co_await journal_->Record(std::move(entries));
+  } catch (const std::exception& e) {
+    spdlog::error("nlm lock journal failed: {}", e.what());
+  }
+  if (!ok) ++stats_.journal_failures;
+  co_return ok;
+}
 
 void NlmService::SendGrants(lock::Grants grants) {
+  if (grants.empty()) return;
+  PersistInBackground({}, std::move(grants));
+}
+
+void NlmService::PersistInBackground(std::vector<JournalEntry> entries, lock::Grants grants) {
+  if (journal_ == nullptr) {
+    FinishGrants(std::move(grants), true);
+    return;
+  }
+  AppendGrantEntries(entries, grants);
+  if (entries.empty()) return;
+  auto pass = gate_.TryEnter();
+  if (!pass) return;  // Shutting down: the clients re-poll after restart.
+  asio::co_spawn(executor_, PersistThenFinish(std::move(entries), std::move(grants),
+                                              std::move(*pass)),
+                 asio::detached);
+}
+
+asio::awaitable<void> NlmService::PersistThenFinish(std::vector<JournalEntry> entries,
+                                                    lock::Grants grants,
+                                                    rpc::TaskGate::Pass /*pass*/) {
+  bool persisted = co_await Persist(std::move(entries));
+  FinishGrants(std::move(grants), persisted);
+}
+
+void NlmService::FinishGrants(lock::Grants grants, bool persisted) {
   for (auto& grant : grants) {
+    if (!persisted) {
+      // The store does not know the waiter holds the lock: take the grant back (fail closed).
+      DropWaiterRecord(grant.id.value());
+      lock::RevokeOutcome revoked = locks_.RevokeGrant(grant.id);
+      if (revoked.revoked) {
+        std::vector<JournalEntry> entries{JournalEntry::Locks(grant.file, grant.owner)};
+        PersistInBackground(std::move(entries), std::move(revoked.grants));
+      }
+      continue;
+    }
     auto pass = gate_.TryEnter();
     if (!pass) return;  // Shutting down: the clients re-poll after restart.
     asio::co_spawn(executor_, DeliverGrant(std::move(grant), std::move(*pass)), asio::detached);
   }
-}
-
-asio::awaitable<void> NlmService::DeliverGrant(lock::WaiterGrant grant,
-                                               rpc::TaskGate::Pass /*pass*/) {
-  const std::string& host = grant.owner.host.value();
-  const lock::HostInfo* info = locks_.hosts().Find(grant.owner.host);
-  auto address = host_addresses_.find(host);
-  if (address == host_addresses_.end()) {
-    auto revoked = locks_.RevokeGrant(grant.id);
-    SendGrants(std::move(revoked.grants));
-    co_return;
-  }
-  // Call back with the version the client last locked with.
-  uint32_t version = NLM4_VERS;
-  auto client_version = client_versions_.find(host);
-  if (client_version != client_versions_.end()) version = client_version->second;
-
-  nlm4_testargs args;
-  args.cookie = CookieFor(grant.id);
-  args.exclusive = grant.type == lock::LockType::kExclusive;
-  args.alock.caller_name = info != nullptr && !info->label.empty() ? info->label : host;
-  args.alock.fh = grant.file.value();
-  args.alock.oh = grant.owner.oh.value();
-  args.alock.svid = grant.owner.svid;
-  args.alock.l_offset = grant.range.offset();
-  args.alock.l_len = grant.range.length();
-  std::vector<uint8_t> body;
-  xdr::Encoder enc(body);
-  Encode(enc, version, args);
-  ClientAddress client{address->second, std::nullopt, rpc::Transport::kUdp};
-
-  for (int attempt = 1; attempt <= options_.callback_attempts && !gate_.closed(); ++attempt) {
-    std::optional<nlm4_stats> answer;
-    ++stats_.callbacks_sent;
-    if (options_.granted_msg) {
-      auto ack = std::make_shared<GrantAck>(executor_);
-      awaiting_ack_[grant.id.value()] = ack;
-      rpc::CallResult sent =
-          co_await caller_.Call(client, version, NLM_GRANTED_MSG, body, options_.callback_deadline);
-      if (sent.status == rpc::CallStatus::kOk && !ack->stat) {
-        ack->timer.expires_after(options_.callback_deadline);
-        co_await ack->timer.async_wait(rpc::kUseTuple);
-      }
-      awaiting_ack_.erase(grant.id.value());
-      answer = ack->stat;
-    } else {
-      rpc::CallResult result =
-          co_await caller_.Call(client, version, NLM_GRANTED, body, options_.callback_deadline);
-      if (result.status == rpc::CallStatus::kOk) {
-        nlm4_res res;
-        xdr::Decoder dec(result.body);
-        if (Decode(dec, version, res)) answer = res.stat;
-      }
-    }
-    if (answer == NLM4_GRANTED) {
-      locks_.AcknowledgeGrant(grant.id);
-      ++stats_.callbacks_acknowledged;
-      co_return;
-    }
-    if (answer && answer != NLM4_DENIED_GRACE_PERIOD) break;  // The client refused the lock.
-    // No answer, or the client is in its own grace period: try again later.
-    asio::steady_timer delay(executor_, options_.callback_retry_delay);
-    co_await delay.async_wait(rpc::kUseTuple);
-  }
-  if (gate_.closed()) co_return;
-  ++stats_.callbacks_failed;
-  spdlog::info("nlm GRANTED callback to host={} not acknowledged; revoking the grant", host);
-  auto revoked = locks_.RevokeGrant(grant.id);
-  SendGrants(std::move(revoked.grants));
 }
 
 // --- _MSG replies -----------------------------------------------------------------------------
@@ -398,7 +512,9 @@ asio::awaitable<void> NlmService::SendRes(ClientAddress client, uint32_t version
 
 asio::awaitable<void> NlmService::Shutdown() {
   gate_.Close();
-  for (auto& [id, ack] : awaiting_ack_) ack->timer.cancel();
+  for (auto& [id, record] : waiters_) {
+    if (record->ack) record->ack->timer.cancel();
+  }
   co_await gate_.WaitEmpty(std::chrono::seconds(5));
 }
 

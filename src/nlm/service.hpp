@@ -14,7 +14,9 @@
 
 #include "lock/lock_manager.hpp"
 #include "nlm/client_caller.hpp"
+#include "nlm/grant_cookies.hpp"
 #include "nlm/host_monitor.hpp"
+#include "nlm/lock_journal.hpp"
 #include "nlm/wire.hpp"
 #include "rpc/dispatcher.hpp"
 #include "rpc/task_gate.hpp"
@@ -36,6 +38,9 @@ struct NlmOptions {
   std::chrono::milliseconds callback_retry_delay{1000};
   // Deadline for the _RES call that answers a _MSG.
   std::chrono::milliseconds res_deadline{5000};
+  // The secret key of the GRANTED cookies (GrantCookies). Unset: drawn from std::random_device
+  // when the service is made. Tests set it to get the same cookies every run.
+  std::optional<GrantCookies::Key> cookie_key;
 };
 
 // Counters an observer (admin/metrics) reads.
@@ -46,15 +51,17 @@ struct NlmStats {
   uint64_t res_sent = 0;
   uint64_t res_failed = 0;
   uint64_t monitor_failures = 0;
-  uint64_t spoof_rejections = 0;  // FREE_ALL or procedure 16 from a caller not entitled to it.
+  // FREE_ALL, procedure 16 or GRANTED_RES from a caller not entitled to it.
+  uint64_t spoof_rejections = 0;
+  uint64_t journal_failures = 0;  // LockJournal::Record calls that returned false.
   uint64_t hosts_released = 0;
 };
 
 // The NLM service (program 100021, versions 1, 3 and 4) on top of lock::LockManager: one
 // method per procedure, _MSG variants through the same methods, GRANTED callbacks for blocked
 // locks that become granted. Runs on the executor that owns the lock manager; every
-// coroutine it spawns is held by its TaskGate. The lock manager, monitor and caller must
-// outlive it.
+// coroutine it spawns is held by its TaskGate. The lock manager, monitor and caller (and the
+// journal, if one is set) must outlive it.
 class NlmService {
  public:
   NlmService(asio::any_io_executor executor, lock::LockManager& locks, HostMonitor& monitor,
@@ -63,10 +70,23 @@ class NlmService {
   NlmService(const NlmService&) = delete;
   NlmService& operator=(const NlmService&) = delete;
 
+  // Persists every change of the lock and share table through `journal` from now on (see
+  // LockJournal); nullptr (the default) persists nothing.
+  // REQUIRES: called before the service serves calls.
+  void set_journal(LockJournal* journal) { journal_ = journal; }
+
   // Registers every procedure of versions 1, 3 and 4.
   void Register(rpc::Dispatcher& dispatcher);
 
   // Procedures. `version` selects result codes; `context` identifies the caller.
+  // The Try forms answer at once when nothing needs awaiting (the host is monitored already,
+  // no journal is set): one coroutine frame less per call. They return nullopt, having
+  // changed nothing, when the coroutine form must run; they may move from `args` only when
+  // they answer.
+  std::optional<nlm4_testres> TryTest(const rpc::CallContext& context, nlm4_testargs& args);
+  std::optional<nlm4_res> TryLock(const rpc::CallContext& context, nlm4_lockargs& args,
+                                  bool monitor);
+  std::optional<nlm4_res> TryUnlock(const rpc::CallContext& context, nlm4_unlockargs& args);
   asio::awaitable<nlm4_testres> Test(const rpc::CallContext& context, nlm4_testargs args);
   asio::awaitable<nlm4_res> Lock(const rpc::CallContext& context, nlm4_lockargs args,
                                  bool monitor);
@@ -74,16 +94,20 @@ class NlmService {
   asio::awaitable<nlm4_res> Unlock(const rpc::CallContext& context, nlm4_unlockargs args);
   nlm4_res Granted(const nlm4_testargs& args);
   asio::awaitable<nlm4_shareres> Share(const rpc::CallContext& context, nlm4_shareargs args);
-  nlm4_shareres Unshare(const rpc::CallContext& context, const nlm4_shareargs& args);
-  void FreeAll(const rpc::CallContext& context, const nlm4_notify& args);
+  asio::awaitable<nlm4_shareres> Unshare(const rpc::CallContext& context, nlm4_shareargs args);
+  asio::awaitable<void> FreeAll(const rpc::CallContext& context, nlm4_notify args);
   void SmNotify(const rpc::CallContext& context, const nlm_sm_status& args);
-  void GrantedRes(const nlm4_res& res);
+  // Settles the GRANTED_MSG callback whose cookie it carries, if `context` is the host the
+  // callback went to.
+  void GrantedRes(const rpc::CallContext& context, const nlm4_res& res);
 
   // A monitored host rebooted (NSM told us): drop its locks, shares and waiters and serve the
-  // waiters they blocked. Returns the locks released.
+  // waiters they blocked. Returns the locks released. The release is journaled in the
+  // background, before the callbacks of the waiters it granted.
   size_t HostRebooted(const std::string& host);
 
-  // Sends the callbacks for grants made outside an NLM call (grace timer, admin actions).
+  // Journals, then sends the callbacks for, grants made outside an NLM call (grace timer, admin
+  // actions).
   void SendGrants(lock::Grants grants);
 
   // Stops spawning callbacks and waits for those in flight (bounded).
@@ -93,12 +117,41 @@ class NlmService {
   lock::LockManager& locks() { return locks_; }
 
  private:
-  struct GrantAck;
+  // A callback in flight waits on `timer` for its GRANTED_RES (GrantedRes sets `stat`), or
+  // for its retry delay; cancelling the timer wakes it early.
+  struct GrantAck {
+    explicit GrantAck(asio::any_io_executor executor)
+        : timer(std::move(executor), asio::steady_timer::time_point::max()) {}
+    asio::steady_timer timer;
+    bool awaiting_res = false;  // A GRANTED_MSG was sent and its GRANTED_RES is awaited.
+    std::optional<nlm4_stats> stat;
+  };
 
-  // Decode, call, encode: the glue between the dispatcher and the methods above.
-  template <typename Args, typename Result, typename Method>
+  // What the blocked LOCK that made a waiter said, for the waiter's GRANTED callback: the
+  // version and caller of that request, not the host's latest ones.
+  struct WaiterRecord {
+    std::string host;
+    lock::FileKey file;
+    ClientAddress callback;  // The request's source address (and source port for a UDP _MSG).
+    uint32_t version = NLM4_VERS;
+    std::string caller_name;
+    // Set while the callback runs (DeliverGrant owns the record then).
+    std::string cookie;
+    std::shared_ptr<GrantAck> ack;
+    bool gone = false;  // The grant was taken back (CANCEL, UNLOCK, FREE_ALL): stop calling.
+  };
+
+  struct Unlocked {
+    lock::FileKey file;
+    lock::LockOwner owner;
+    lock::UnlockOutcome outcome;
+  };
+
+  // Decode, call, encode: the glue between the dispatcher and the methods above. `now` is a
+  // Try form (or one that always returns nullopt); `later` the coroutine form.
+  template <typename Args, typename Result, typename Now, typename Later>
   asio::awaitable<rpc::HandlerStatus> Serve(const rpc::CallContext& context, xdr::Decoder& in,
-                                            xdr::Encoder& out, Method method);
+                                            xdr::Encoder& out, Now now, Later later);
   // The _MSG form: an empty reply now, the result as a _RES call to the client.
   template <typename Args, typename Result, typename Method>
   asio::awaitable<rpc::HandlerStatus> ServeMsg(const rpc::CallContext& context, xdr::Decoder& in,
@@ -107,13 +160,44 @@ class NlmService {
   std::string HostKeyFor(const rpc::CallContext& context, const std::string& caller_name) const;
   lock::LockRequest ToRequest(const rpc::CallContext& context, const nlm4_lock& lock,
                               bool exclusive) const;
+  // The LOCK request, its strings moved out of `args`; binds `host` to the caller's address.
+  lock::LockRequest TakeLockRequest(const rpc::CallContext& context, std::string host,
+                                    nlm4_lockargs& args);
+  // Asks the lock manager; keeps or forgets the waiter record.
+  lock::LockOutcome ApplyLock(const rpc::CallContext& context, const lock::LockRequest& request);
+  Unlocked ApplyUnlock(const rpc::CallContext& context, nlm4_unlockargs& args);
   asio::awaitable<bool> EnsureMonitored(const rpc::CallContext& context, std::string host,
                                         nlm4_lockargs args);
+
+  // Records `entries` in the journal: true once written (at once with no journal or nothing
+  // to record), false if the journal failed.
+  asio::awaitable<bool> Persist(std::vector<JournalEntry> entries);
+  // After the grants were journaled (or the journal failed): announce them, or revoke them.
+  void FinishGrants(lock::Grants grants, bool persisted);
+  // Journals `entries` and the grants in the background, then finishes the grants.
+  void PersistInBackground(std::vector<JournalEntry> entries, lock::Grants grants);
+  asio::awaitable<void> PersistThenFinish(std::vector<JournalEntry> entries, lock::Grants grants,
+                                          rpc::TaskGate::Pass pass);
+
+  // Waiter records: what the GRANTED callback of each blocked LOCK needs.
+  void RememberWaiter(lock::WaiterId id, const rpc::CallContext& context,
+                      const lock::LockRequest& request);
+  // Forgets the records of `host`'s waiters on `file` that the lock manager no longer holds
+  // (cancelled, unlocked, settled by the owner's own LOCK), stopping their callbacks.
+  void ForgetGoneWaiters(const std::string& host, const lock::FileKey& file);
+  // Forgets every waiter record of `host` (its state was released).
+  void ForgetHostWaiters(const std::string& host);
+  // Marks a record gone: its callback, if one is running, stops at its next step.
+  void DropWaiterRecord(uint64_t id);
   asio::awaitable<void> DeliverGrant(lock::WaiterGrant grant, rpc::TaskGate::Pass pass);
+  // True while the callback of waiter `id` should go on (its grant is still pending).
+  bool GrantStillPending(uint64_t id) const;
   asio::awaitable<void> SendRes(ClientAddress client, uint32_t version, uint32_t procedure,
                                 std::vector<uint8_t> body, rpc::TaskGate::Pass pass);
   void SpawnRes(const rpc::CallContext& context, uint32_t procedure, std::vector<uint8_t> body);
-  size_t ReleaseHost(const std::string& host);
+  // Releases everything of `host`; appends its journal entry and the grants it made.
+  size_t ReleaseHost(const std::string& host, std::vector<JournalEntry>& entries,
+                     lock::Grants& grants);
 
   asio::any_io_executor executor_;
   lock::LockManager& locks_;
@@ -125,11 +209,16 @@ class NlmService {
   std::unordered_set<std::string> monitored_;
   // Hosts whose first SM_MON is in flight; later first locks wait on it.
   std::unordered_map<std::string, std::shared_ptr<asio::steady_timer>> monitoring_;
-  std::unordered_map<uint64_t, std::shared_ptr<GrantAck>> awaiting_ack_;  // GRANTED_MSG sent.
-  // Per host: the address and NLM version of its latest request, for callbacks. Bounded by
-  // the hosts that ever locked (the monitor's registration limit).
+  LockJournal* journal_ = nullptr;
+  GrantCookies cookies_;
+  // Per blocked LOCK (by waiter id): how to call its client back. Bounded by the lock manager's
+  // waiter limits: a record lives as long as its waiter, or its callback.
+  std::unordered_map<uint64_t, std::unique_ptr<WaiterRecord>> waiters_;
+  std::unordered_map<std::string, size_t> waiters_per_host_;
+  std::unordered_map<std::string, uint64_t> waiter_by_cookie_;  // Callbacks in flight.
+  // Per host: the address of its latest request (FREE_ALL binding). Bounded by the hosts that
+  // ever locked (the monitor's registration limit).
   std::unordered_map<std::string, asio::ip::address> host_addresses_;
-  std::unordered_map<std::string, uint32_t> client_versions_;
 };
 
 }  // namespace nlockd::nlm

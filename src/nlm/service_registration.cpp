@@ -5,14 +5,15 @@
 
 namespace nlockd::nlm {
 
-template <typename Args, typename Result, typename Method>
+template <typename Args, typename Result, typename Now, typename Later>
 asio::awaitable<rpc::HandlerStatus> NlmService::Serve(const rpc::CallContext& context,
                                                       xdr::Decoder& in, xdr::Encoder& out,
-                                                      Method method) {
+                                                      Now now, Later later) {
   Args args;
   if (!Decode(in, context.version, args)) co_return rpc::HandlerStatus::kGarbageArgs;
-  Result result = co_await method(context, std::move(args));
-  Encode(out, context.version, result);
+  std::optional<Result> result = now(context, args);
+  if (!result) result = co_await later(context, std::move(args));
+  Encode(out, context.version, *result);
   co_return rpc::HandlerStatus::kSuccess;
 }
 
@@ -37,9 +38,24 @@ asio::awaitable<rpc::HandlerStatus> NlmService::ServeMsg(const rpc::CallContext&
 
 namespace {
 
+// The `now` of procedures that always run their coroutine form.
+template <typename Result>
+struct NotNow {
+  template <typename Args>
+  std::optional<Result> operator()(const rpc::CallContext&, Args&) const {
+    return std::nullopt;
+  }
+};
+
 template <typename T>
 asio::awaitable<T> Ready(T value) {
   co_return value;
+}
+
+// A procedure with no reply body: done once `work` is.
+asio::awaitable<rpc::HandlerStatus> Done(asio::awaitable<void> work) {
+  co_await std::move(work);
+  co_return rpc::HandlerStatus::kSuccess;
 }
 
 asio::awaitable<rpc::HandlerStatus> NullProc(const rpc::CallContext&, xdr::Decoder&,
@@ -65,39 +81,53 @@ void NlmService::Register(rpc::Dispatcher& dispatcher) {
     return Unlock(c, std::move(a));
   };
   auto granted = [this](const CallContext&, nlm4_testargs a) { return Ready(Granted(a)); };
+  // The Try forms (see NlmService::TryLock).
+  auto test_now = [this](const CallContext& c, nlm4_testargs& a) { return TryTest(c, a); };
+  auto lock_now = [this](const CallContext& c, nlm4_lockargs& a) { return TryLock(c, a, true); };
+  auto nm_lock_now = [this](const CallContext& c, nlm4_lockargs& a) {
+    return TryLock(c, a, false);
+  };
+  auto unlock_now = [this](const CallContext& c, nlm4_unlockargs& a) { return TryUnlock(c, a); };
+  auto granted_now = [this](const CallContext&, nlm4_testargs& a) {
+    return std::optional<nlm4_res>(Granted(a));
+  };
+  const NotNow<nlm4_res> never_now;  // CANCEL: always the coroutine form.
+  const NotNow<nlm4_shareres> never_now_share;
   auto share = [this](const CallContext& c, nlm4_shareargs a) { return Share(c, std::move(a)); };
   auto unshare = [this](const CallContext& c, nlm4_shareargs a) {
-    return Ready(Unshare(c, a));
+    return Unshare(c, std::move(a));
   };
 
   for (uint32_t version : {NLM_VERS, NLM_VERSX, NLM4_VERS}) {
     dispatcher.Register(NLM_PROG, version, NLM_NULL, "NULL", NullProc);
     dispatcher.Register(NLM_PROG, version, NLM_TEST, "TEST",
-                        [this, test](const CallContext& c, xdr::Decoder& in, xdr::Encoder& out) {
-                          return Serve<nlm4_testargs, nlm4_testres>(c, in, out, test);
+                        [this, test_now, test](const CallContext& c, xdr::Decoder& in,
+                                               xdr::Encoder& out) {
+                          return Serve<nlm4_testargs, nlm4_testres>(c, in, out, test_now, test);
                         });
     dispatcher.Register(
         NLM_PROG, version, NLM_LOCK, "LOCK",
-        [this, lock](const CallContext& c, xdr::Decoder& in, xdr::Encoder& out) {
-          return Serve<nlm4_lockargs, nlm4_res>(c, in, out, lock);
+        [this, lock_now, lock](const CallContext& c, xdr::Decoder& in, xdr::Encoder& out) {
+          return Serve<nlm4_lockargs, nlm4_res>(c, in, out, lock_now, lock);
         },
         cached);
     dispatcher.Register(
         NLM_PROG, version, NLM_CANCEL, "CANCEL",
-        [this, cancel](const CallContext& c, xdr::Decoder& in, xdr::Encoder& out) {
-          return Serve<nlm4_cancargs, nlm4_res>(c, in, out, cancel);
+        [this, never_now, cancel](const CallContext& c, xdr::Decoder& in, xdr::Encoder& out) {
+          return Serve<nlm4_cancargs, nlm4_res>(c, in, out, never_now, cancel);
         },
         cached);
     dispatcher.Register(
         NLM_PROG, version, NLM_UNLOCK, "UNLOCK",
-        [this, unlock](const CallContext& c, xdr::Decoder& in, xdr::Encoder& out) {
-          return Serve<nlm4_unlockargs, nlm4_res>(c, in, out, unlock);
+        [this, unlock_now, unlock](const CallContext& c, xdr::Decoder& in, xdr::Encoder& out) {
+          return Serve<nlm4_unlockargs, nlm4_res>(c, in, out, unlock_now, unlock);
         },
         cached);
     dispatcher.Register(NLM_PROG, version, NLM_GRANTED, "GRANTED",
-                        [this, granted](const CallContext& c, xdr::Decoder& in,
-                                        xdr::Encoder& out) {
-                          return Serve<nlm4_testargs, nlm4_res>(c, in, out, granted);
+                        [this, granted_now, granted](const CallContext& c, xdr::Decoder& in,
+                                                     xdr::Encoder& out) {
+                          return Serve<nlm4_testargs, nlm4_res>(c, in, out, granted_now,
+                                                                granted);
                         });
 
     dispatcher.Register(NLM_PROG, version, NLM_TEST_MSG, "TEST_MSG",
@@ -139,7 +169,7 @@ void NlmService::Register(rpc::Dispatcher& dispatcher) {
                           if (!Decode(in, c.version, res)) {
                             return Ready(HandlerStatus::kGarbageArgs);
                           }
-                          GrantedRes(res);
+                          GrantedRes(c, res);
                           return Ready(HandlerStatus::kSuccess);
                         });
     dispatcher.Register(NLM_PROG, version, NLM_SM_NOTIFY, "SM_NOTIFY",
@@ -156,20 +186,21 @@ void NlmService::Register(rpc::Dispatcher& dispatcher) {
 
     dispatcher.Register(
         NLM_PROG, version, NLM_SHARE, "SHARE",
-        [this, share](const CallContext& c, xdr::Decoder& in, xdr::Encoder& out) {
-          return Serve<nlm4_shareargs, nlm4_shareres>(c, in, out, share);
+        [this, never_now_share, share](const CallContext& c, xdr::Decoder& in, xdr::Encoder& out) {
+          return Serve<nlm4_shareargs, nlm4_shareres>(c, in, out, never_now_share, share);
         },
         cached);
     dispatcher.Register(
         NLM_PROG, version, NLM_UNSHARE, "UNSHARE",
-        [this, unshare](const CallContext& c, xdr::Decoder& in, xdr::Encoder& out) {
-          return Serve<nlm4_shareargs, nlm4_shareres>(c, in, out, unshare);
+        [this, never_now_share, unshare](const CallContext& c, xdr::Decoder& in,
+                                         xdr::Encoder& out) {
+          return Serve<nlm4_shareargs, nlm4_shareres>(c, in, out, never_now_share, unshare);
         },
         cached);
     dispatcher.Register(
         NLM_PROG, version, NLM_NM_LOCK, "NM_LOCK",
-        [this, nm_lock](const CallContext& c, xdr::Decoder& in, xdr::Encoder& out) {
-          return Serve<nlm4_lockargs, nlm4_res>(c, in, out, nm_lock);
+        [this, nm_lock_now, nm_lock](const CallContext& c, xdr::Decoder& in, xdr::Encoder& out) {
+          return Serve<nlm4_lockargs, nlm4_res>(c, in, out, nm_lock_now, nm_lock);
         },
         cached);
     dispatcher.Register(
@@ -178,8 +209,7 @@ void NlmService::Register(rpc::Dispatcher& dispatcher) {
             -> asio::awaitable<HandlerStatus> {
           nlm4_notify notify;
           if (!Decode(in, c.version, notify)) return Ready(HandlerStatus::kGarbageArgs);
-          FreeAll(c, notify);
-          return Ready(HandlerStatus::kSuccess);
+          return Done(FreeAll(c, std::move(notify)));
         },
         cached);
   }

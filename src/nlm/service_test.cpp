@@ -1,100 +1,17 @@
 #include "nlm/service.hpp"
 
-#include <asio/io_context.hpp>
 #include <gtest/gtest.h>
 
-#include "base/clock.hpp"
+#include "nlm/service_test_fixture.hpp"
 #include "testutil/run_coroutine.hpp"
 
 namespace nlockd::nlm {
 namespace {
 
+using test_support::FakeCaller;
+using test_support::NlmServiceTest;
+
 using testutil::RunCoroutine;
-
-class FakeMonitor : public HostMonitor {
- public:
-  asio::awaitable<bool> Monitor(MonitorRequest request) override {
-    requests.push_back(request);
-    co_return succeed;
-  }
-  std::vector<MonitorRequest> requests;
-  bool succeed = true;
-};
-
-// Records the calls NLM makes to clients and answers them as told.
-class FakeCaller : public ClientCaller {
- public:
-  struct Sent {
-    ClientAddress client;
-    uint32_t version;
-    uint32_t procedure;
-    std::vector<uint8_t> args;
-  };
-  asio::awaitable<rpc::CallResult> Call(ClientAddress client, uint32_t version,
-                                        uint32_t procedure, std::vector<uint8_t> args,
-                                        std::chrono::milliseconds) override {
-    sent.push_back(Sent{client, version, procedure, args});
-    rpc::CallResult result;
-    result.status = reachable ? rpc::CallStatus::kOk : rpc::CallStatus::kTimedOut;
-    if (on_call) on_call(sent.back());
-    co_return result;
-  }
-  std::vector<Sent> sent;
-  bool reachable = true;
-  std::function<void(const Sent&)> on_call;
-};
-
-class NlmServiceTest : public ::testing::Test {
- protected:
-  NlmServiceTest() {
-    NlmOptions options;
-    options.callback_deadline = std::chrono::milliseconds(50);
-    options.callback_retry_delay = std::chrono::milliseconds(5);
-    options.callback_attempts = 2;
-    service_ = std::make_unique<NlmService>(io_.get_executor(), locks_, monitor_, caller_,
-                                            options);
-  }
-
-  static rpc::CallContext From(const char* address, uint32_t version = NLM4_VERS,
-                               uint16_t port = 800) {
-    rpc::CallContext context;
-    context.peer_address = asio::ip::make_address(address);
-    context.peer_port = port;
-    context.version = version;
-    return context;
-  }
-
-  static nlm4_lockargs LockArgs(const char* caller, int32_t svid, uint64_t offset, uint64_t len,
-                                bool block = false, const char* fh = "file1") {
-    nlm4_lockargs args;
-    args.cookie = "cookie-" + std::to_string(svid);
-    args.block = block;
-    args.exclusive = true;
-    args.alock = nlm4_lock{caller, fh, std::to_string(svid) + "@" + caller, svid, offset, len};
-    args.state = 3;
-    return args;
-  }
-
-  nlm4_res Lock(const rpc::CallContext& context, nlm4_lockargs args, bool monitor = true) {
-    return RunCoroutine(io_, service_->Lock(context, std::move(args), monitor));
-  }
-
-  nlm4_res Unlock(const rpc::CallContext& context, const nlm4_lockargs& lock) {
-    return RunCoroutine(io_, service_->Unlock(context, nlm4_unlockargs{lock.cookie, lock.alock}));
-  }
-
-  void RunFor(std::chrono::milliseconds duration) {
-    io_.restart();
-    io_.run_for(duration);
-  }
-
-  asio::io_context io_;
-  SteadyClock clock_;
-  lock::LockManager locks_{clock_};
-  FakeMonitor monitor_;
-  FakeCaller caller_;
-  std::unique_ptr<NlmService> service_;
-};
 
 TEST_F(NlmServiceTest, FirstLockOfAHostMonitorsItOnceBeforeGranting) {
   auto a = From("192.0.2.1");
@@ -134,6 +51,27 @@ TEST_F(NlmServiceTest, ConflictIsDeniedAndTestReportsTheHolder) {
   EXPECT_TRUE(res.holder.exclusive);
 }
 
+TEST_F(NlmServiceTest, TryLockAnswersAtOnceOnlyForAMonitoredHostAndWithoutAJournal) {
+  auto a = From("192.0.2.1");
+  auto first = LockArgs("client-a", 1, 0, 10);
+  EXPECT_FALSE(service_->TryLock(a, first, true)) << "the first lock must monitor the host";
+  EXPECT_EQ(first.alock.fh, "file1") << "nothing taken from the arguments";
+  EXPECT_EQ(locks_.Counts().locks, 0u);
+  EXPECT_EQ(Lock(a, first).stat, NLM4_GRANTED);
+  auto second = LockArgs("client-a", 2, 20, 10);
+  std::optional<nlm4_res> now = service_->TryLock(a, second, true);
+  ASSERT_TRUE(now);
+  EXPECT_EQ(now->stat, NLM4_GRANTED);
+  EXPECT_EQ(now->cookie, "cookie-2");
+  EXPECT_EQ(locks_.Counts().locks, 2u);
+  nlm4_unlockargs unlock{"u", second.alock};
+  unlock.alock = LockArgs("client-a", 2, 20, 10).alock;
+  std::optional<nlm4_res> unlocked = service_->TryUnlock(a, unlock);
+  ASSERT_TRUE(unlocked);
+  EXPECT_EQ(unlocked->stat, NLM4_GRANTED);
+  EXPECT_EQ(locks_.Counts().locks, 1u);
+}
+
 TEST_F(NlmServiceTest, OverflowingRangeIsFbig) {
   auto res = Lock(From("192.0.2.1"), LockArgs("a", 1, UINT64_MAX, 2));
   EXPECT_EQ(res.stat, NLM4_FBIG);
@@ -152,7 +90,7 @@ TEST_F(NlmServiceTest, BlockedLockIsGrantedByGrantedMsgAndAcknowledgedByGrantedR
     EXPECT_EQ(args.alock.svid, 2);
     EXPECT_EQ(args.alock.caller_name, "client-b");
     EXPECT_EQ(args.cookie.size(), 8u);
-    service_->GrantedRes(nlm4_res{args.cookie, NLM4_GRANTED});
+    service_->GrantedRes(From("192.0.2.2"), nlm4_res{args.cookie, NLM4_GRANTED});
   };
   EXPECT_EQ(Unlock(a, held).stat, NLM4_GRANTED);
   RunFor(std::chrono::milliseconds(100));
@@ -174,7 +112,7 @@ TEST_F(NlmServiceTest, UnreachableWaiterLosesTheGrantToTheNextWaiter) {
     xdr::Decoder dec(sent.args);
     ASSERT_TRUE(Decode(dec, sent.version, args));
     if (sent.client.address.to_string() == "192.0.2.3") {
-      service_->GrantedRes(nlm4_res{args.cookie, NLM4_GRANTED});
+      service_->GrantedRes(From("192.0.2.3"), nlm4_res{args.cookie, NLM4_GRANTED});
     }  // 192.0.2.2 never answers.
   };
   Unlock(a, held);
@@ -189,10 +127,10 @@ TEST_F(NlmServiceTest, UnreachableWaiterLosesTheGrantToTheNextWaiter) {
 TEST_F(NlmServiceTest, FreeAllReleasesOnlyAHostBoundToTheCallersAddress) {
   auto a = From("192.0.2.1");
   ASSERT_EQ(Lock(a, LockArgs("client-a", 1, 0, 10)).stat, NLM4_GRANTED);
-  service_->FreeAll(From("192.0.2.9"), nlm4_notify{"client-a", 5});
+  RunCoroutine(io_, service_->FreeAll(From("192.0.2.9"), nlm4_notify{"client-a", 5}));
   EXPECT_EQ(locks_.Counts().locks, 1u);
   EXPECT_EQ(service_->stats().spoof_rejections, 1u);
-  service_->FreeAll(a, nlm4_notify{"CLIENT-A", 5});
+  RunCoroutine(io_, service_->FreeAll(a, nlm4_notify{"CLIENT-A", 5}));
   EXPECT_EQ(locks_.Counts().locks, 0u);
 }
 
@@ -223,7 +161,7 @@ TEST_F(NlmServiceTest, SharesConflictByModeAndAccess) {
   nlm4_shareargs wants_write{"s2", {"client-b", "file1", "oh-b", fsm_DN, fsa_W}, false};
   EXPECT_EQ(RunCoroutine(io_, service_->Share(a, deny_write)).stat, NLM4_GRANTED);
   EXPECT_EQ(RunCoroutine(io_, service_->Share(b, wants_write)).stat, NLM4_DENIED);
-  EXPECT_EQ(service_->Unshare(a, deny_write).stat, NLM4_GRANTED);
+  EXPECT_EQ(RunCoroutine(io_, service_->Unshare(a, deny_write)).stat, NLM4_GRANTED);
   EXPECT_EQ(RunCoroutine(io_, service_->Share(b, wants_write)).stat, NLM4_GRANTED);
 }
 

@@ -40,54 +40,62 @@ size_t ReplyCache::KeyHash::operator()(const Key& key) const {
   return static_cast<size_t>(h);
 }
 
-void ReplyCache::Evict(std::chrono::steady_clock::time_point now) {
-  while (!order_.empty()) {
-    auto it = entries_.find(order_.front());
-    bool too_many = entries_.size() >= options_.max_entries;
-    bool too_old = it != entries_.end() && now - it->second.created > options_.max_age;
-    if (!too_many && !too_old) break;
-    if (it != entries_.end()) entries_.erase(it);
-    order_.pop_front();
-  }
+void ReplyCache::Unindex(Index::iterator it) {
+  slots_[it->second].indexed = false;
+  spare_nodes_.push_back(index_.extract(it));
 }
 
 ReplyCache::Lookup ReplyCache::Begin(const Key& key, std::vector<uint8_t>& reply,
                                      std::chrono::steady_clock::time_point now) {
-  auto it = entries_.find(key);
-  if (it != entries_.end() && now - it->second.created <= options_.max_age) {
-    if (!it->second.done) {
-      ++dropped_in_progress_;
-      return Lookup::kInProgress;
+  auto it = index_.find(key);
+  if (it != index_.end()) {
+    const Slot& slot = slots_[it->second];
+    if (now - slot.created <= options_.max_age) {
+      if (!slot.done) {
+        ++dropped_in_progress_;
+        return Lookup::kInProgress;
+      }
+      ++replays_;
+      reply.insert(reply.end(), slot.reply.begin(), slot.reply.end());
+      return Lookup::kReplay;
     }
-    ++replays_;
-    reply.insert(reply.end(), it->second.reply.begin(), it->second.reply.end());
-    return Lookup::kReplay;
+    Unindex(it);  // Too old: a new call.
   }
-  if (it != entries_.end()) {
-    order_.erase(it->second.order);
-    entries_.erase(it);
+  if (options_.max_entries == 0) return Lookup::kNew;
+  // The next slot of the ring; once the ring is full it holds the oldest entry, evicted now.
+  size_t index = next_;
+  next_ = (next_ + 1) % options_.max_entries;
+  if (index == slots_.size()) slots_.emplace_back();
+  Slot& slot = slots_[index];
+  if (slot.indexed) Unindex(index_.find(slot.key));
+  slot.key = key;
+  slot.indexed = true;
+  slot.done = false;
+  slot.reply.clear();
+  slot.created = now;
+  if (spare_nodes_.empty()) {
+    index_.emplace(key, index);
+  } else {
+    Index::node_type node = std::move(spare_nodes_.back());
+    spare_nodes_.pop_back();
+    node.key() = key;
+    node.mapped() = index;
+    index_.insert(std::move(node));
   }
-  Evict(now);
-  order_.push_back(key);
-  Entry entry;
-  entry.created = now;
-  entry.order = std::prev(order_.end());
-  entries_.emplace(key, std::move(entry));
   return Lookup::kNew;
 }
 
 void ReplyCache::Finish(const Key& key, std::span<const uint8_t> reply) {
-  auto it = entries_.find(key);
-  if (it == entries_.end()) return;  // Evicted while running: nothing to keep.
-  it->second.done = true;
-  it->second.reply.assign(reply.begin(), reply.end());
+  auto it = index_.find(key);
+  if (it == index_.end()) return;  // Evicted while running: nothing to keep.
+  Slot& slot = slots_[it->second];
+  slot.done = true;
+  slot.reply.assign(reply.begin(), reply.end());
 }
 
 void ReplyCache::Abandon(const Key& key) {
-  auto it = entries_.find(key);
-  if (it == entries_.end()) return;
-  order_.erase(it->second.order);
-  entries_.erase(it);
+  auto it = index_.find(key);
+  if (it != index_.end()) Unindex(it);
 }
 
 }  // namespace nlockd::rpc

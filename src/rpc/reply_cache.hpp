@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <list>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -21,7 +20,10 @@ namespace nlockd::rpc {
 //
 // The key leaves out the client port so that a TCP client that reconnects still matches; the
 // arguments' checksum keeps an xid reused by another process on the same host from matching.
-// Bounded in entries (least recently inserted evicted first) and in age. One executor; not
+// Bounded in entries (least recently inserted evicted first) and in age. Entries live in a ring
+// of slots reused in insertion order, and their index nodes and reply buffers are reused with
+// them, so that a call costs no allocation once the ring is full (an abandoned entry's slot
+// waits for its turn, so abandoned calls lower the bound a little). One executor; not
 // thread-safe.
 class ReplyCache {
  public:
@@ -57,7 +59,7 @@ class ReplyCache {
   // Forgets a call that ended without a reply worth replaying.
   void Abandon(const Key& key);
 
-  size_t size() const { return entries_.size(); }
+  size_t size() const { return index_.size(); }
   uint64_t replays() const { return replays_; }
   uint64_t dropped_in_progress() const { return dropped_in_progress_; }
 
@@ -67,18 +69,23 @@ class ReplyCache {
   struct KeyHash {
     size_t operator()(const Key& key) const;
   };
-  struct Entry {
+  struct Slot {
+    Key key;
+    bool indexed = false;  // False once abandoned or found too old.
     bool done = false;
-    std::vector<uint8_t> reply;
+    std::vector<uint8_t> reply;  // Its capacity is kept when the slot is reused.
     std::chrono::steady_clock::time_point created;
-    std::list<Key>::iterator order;
   };
+  using Index = std::unordered_map<Key, size_t, KeyHash>;  // Key -> slot.
 
-  void Evict(std::chrono::steady_clock::time_point now);
+  // Removes an entry from the index, keeping its node for the next new call.
+  void Unindex(Index::iterator it);
 
   Options options_;
-  std::unordered_map<Key, Entry, KeyHash> entries_;
-  std::list<Key> order_;  // Oldest first.
+  Index index_;
+  std::vector<Slot> slots_;  // Grows to max_entries, then reused from next_ on.
+  std::vector<Index::node_type> spare_nodes_;  // Index nodes of forgotten entries, for reuse.
+  size_t next_ = 0;          // The slot the next new call takes (the oldest once full).
   uint64_t replays_ = 0;
   uint64_t dropped_in_progress_ = 0;
 };

@@ -58,6 +58,32 @@ TEST(ReplyCache, AbandonedCallRunsAgain) {
   EXPECT_EQ(cache.Begin(KeyFor(1), reply, now), ReplyCache::Lookup::kNew);
 }
 
+TEST(ReplyCache, AfterManyWrapsTheNewestEntriesReplayAndOlderOnesAreNew) {
+  ReplyCache cache(ReplyCache::Options{4, seconds(10)});
+  std::vector<uint8_t> reply;
+  TimePoint now{};
+  for (uint32_t xid = 1; xid <= 103; ++xid) {
+    ASSERT_EQ(cache.Begin(KeyFor(xid), reply, now), ReplyCache::Lookup::kNew);
+    if (xid % 3 == 0) {
+      cache.Abandon(KeyFor(xid));
+    } else {
+      cache.Finish(KeyFor(xid), std::vector<uint8_t>{static_cast<uint8_t>(xid)});
+    }
+  }
+  EXPECT_EQ(cache.size(), 3u) << "xids 100, 101, 103 (102 was abandoned)";
+  for (uint32_t xid : {100u, 101u, 103u}) {
+    reply.clear();
+    EXPECT_EQ(cache.Begin(KeyFor(xid), reply, now), ReplyCache::Lookup::kReplay) << xid;
+    EXPECT_EQ(reply, std::vector<uint8_t>{static_cast<uint8_t>(xid)});
+  }
+  // New calls take the ring's slots in turn, evicting the oldest (an abandoned entry's slot is
+  // reused only when its turn comes).
+  EXPECT_EQ(cache.Begin(KeyFor(102), reply, now), ReplyCache::Lookup::kNew);
+  EXPECT_EQ(cache.Begin(KeyFor(99), reply, now), ReplyCache::Lookup::kNew) << "evicted";
+  EXPECT_EQ(cache.size(), 3u) << "103, 102, 99";
+  EXPECT_EQ(cache.Begin(KeyFor(100), reply, now), ReplyCache::Lookup::kNew) << "evicted";
+}
+
 TEST(ReplyCache, ChecksumTellsArgumentsApart) {
   std::vector<uint8_t> a{1, 2, 3}, b{1, 2, 4};
   EXPECT_NE(ReplyCache::Checksum(a), ReplyCache::Checksum(b));

@@ -1,0 +1,62 @@
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include <asio/awaitable.hpp>
+
+#include "lock/owner.hpp"
+
+namespace nlockd::nlm {
+
+// One change of the lock or share table, as NLM reports it to be persisted. Entries name what
+// changed, not how: the journal reads the current state from the LockManager (same executor, so
+// what it reads is what NLM is about to answer) and replaces the persisted copy with it.
+struct JournalEntry {
+  enum class Kind : uint8_t {
+    kLocks,         // `owner`'s byte-range locks on `file` changed (maybe to none).
+    kShare,         // `owner`'s share reservation on `file` changed (maybe to none).
+    kHostReleased,  // `owner.host` released everything: locks, shares (waiters are not kept).
+  };
+  Kind kind = Kind::kLocks;
+  lock::FileKey file;     // kLocks, kShare.
+  lock::LockOwner owner;  // kLocks, kShare; for kHostReleased only `host` is set.
+
+  static JournalEntry Locks(lock::FileKey file, lock::LockOwner owner) {
+    return JournalEntry{Kind::kLocks, std::move(file), std::move(owner)};
+  }
+  static JournalEntry Share(lock::FileKey file, lock::LockOwner owner) {
+    return JournalEntry{Kind::kShare, std::move(file), std::move(owner)};
+  }
+  static JournalEntry HostReleased(lock::HostId host) {
+    JournalEntry entry;
+    entry.kind = Kind::kHostReleased;
+    entry.owner.host = std::move(host);
+    return entry;
+  }
+
+  friend bool operator==(const JournalEntry&, const JournalEntry&) = default;
+};
+
+// Where NLM persists its lock-table changes (DESIGN.md: "Lock-table changes are written before
+// the answer"); server/ implements it over the store, which nlm/ never names. NLM calls Record
+// on its executor after each change and awaits it before it answers the call or sends the
+// GRANTED callback of a waiter it granted, with the entries of one call in the order they
+// happened (the call's own change first, then the waiters it granted).
+//
+// Record returns false when the change could not be written (the store failed). NLM then fails
+// closed, as Linux lockd and NFS-Ganesha do: a LOCK, NM_LOCK or SHARE is undone and answered
+// DENIED_NOLOCKS, a granted waiter has its grant revoked instead of announced; a release (UNLOCK,
+// CANCEL, UNSHARE, FREE_ALL, a reboot) stays done in memory, and the persisted copy, which still
+// shows the released state, is corrected by the next entry for that owner and file or dropped
+// as an unreclaimed restored lock after a restart.
+//
+// With no journal set (NlmService::set_journal), nothing is persisted and nothing is awaited.
+class LockJournal {
+ public:
+  virtual ~LockJournal() = default;
+  virtual asio::awaitable<bool> Record(std::vector<JournalEntry> entries) = 0;
+};
+
+}  // namespace nlockd::nlm

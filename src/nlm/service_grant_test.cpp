@@ -1,0 +1,129 @@
+// GRANTED callbacks of blocked locks: the per-waiter record (version, caller, address), the
+// cookie and who may answer it, and callbacks that stop once their grant is gone.
+#include "nlm/service.hpp"
+
+#include <gtest/gtest.h>
+
+#include "nlm/service_test_fixture.hpp"
+
+namespace nlockd::nlm {
+namespace {
+
+using test_support::FakeCaller;
+using test_support::GrantedArgs;
+using test_support::NlmServiceTest;
+using test_support::RunCoroutine;
+
+TEST_F(NlmServiceTest, AGrantIsAnnouncedWithTheVersionAndCallerOfTheBlockedRequest) {
+  auto a = From("192.0.2.1"), b4 = From("192.0.2.2", NLM4_VERS), b1 = From("192.0.2.2", NLM_VERS);
+  const uint64_t far = (uint64_t{1} << 32) + 5;
+  auto held = LockArgs("client-a", 1, far, 10);
+  ASSERT_EQ(Lock(a, held).stat, NLM4_GRANTED);
+  ASSERT_EQ(Lock(b4, LockArgs("client-b", 2, far, 10, true)).stat, NLM4_BLOCKED);
+  // The same host then locks another file over version 1, under another name.
+  ASSERT_EQ(Lock(b1, LockArgs("other-name", 7, 0, 1, false, "v1-file")).stat, NLM4_GRANTED);
+  caller_.reachable = false;
+  Unlock(a, held);
+  RunFor(std::chrono::milliseconds(20));
+  ASSERT_GE(caller_.sent.size(), 1u);
+  EXPECT_EQ(caller_.sent[0].procedure, NLM_GRANTED_MSG);
+  EXPECT_EQ(caller_.sent[0].version, NLM4_VERS);
+  EXPECT_EQ(caller_.sent[0].client.address.to_string(), "192.0.2.2");
+  EXPECT_FALSE(caller_.sent[0].client.port) << "a sync LOCK: the port comes from rpcbind";
+  nlm4_testargs args = GrantedArgs(caller_.sent[0]);
+  EXPECT_EQ(args.alock.l_offset, far);
+  EXPECT_EQ(args.alock.caller_name, "client-b");
+  EXPECT_EQ(args.alock.svid, 2);
+}
+
+TEST_F(NlmServiceTest, ALockMsgOverUdpIsGrantedToItsSourcePort) {
+  auto a = From("192.0.2.1");
+  rpc::CallContext b = From("192.0.2.2", NLM_VERSX, 1023);
+  b.transport = rpc::Transport::kUdp;
+  b.procedure = NLM_LOCK_MSG;
+  auto held = LockArgs("client-a", 1, 0, 10);
+  ASSERT_EQ(Lock(a, held).stat, NLM4_GRANTED);
+  ASSERT_EQ(Lock(b, LockArgs("client-b", 2, 0, 10, true)).stat, NLM4_BLOCKED);
+  caller_.reachable = false;
+  Unlock(a, held);
+  RunFor(std::chrono::milliseconds(20));
+  ASSERT_GE(caller_.sent.size(), 1u);
+  EXPECT_EQ(caller_.sent[0].version, NLM_VERSX);
+  EXPECT_EQ(caller_.sent[0].client.port, 1023);
+}
+
+TEST_F(NlmServiceTest, CookiesAreUnguessableAndOnlyTheCalledHostSettlesTheGrant) {
+  auto a = From("192.0.2.1"), b = From("192.0.2.2");
+  auto held = LockArgs("client-a", 1, 0, 10);
+  ASSERT_EQ(Lock(a, held).stat, NLM4_GRANTED);
+  ASSERT_EQ(Lock(b, LockArgs("client-b", 2, 0, 10, true)).stat, NLM4_BLOCKED);
+  std::string cookie;
+  caller_.on_call = [&](const FakeCaller::Sent& sent) {
+    cookie = GrantedArgs(sent).cookie;
+    // Host a answers in b's name, refusing the lock: ignored.
+    service_->GrantedRes(a, nlm4_res{cookie, NLM4_DENIED});
+  };
+  Unlock(a, held);
+  RunFor(std::chrono::milliseconds(10));
+  EXPECT_EQ(service_->stats().spoof_rejections, 1u);
+  EXPECT_EQ(service_->stats().callbacks_failed, 0u);
+  // Not the waiter id (1) in any byte order: the fixture's key makes it the same every run.
+  EXPECT_EQ(cookie.size(), 8u);
+  EXPECT_EQ(cookie, GrantCookies(GrantCookies::Key{1, 2}).Next());
+  // The called host accepts it: the grant is settled.
+  service_->GrantedRes(b, nlm4_res{cookie, NLM4_GRANTED});
+  RunFor(std::chrono::milliseconds(20));
+  EXPECT_EQ(service_->stats().callbacks_acknowledged, 1u);
+  EXPECT_EQ(locks_.ListWaiters().size(), 0u);
+  ASSERT_EQ(locks_.ListLocks().size(), 1u);
+  EXPECT_EQ(locks_.ListLocks()[0].owner.host.value(), "192.0.2.2");
+}
+
+TEST_F(NlmServiceTest, ACancelledGrantIsNotAnnouncedAgain) {
+  auto a = From("192.0.2.1"), b = From("192.0.2.2");
+  auto held = LockArgs("client-a", 1, 0, 10);
+  auto wanted = LockArgs("client-b", 2, 0, 10, true);
+  ASSERT_EQ(Lock(a, held).stat, NLM4_GRANTED);
+  ASSERT_EQ(Lock(b, wanted).stat, NLM4_BLOCKED);
+  Unlock(a, held);  // b is granted; its GRANTED_RES never comes.
+  RunFor(std::chrono::milliseconds(10));
+  ASSERT_EQ(caller_.sent.size(), 1u);
+  nlm4_cancargs cancel{"c", true, true, wanted.alock};
+  EXPECT_EQ(RunCoroutine(io_, service_->Cancel(b, cancel)).stat, NLM4_GRANTED);
+  EXPECT_EQ(locks_.Counts().locks, 0u);
+  // The same owner queues again behind a new holder: nothing more is sent for the old grant.
+  ASSERT_EQ(Lock(a, held).stat, NLM4_GRANTED);
+  ASSERT_EQ(Lock(b, wanted).stat, NLM4_BLOCKED);
+  RunFor(std::chrono::milliseconds(300));
+  EXPECT_EQ(caller_.sent.size(), 1u);
+  EXPECT_EQ(service_->stats().callbacks_failed, 0u) << "nothing to revoke: the grant was gone";
+  EXPECT_EQ(locks_.ListWaiters().size(), 1u);
+}
+
+TEST_F(NlmServiceTest, UnlockAndFreeAllStopTheCallbackOfAGrantTheyTookBack) {
+  auto a = From("192.0.2.1"), b = From("192.0.2.2");
+  auto held = LockArgs("client-a", 1, 0, 10);
+  auto wanted = LockArgs("client-b", 2, 0, 10, true);
+  ASSERT_EQ(Lock(a, held).stat, NLM4_GRANTED);
+  ASSERT_EQ(Lock(b, wanted).stat, NLM4_BLOCKED);
+  Unlock(a, held);
+  RunFor(std::chrono::milliseconds(10));
+  ASSERT_EQ(caller_.sent.size(), 1u);
+  Unlock(b, wanted);
+  RunFor(std::chrono::milliseconds(300));
+  EXPECT_EQ(caller_.sent.size(), 1u);
+
+  ASSERT_EQ(Lock(a, held).stat, NLM4_GRANTED);
+  ASSERT_EQ(Lock(b, wanted).stat, NLM4_BLOCKED);
+  Unlock(a, held);
+  RunFor(std::chrono::milliseconds(10));
+  ASSERT_EQ(caller_.sent.size(), 2u);
+  RunCoroutine(io_, service_->FreeAll(b, nlm4_notify{"client-b", 4}));
+  RunFor(std::chrono::milliseconds(300));
+  EXPECT_EQ(caller_.sent.size(), 2u);
+  EXPECT_EQ(service_->stats().callbacks_failed, 0u);
+  EXPECT_EQ(locks_.Counts().locks, 0u);
+}
+
+}  // namespace
+}  // namespace nlockd::nlm

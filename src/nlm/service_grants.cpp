@@ -1,0 +1,190 @@
+// NlmService's GRANTED callbacks: the record each blocked LOCK leaves for its callback, and the
+// delivery of a grant (cookie, retries, GRANTED_RES) until it is acknowledged, refused, or
+// taken back by CANCEL, UNLOCK or a host release.
+#include "nlm/service.hpp"
+
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+#include "rpc/use_tuple.hpp"
+
+namespace nlockd::nlm {
+
+namespace {
+
+bool IsMsgProcedure(uint32_t procedure) {
+  return procedure >= NLM_TEST_MSG && procedure <= NLM_GRANTED_MSG;
+}
+
+}  // namespace
+
+// --- Waiter records -----------------------------------------------------------------------------
+
+void NlmService::RememberWaiter(lock::WaiterId id, const rpc::CallContext& context,
+                                const lock::LockRequest& request) {
+  const std::string& host = request.owner.host.value();
+  std::unique_ptr<WaiterRecord>& record = waiters_[id.value()];
+  if (!record) {
+    record = std::make_unique<WaiterRecord>();
+    ++waiters_per_host_[host];
+  } else if (record->ack) {
+    return;  // Its callback runs already; a retransmitted LOCK changes nothing.
+  }
+  record->host = host;
+  record->file = request.file;
+  record->callback = ClientAddress{context.peer_address, std::nullopt, rpc::Transport::kUdp};
+  // A _MSG over UDP is answered to its source port (PROTOCOL-NOTES.md §1.4); otherwise the
+  // client's rpcbind names its NLM port.
+  if (context.transport == rpc::Transport::kUdp && IsMsgProcedure(context.procedure)) {
+    record->callback.port = context.peer_port;
+  }
+  record->version = context.version;
+  record->caller_name = request.host_label.empty() ? host : request.host_label;
+}
+
+void NlmService::ForgetGoneWaiters(const std::string& host, const lock::FileKey& file) {
+  if (!waiters_per_host_.contains(host)) return;
+  std::vector<lock::WaiterInfo> held =
+      locks_.ListWaiters(lock::StateFilter{lock::HostId(host), file});
+  std::vector<uint64_t> gone;
+  for (const auto& [id, record] : waiters_) {
+    if (record->gone || record->host != host || record->file != file) continue;
+    bool still_held = std::any_of(held.begin(), held.end(), [id = id](const lock::WaiterInfo& w) {
+      return w.id.value() == id;
+    });
+    if (!still_held) gone.push_back(id);
+  }
+  for (uint64_t id : gone) DropWaiterRecord(id);
+}
+
+void NlmService::ForgetHostWaiters(const std::string& host) {
+  if (!waiters_per_host_.contains(host)) return;
+  std::vector<uint64_t> gone;
+  for (const auto& [id, record] : waiters_) {
+    if (record->host == host && !record->gone) gone.push_back(id);
+  }
+  for (uint64_t id : gone) DropWaiterRecord(id);
+}
+
+void NlmService::DropWaiterRecord(uint64_t id) {
+  auto it = waiters_.find(id);
+  if (it == waiters_.end()) return;
+  WaiterRecord& record = *it->second;
+  if (record.ack) {
+    // DeliverGrant owns the record now: tell it to stop, and wake it.
+    record.gone = true;
+    record.ack->timer.cancel();
+    return;
+  }
+  auto count = waiters_per_host_.find(record.host);
+  if (count != waiters_per_host_.end() && --count->second == 0) waiters_per_host_.erase(count);
+  waiters_.erase(it);
+}
+
+bool NlmService::GrantStillPending(uint64_t id) const {
+  auto it = waiters_.find(id);
+  return it != waiters_.end() && !it->second->gone;
+}
+
+// --- GRANTED callbacks ------------------------------------------------------------------------
+
+asio::awaitable<void> NlmService::DeliverGrant(lock::WaiterGrant grant,
+                                               rpc::TaskGate::Pass /*pass*/) {
+  const uint64_t id = grant.id.value();
+  auto found = waiters_.find(id);
+  if (found != waiters_.end() && found->second->ack) co_return;  // Its callback runs already.
+  if (found == waiters_.end() || found->second->gone) {
+    // No request to answer (its waiter is gone, or was never NLM's): nobody to call back.
+    // RevokeGrant does nothing if the owner already settled the grant.
+    DropWaiterRecord(id);
+    lock::RevokeOutcome revoked = locks_.RevokeGrant(grant.id);
+    if (revoked.revoked) {
+      std::vector<JournalEntry> entries{JournalEntry::Locks(grant.file, grant.owner)};
+      PersistInBackground(std::move(entries), std::move(revoked.grants));
+    }
+    co_return;
+  }
+  WaiterRecord& record = *found->second;
+  record.ack = std::make_shared<GrantAck>(executor_);
+  do {
+    record.cookie = cookies_.Next();
+  } while (!waiter_by_cookie_.emplace(record.cookie, id).second);
+  // The record outlives this coroutine's waits (only this coroutine erases it), but its map
+  // may rehash: keep what the loop needs.
+  std::shared_ptr<GrantAck> ack = record.ack;
+  const ClientAddress client = record.callback;
+  const uint32_t version = record.version;
+  const std::string host = record.host;
+
+  nlm4_testargs args;
+  args.cookie = record.cookie;
+  args.exclusive = grant.type == lock::LockType::kExclusive;
+  args.alock.caller_name = record.caller_name;
+  args.alock.fh = grant.file.value();
+  args.alock.oh = grant.owner.oh.value();
+  args.alock.svid = grant.owner.svid;
+  args.alock.l_offset = grant.range.offset();
+  args.alock.l_len = grant.range.length();
+  std::vector<uint8_t> body;
+  xdr::Encoder enc(body);
+  Encode(enc, version, args);
+
+  bool acknowledged = false;
+  for (int attempt = 1; attempt <= options_.callback_attempts && !gate_.closed(); ++attempt) {
+    if (!GrantStillPending(id)) break;
+    std::optional<nlm4_stats> answer;
+    ++stats_.callbacks_sent;
+    if (options_.granted_msg) {
+      ack->stat.reset();
+      ack->awaiting_res = true;
+      rpc::CallResult sent =
+          co_await caller_.Call(client, version, NLM_GRANTED_MSG, body, options_.callback_deadline);
+      if (sent.status == rpc::CallStatus::kOk && !ack->stat && GrantStillPending(id)) {
+        ack->timer.expires_after(options_.callback_deadline);
+        co_await ack->timer.async_wait(rpc::kUseTuple);
+      }
+      ack->awaiting_res = false;
+      answer = ack->stat;
+    } else {
+      rpc::CallResult result =
+          co_await caller_.Call(client, version, NLM_GRANTED, body, options_.callback_deadline);
+      if (result.status == rpc::CallStatus::kOk) {
+        nlm4_res res;
+        xdr::Decoder dec(result.body);
+        if (Decode(dec, version, res)) answer = res.stat;
+      }
+    }
+    if (!GrantStillPending(id)) break;
+    if (answer == NLM4_GRANTED) {
+      acknowledged = true;
+      break;
+    }
+    if (answer && answer != NLM4_DENIED_GRACE_PERIOD) break;  // The client refused the lock.
+    // No answer, or the client is in its own grace period: try again later.
+    if (attempt < options_.callback_attempts) {
+      ack->timer.expires_after(options_.callback_retry_delay);
+      co_await ack->timer.async_wait(rpc::kUseTuple);
+    }
+  }
+  const bool pending = GrantStillPending(id);
+  waiter_by_cookie_.erase(waiters_.at(id)->cookie);
+  waiters_.at(id)->ack.reset();
+  DropWaiterRecord(id);
+  if (!pending) co_return;  // CANCEL, UNLOCK or FREE_ALL took the grant back already.
+  if (acknowledged) {
+    locks_.AcknowledgeGrant(grant.id);
+    ++stats_.callbacks_acknowledged;
+    co_return;
+  }
+  if (gate_.closed()) co_return;
+  ++stats_.callbacks_failed;
+  spdlog::info("nlm GRANTED callback to host={} not acknowledged; revoking the grant", host);
+  lock::RevokeOutcome revoked = locks_.RevokeGrant(grant.id);
+  if (revoked.revoked) {
+    std::vector<JournalEntry> entries{JournalEntry::Locks(grant.file, grant.owner)};
+    PersistInBackground(std::move(entries), std::move(revoked.grants));
+  }
+}
+
+}  // namespace nlockd::nlm

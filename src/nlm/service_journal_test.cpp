@@ -1,0 +1,196 @@
+// The lock journal: every change of the lock and share table is recorded, in order, before
+// the call is answered and before a granted waiter is called back; a failed write fails closed.
+#include "nlm/service.hpp"
+
+#include <asio/co_spawn.hpp>
+#include <gtest/gtest.h>
+
+#include "nlm/service_test_fixture.hpp"
+
+namespace nlockd::nlm {
+namespace {
+
+using test_support::FakeCaller;
+using test_support::GrantedArgs;
+using test_support::NlmServiceTest;
+using test_support::RecordingJournal;
+using test_support::Render;
+using test_support::RunCoroutine;
+
+class NlmJournalTest : public NlmServiceTest {
+ protected:
+  NlmJournalTest() { service_->set_journal(&journal_); }
+
+  // Runs `call` and checks that every journal write happened before it was answered.
+  template <typename T>
+  T Answered(asio::awaitable<T> call) {
+    bool answered = false;
+    journal_.on_record = [&](const std::vector<JournalEntry>&) {
+      EXPECT_FALSE(answered) << "journaled after the answer";
+    };
+    T result = RunCoroutine(io_, Mark(std::move(call), &answered));
+    journal_.on_record = nullptr;
+    return result;
+  }
+  template <typename T>
+  static asio::awaitable<T> Mark(asio::awaitable<T> call, bool* answered) {
+    T result = co_await std::move(call);
+    *answered = true;
+    co_return result;
+  }
+
+  nlm4_res JLock(const rpc::CallContext& context, nlm4_lockargs args, bool monitor = true) {
+    return Answered(service_->Lock(context, std::move(args), monitor));
+  }
+  nlm4_res JUnlock(const rpc::CallContext& context, const nlm4_lockargs& lock) {
+    return Answered(service_->Unlock(context, nlm4_unlockargs{lock.cookie, lock.alock}));
+  }
+
+  RecordingJournal journal_;
+};
+
+TEST_F(NlmJournalTest, LockReclaimAndNmLockAreRecordedBeforeTheAnswerAndBlocksAreNot) {
+  auto a = From("192.0.2.1"), b = From("192.0.2.2");
+  EXPECT_EQ(JLock(a, LockArgs("client-a", 1, 0, 10)).stat, NLM4_GRANTED);
+  EXPECT_EQ(JLock(b, LockArgs("client-b", 2, 100, 10), false).stat, NLM4_GRANTED);
+  EXPECT_EQ(JLock(b, LockArgs("client-b", 3, 0, 10)).stat, NLM4_DENIED);
+  EXPECT_EQ(JLock(b, LockArgs("client-b", 3, 0, 10, true)).stat, NLM4_BLOCKED);
+  EXPECT_EQ(Render(journal_.batches),
+            "locks f=file1 h=192.0.2.1 svid=1 | locks f=file1 h=192.0.2.2 svid=2");
+
+  journal_.batches.clear();
+  locks_.StartGrace(lock::GraceMode::kClassic, std::chrono::seconds(60));
+  auto reclaim = LockArgs("client-a", 4, 200, 10);
+  reclaim.reclaim = true;
+  EXPECT_EQ(JLock(a, reclaim).stat, NLM4_GRANTED);
+  EXPECT_EQ(JLock(a, LockArgs("client-a", 5, 300, 10)).stat, NLM4_DENIED_GRACE_PERIOD);
+  EXPECT_EQ(Render(journal_.batches), "locks f=file1 h=192.0.2.1 svid=4");
+}
+
+TEST_F(NlmJournalTest, AFailedWriteUndoesTheLockAndAnswersDeniedNolocks) {
+  auto a = From("192.0.2.1");
+  journal_.succeed = false;
+  EXPECT_EQ(JLock(a, LockArgs("client-a", 1, 0, 10)).stat, NLM4_DENIED_NOLOCKS);
+  EXPECT_EQ(locks_.Counts().locks, 0u);
+  RunFor(std::chrono::milliseconds(10));
+  EXPECT_EQ(service_->stats().journal_failures, 2u) << "the lock's write and its undo's";
+  // The undo is recorded too (best effort), so that a later good write sees no lock.
+  EXPECT_EQ(Render(journal_.batches),
+            "locks f=file1 h=192.0.2.1 svid=1 | locks f=file1 h=192.0.2.1 svid=1");
+  journal_.succeed = true;
+  EXPECT_EQ(JLock(a, LockArgs("client-a", 1, 0, 10)).stat, NLM4_GRANTED);
+}
+
+TEST_F(NlmJournalTest, UnlockRecordsTheOwnerThenTheWaiterItGrantedBeforeTheCallback) {
+  auto a = From("192.0.2.1"), b = From("192.0.2.2");
+  auto held = LockArgs("client-a", 1, 0, 10);
+  ASSERT_EQ(JLock(a, held).stat, NLM4_GRANTED);
+  ASSERT_EQ(JLock(b, LockArgs("client-b", 2, 0, 10, true)).stat, NLM4_BLOCKED);
+  journal_.batches.clear();
+  EXPECT_EQ(JUnlock(a, held).stat, NLM4_GRANTED);
+  EXPECT_EQ(Render(journal_.batches),
+            "locks f=file1 h=192.0.2.1 svid=1; locks f=file1 h=192.0.2.2 svid=2");
+  RunFor(std::chrono::milliseconds(10));
+  ASSERT_GE(caller_.sent.size(), 1u) << "the GRANTED callback follows the write";
+}
+
+TEST_F(NlmJournalTest, AWaiterGrantThatCannotBeWrittenIsRevokedNotAnnounced) {
+  auto a = From("192.0.2.1"), b = From("192.0.2.2");
+  auto held = LockArgs("client-a", 1, 0, 10);
+  ASSERT_EQ(JLock(a, held).stat, NLM4_GRANTED);
+  ASSERT_EQ(JLock(b, LockArgs("client-b", 2, 0, 10, true)).stat, NLM4_BLOCKED);
+  journal_.succeed = false;
+  EXPECT_EQ(JUnlock(a, held).stat, NLM4_GRANTED) << "a release stays done";
+  RunFor(std::chrono::milliseconds(50));
+  EXPECT_TRUE(caller_.sent.empty());
+  EXPECT_EQ(locks_.Counts().locks, 0u);
+  EXPECT_EQ(locks_.ListWaiters().size(), 0u);
+}
+
+TEST_F(NlmJournalTest, CancelRecordsOnlyAGrantItUndid) {
+  auto a = From("192.0.2.1"), b = From("192.0.2.2");
+  auto held = LockArgs("client-a", 1, 0, 10);
+  auto wanted = LockArgs("client-b", 2, 0, 10, true);
+  ASSERT_EQ(JLock(a, held).stat, NLM4_GRANTED);
+  ASSERT_EQ(JLock(b, wanted).stat, NLM4_BLOCKED);
+  journal_.batches.clear();
+  nlm4_cancargs cancel{"c", true, true, wanted.alock};
+  EXPECT_EQ(Answered(service_->Cancel(b, cancel)).stat, NLM4_GRANTED);
+  EXPECT_EQ(Render(journal_.batches), "") << "a queued waiter is not persisted";
+
+  ASSERT_EQ(JLock(b, wanted).stat, NLM4_BLOCKED);
+  JUnlock(a, held);
+  RunFor(std::chrono::milliseconds(10));  // Granted; the callback awaits its GRANTED_RES.
+  journal_.batches.clear();
+  EXPECT_EQ(Answered(service_->Cancel(b, cancel)).stat, NLM4_GRANTED);
+  EXPECT_EQ(Render(journal_.batches), "locks f=file1 h=192.0.2.2 svid=2");
+}
+
+TEST_F(NlmJournalTest, ARevokedGrantIsRecorded) {
+  auto a = From("192.0.2.1"), b = From("192.0.2.2");
+  auto held = LockArgs("client-a", 1, 0, 10);
+  ASSERT_EQ(JLock(a, held).stat, NLM4_GRANTED);
+  ASSERT_EQ(JLock(b, LockArgs("client-b", 2, 0, 10, true)).stat, NLM4_BLOCKED);
+  caller_.reachable = false;
+  journal_.batches.clear();
+  Unlock(a, held);
+  RunFor(std::chrono::milliseconds(300));
+  EXPECT_EQ(service_->stats().callbacks_failed, 1u);
+  EXPECT_EQ(Render(journal_.batches),
+            "locks f=file1 h=192.0.2.1 svid=1; locks f=file1 h=192.0.2.2 svid=2 | "
+            "locks f=file1 h=192.0.2.2 svid=2");
+  EXPECT_EQ(locks_.Counts().locks, 0u);
+}
+
+TEST_F(NlmJournalTest, ShareAndUnshareAreRecordedAndAFailedShareIsUndone) {
+  auto a = From("192.0.2.1");
+  nlm4_shareargs share{"s1", {"client-a", "file1", "oh-a", fsm_DW, fsa_R}, false};
+  EXPECT_EQ(Answered(service_->Share(a, share)).stat, NLM4_GRANTED);
+  EXPECT_EQ(Answered(service_->Unshare(a, share)).stat, NLM4_GRANTED);
+  EXPECT_EQ(Render(journal_.batches),
+            "share f=file1 h=192.0.2.1 oh=oh-a | share f=file1 h=192.0.2.1 oh=oh-a");
+  journal_.succeed = false;
+  EXPECT_EQ(Answered(service_->Share(a, share)).stat, NLM4_DENIED_NOLOCKS);
+  EXPECT_TRUE(locks_.ListShares().empty());
+}
+
+TEST_F(NlmJournalTest, FreeAllRecordsTheReleaseThenTheWaitersItGranted) {
+  auto a = From("192.0.2.1"), b = From("192.0.2.2");
+  ASSERT_EQ(JLock(a, LockArgs("client-a", 1, 0, 10)).stat, NLM4_GRANTED);
+  ASSERT_EQ(JLock(b, LockArgs("client-b", 2, 0, 10, true)).stat, NLM4_BLOCKED);
+  journal_.batches.clear();
+  bool answered = false;
+  journal_.on_record = [&](const std::vector<JournalEntry>&) { EXPECT_FALSE(answered); };
+  RunCoroutine(io_, service_->FreeAll(a, nlm4_notify{"client-a", 5}));
+  answered = true;
+  EXPECT_EQ(Render(journal_.batches), "released h=192.0.2.1; locks f=file1 h=192.0.2.2 svid=2");
+}
+
+TEST_F(NlmJournalTest, AHostRebootAndGraceEndGrantsAreRecordedBeforeTheirCallbacks) {
+  auto a = From("192.0.2.1"), b = From("192.0.2.2");
+  ASSERT_EQ(JLock(a, LockArgs("client-a", 1, 0, 10)).stat, NLM4_GRANTED);
+  ASSERT_EQ(JLock(b, LockArgs("client-b", 2, 0, 10, true)).stat, NLM4_BLOCKED);
+  journal_.batches.clear();
+  size_t sent_at_record = 99;
+  journal_.on_record = [&](const std::vector<JournalEntry>&) {
+    sent_at_record = caller_.sent.size();
+  };
+  EXPECT_EQ(service_->HostRebooted("client-a"), 1u);
+  RunFor(std::chrono::milliseconds(10));
+  EXPECT_EQ(Render(journal_.batches), "released h=192.0.2.1; locks f=file1 h=192.0.2.2 svid=2");
+  EXPECT_EQ(sent_at_record, 0u);
+  EXPECT_EQ(caller_.sent.size(), 1u);
+
+  // Grants made outside a call (the server passes those of grace end to SendGrants).
+  journal_.batches.clear();
+  lock::WaiterGrant grant{lock::WaiterId(12345), lock::FileKey("g"),
+                          lock::LockOwner{lock::HostId("h"), 3, lock::OwnerHandle("o")},
+                          lock::ByteRange::FromOffsetLength(0, 1).value(),
+                          lock::LockType::kShared};
+  service_->SendGrants(lock::Grants{grant});
+  RunFor(std::chrono::milliseconds(10));
+  EXPECT_EQ(Render(journal_.batches), "locks f=g h=h svid=3");
+}
+
+}  // namespace
+}  // namespace nlockd::nlm

@@ -1,0 +1,160 @@
+// The fixture of NlmService's unit tests: fakes for the monitor, the client calls and the lock
+// journal, and a service on a test io_context.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <asio/io_context.hpp>
+#include <gtest/gtest.h>
+
+#include "base/clock.hpp"
+#include "nlm/service.hpp"
+#include "testutil/run_coroutine.hpp"
+
+namespace nlockd::nlm::test_support {
+
+using testutil::RunCoroutine;
+
+class FakeMonitor : public HostMonitor {
+ public:
+  asio::awaitable<bool> Monitor(MonitorRequest request) override {
+    requests.push_back(request);
+    co_return succeed;
+  }
+  std::vector<MonitorRequest> requests;
+  bool succeed = true;
+};
+
+// Records the calls NLM makes to clients and answers them as told.
+class FakeCaller : public ClientCaller {
+ public:
+  struct Sent {
+    ClientAddress client;
+    uint32_t version;
+    uint32_t procedure;
+    std::vector<uint8_t> args;
+  };
+  asio::awaitable<rpc::CallResult> Call(ClientAddress client, uint32_t version,
+                                        uint32_t procedure, std::vector<uint8_t> args,
+                                        std::chrono::milliseconds) override {
+    sent.push_back(Sent{client, version, procedure, args});
+    rpc::CallResult result;
+    result.status = reachable ? rpc::CallStatus::kOk : rpc::CallStatus::kTimedOut;
+    if (on_call) on_call(sent.back());
+    co_return result;
+  }
+  std::vector<Sent> sent;
+  bool reachable = true;
+  std::function<void(const Sent&)> on_call;
+};
+
+// Records what NLM journals, in order; `succeed` decides the answer. `on_record` runs inside
+// Record, so a test can check what was (not yet) answered or sent at that moment.
+class RecordingJournal : public LockJournal {
+ public:
+  asio::awaitable<bool> Record(std::vector<JournalEntry> entries) override {
+    batches.push_back(entries);
+    if (on_record) on_record(entries);
+    co_return succeed;
+  }
+  std::vector<std::vector<JournalEntry>> batches;
+  bool succeed = true;
+  std::function<void(const std::vector<JournalEntry>&)> on_record;
+};
+
+// Renders journal batches as text: "locks f=file1 h=192.0.2.1 svid=1; share ...; released h=..."
+inline std::string Render(const std::vector<std::vector<JournalEntry>>& batches) {
+  std::string out;
+  for (const auto& batch : batches) {
+    if (!out.empty()) out += " | ";
+    std::string line;
+    for (const auto& e : batch) {
+      if (!line.empty()) line += "; ";
+      switch (e.kind) {
+        case JournalEntry::Kind::kLocks:
+          line += "locks f=" + e.file.value() + " h=" + e.owner.host.value() +
+                  " svid=" + std::to_string(e.owner.svid);
+          break;
+        case JournalEntry::Kind::kShare:
+          line += "share f=" + e.file.value() + " h=" + e.owner.host.value() +
+                  " oh=" + e.owner.oh.value();
+          break;
+        case JournalEntry::Kind::kHostReleased:
+          line += "released h=" + e.owner.host.value();
+          break;
+      }
+    }
+    out += line;
+  }
+  return out;
+}
+
+// The GRANTED / GRANTED_MSG arguments of a recorded call.
+inline nlm4_testargs GrantedArgs(const FakeCaller::Sent& sent) {
+  nlm4_testargs args;
+  xdr::Decoder dec(sent.args);
+  EXPECT_TRUE(Decode(dec, sent.version, args));
+  return args;
+}
+
+class NlmServiceTest : public ::testing::Test {
+ protected:
+  NlmServiceTest() {
+    NlmOptions options;
+    options.cookie_key = GrantCookies::Key{1, 2};
+    options.callback_deadline = std::chrono::milliseconds(50);
+    options.callback_retry_delay = std::chrono::milliseconds(5);
+    options.callback_attempts = 2;
+    service_ = std::make_unique<NlmService>(io_.get_executor(), locks_, monitor_, caller_,
+                                            options);
+  }
+
+  // Callbacks still in flight end before the service goes (their frames hold its TaskGate).
+  ~NlmServiceTest() override { RunCoroutine(io_, service_->Shutdown()); }
+
+  static rpc::CallContext From(const char* address, uint32_t version = NLM4_VERS,
+                               uint16_t port = 800) {
+    rpc::CallContext context;
+    context.peer_address = asio::ip::make_address(address);
+    context.peer_port = port;
+    context.version = version;
+    return context;
+  }
+
+  static nlm4_lockargs LockArgs(const char* caller, int32_t svid, uint64_t offset, uint64_t len,
+                                bool block = false, const char* fh = "file1") {
+    nlm4_lockargs args;
+    args.cookie = "cookie-" + std::to_string(svid);
+    args.block = block;
+    args.exclusive = true;
+    args.alock = nlm4_lock{caller, fh, std::to_string(svid) + "@" + caller, svid, offset, len};
+    args.state = 3;
+    return args;
+  }
+
+  nlm4_res Lock(const rpc::CallContext& context, nlm4_lockargs args, bool monitor = true) {
+    return RunCoroutine(io_, service_->Lock(context, std::move(args), monitor));
+  }
+
+  nlm4_res Unlock(const rpc::CallContext& context, const nlm4_lockargs& lock) {
+    return RunCoroutine(io_, service_->Unlock(context, nlm4_unlockargs{lock.cookie, lock.alock}));
+  }
+
+  void RunFor(std::chrono::milliseconds duration) {
+    io_.restart();
+    io_.run_for(duration);
+  }
+
+  asio::io_context io_;
+  SteadyClock clock_;
+  lock::LockManager locks_{clock_};
+  FakeMonitor monitor_;
+  FakeCaller caller_;
+  std::unique_ptr<NlmService> service_;
+};
+
+}  // namespace nlockd::nlm::test_support
