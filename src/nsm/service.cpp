@@ -226,6 +226,21 @@ asio::awaitable<sm_stat> NsmService::Unmon(const rpc::CallContext& context, mon_
   co_return sm_stat{state_};
 }
 
+asio::awaitable<bool> NsmService::RemoveRegistration(std::string mon_name, store::MyId id) {
+  if (!registry_.Remove(mon_name, id)) co_return false;
+  std::function<void(store::Done)> write = [this, mon_name, id](store::Done done) {
+    store_.RemoveRegistration(mon_name, id, std::move(done));
+  };
+  std::exception_ptr error = co_await Persist(std::move(write));
+  if (error) {
+    ++stats_.store_failures;
+    std::rethrow_exception(error);
+  }
+  spdlog::info("nsm registration removed by the admin API mon_name={} my_name={}", mon_name,
+               id.my_name);
+  co_return true;
+}
+
 asio::awaitable<sm_stat> NsmService::UnmonAll(const rpc::CallContext& context, my_id args) {
   if (!CallerAllowed(context, SM_UNMON_ALL)) co_return sm_stat{state_};
   store::MyId id = ToStore(args);

@@ -96,6 +96,11 @@ class NsmService {
   asio::awaitable<bool> MonitorLocal(std::string mon_name, asio::ip::address address,
                                      int32_t peer_state);
 
+  // The admin API's delete: removes one registration as SM_UNMON does, without SM_UNMON's caller
+  // check, and returns once the removal is stored. False if no registration has that key.
+  // Throws the store's error (the registration is then gone from memory only).
+  asio::awaitable<bool> RemoveRegistration(std::string mon_name, store::MyId id);
+
   // Stops spawning callbacks and waits (bounded) for those in flight.
   asio::awaitable<void> Shutdown();
 

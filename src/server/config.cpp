@@ -131,6 +131,17 @@ ListenAddress ParseListenAddress(const std::string& text) {
   return out;
 }
 
+std::optional<ListenAddress> ParseAdminListen(const std::string& text) {
+  if (text == "off") return std::nullopt;
+  return ParseListenAddress(text);
+}
+
+void ApplyAdminListen(const std::string& text, Config& config) {
+  std::optional<ListenAddress> address = ParseAdminListen(text);
+  config.admin_enabled = address.has_value();
+  if (address) config.admin_listen = *address;
+}
+
 std::string DefaultServerName() {
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') return "localhost";
@@ -170,6 +181,14 @@ void LoadConfigFile(const std::string& path, Config& config) {
         } else {
           Fail("unknown config key " + sub_key + " in " + path);
         }
+      }
+    } else if (key == "admin_listen") {
+      ApplyAdminListen(String(node, key), config);
+    } else if (key == "admin" && node.is_table()) {
+      for (auto&& [sub_view, sub] : *node.as_table()) {
+        std::string sub_key = "admin." + std::string(sub_view.str());
+        if (sub_key != "admin.token") Fail("unknown config key " + sub_key + " in " + path);
+        config.admin_token = String(sub, sub_key);
       }
     } else if (key == "nsm" && node.is_table()) {
       LoadNsmTable(*node.as_table(), path, config);

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,13 @@ struct Config {
   // nsm.callback_timeout / --nsm-callback-timeout: seconds, each status callback attempt's
   // total deadline.
   std::chrono::seconds nsm_callback_timeout{5};
+  // admin_listen / --admin-listen: the admin HTTP server (metrics, REST API); "off" disables it
+  // (admin_enabled false). Port 0 picks a free one.
+  bool admin_enabled = true;
+  ListenAddress admin_listen{"127.0.0.1", 9464};
+  // admin.token / --admin-token: when not empty, required as a bearer token by every admin
+  // endpoint but /healthz.
+  std::string admin_token;
 };
 
 // An allowlist entry: an IP literal, normalised ("::ffff:10.0.0.1" -> "10.0.0.1"). Throws Error.
@@ -67,6 +75,11 @@ bool ParseGrantedCallback(const std::string& text);
 
 // "ADDR:PORT", "[V6ADDR]:PORT" or ":PORT". Throws Error (kFailed) with the reason.
 ListenAddress ParseListenAddress(const std::string& text);
+
+// admin_listen: "off" -> nullopt (no admin server), otherwise ParseListenAddress.
+std::optional<ListenAddress> ParseAdminListen(const std::string& text);
+// Sets admin_enabled and admin_listen from an admin_listen value. Throws Error.
+void ApplyAdminListen(const std::string& text, Config& config);
 
 // Reads a TOML config file over `config`; unknown keys are errors (a typo must not be silently
 // ignored). Throws Error (kFailed) naming the file, key and problem.

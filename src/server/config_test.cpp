@@ -147,6 +147,31 @@ TEST(LoadConfigFile, ShippedConfigFileParsesToTheDefaults) {
   EXPECT_EQ(from_file.nsm_callback_programs, defaults.nsm_callback_programs);
   EXPECT_EQ(from_file.nsm_check_notifier_address, defaults.nsm_check_notifier_address);
   EXPECT_EQ(from_file.nsm_callback_timeout, defaults.nsm_callback_timeout);
+  EXPECT_EQ(from_file.admin_enabled, defaults.admin_enabled);
+  EXPECT_EQ(from_file.admin_listen.host, defaults.admin_listen.host);
+  EXPECT_EQ(from_file.admin_listen.port, defaults.admin_listen.port);
+  EXPECT_EQ(from_file.admin_token, defaults.admin_token);
+}
+
+TEST(LoadConfigFile, AdminListenOffDisablesTheAdminServerAndTheTokenIsRead) {
+  Config config;
+  std::string path = WriteTemp("admin_listen = \"off\"\n[admin]\ntoken = \"s3cret\"\n");
+  LoadConfigFile(path, config);
+  std::remove(path.c_str());
+  EXPECT_FALSE(config.admin_enabled);
+  EXPECT_EQ(config.admin_token, "s3cret");
+
+  path = WriteTemp("admin_listen = \"127.0.0.2:0\"\n");
+  LoadConfigFile(path, config);
+  std::remove(path.c_str());
+  EXPECT_TRUE(config.admin_enabled);
+  EXPECT_EQ(config.admin_listen.host, "127.0.0.2");
+  EXPECT_EQ(config.admin_listen.port, 0);
+
+  path = WriteTemp("[admin]\ntokn = \"x\"\n");
+  EXPECT_THROW(LoadConfigFile(path, config), Error);
+  std::remove(path.c_str());
+  EXPECT_THROW(ParseAdminListen("offf"), Error);
 }
 
 }  // namespace

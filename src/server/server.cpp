@@ -6,6 +6,7 @@
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/post.hpp>
+#include <asio/use_awaitable.hpp>
 #include <spdlog/spdlog.h>
 
 #include "base/error.hpp"
@@ -70,10 +71,15 @@ nsm::NsmOptions NsmOptionsFrom(const Config& config) {
   return options;
 }
 
+Config Completed(Config config) {
+  if (config.name.empty()) config.name = DefaultServerName();
+  return config;
+}
+
 }  // namespace
 
 Server::Server(Config config)
-    : config_(std::move(config)),
+    : config_(Completed(std::move(config))),
       client_(io_.get_executor()),
       rpcbind_(client_, config_.rpcbind_host, config_.rpcbind_port),
       store_(OpenConfiguredStore(config_)),
@@ -85,8 +91,10 @@ Server::Server(Config config)
       notifier_(io_.get_executor(), client_, *store_, clock_, nsm::NotifierOptions{}),
       nlm_caller_(client_),
       nlm_(io_.get_executor(), locks_, bridge_, nlm_caller_, NlmOptionsFrom(config_)),
+      call_metrics_(metrics_),
+      admin_backend_(AdminBackendParts{io_.get_executor(), clock_, locks_, nsm_, notifier_, nlm_,
+                                       bridge_, metrics_, config_.name, config_.nlm_granted_msg}),
       signals_(io_, SIGINT, SIGTERM) {
-  if (config_.name.empty()) config_.name = DefaultServerName();
   bridge_.Attach(nsm_, nlm_);
   nsm_.SetRestartHook(this);
   notifier_.set_on_answered([](const std::string& mon_name) {
@@ -97,6 +105,7 @@ Server::Server(Config config)
   notifier_.set_on_given_up(
       [](const std::string& mon_name) { spdlog::warn("nsm gave up notifying {}", mon_name); });
   dispatcher_.SetReplyCache(&reply_cache_);
+  dispatcher_.SetObserver([this](const rpc::CallRecord& record) { call_metrics_.Observe(record); });
   RegisterPrograms();
 }
 
@@ -114,10 +123,13 @@ void Server::Run() {
     throw Error(ErrorKind::kFailed,
                 "listen address '" + config_.listen.host + "' is not an IP address");
   }
+  // Up first, so that /healthz answers and /readyz says "not ready" while the store loads.
+  StartAdmin();
   // The new state is durable before anything is served or sent (DESIGN.md §1).
   int32_t state = store_->BumpState();
   store::LoadedState loaded = store_->LoadAll();
   nsm_.Load(state, loaded.registrations);
+  admin_backend_.MarkStoreLoaded();
   std::vector<nsm::NotifyTarget> owed;
   for (const auto& row : loaded.notify_owed) owed.push_back({row.mon_name, row.address});
 
@@ -130,6 +142,7 @@ void Server::Run() {
     asio::co_spawn(io_, GraceTimer(), asio::detached);
   }
   rpc_server_->Start();
+  admin_backend_.MarkListening(*rpc_server_);
   // Tests and scripts wait for this line to learn the port (with --listen ADDR:0).
   spdlog::info("nlockd listening address={} port={} transports=tcp,udp name={}",
                config_.listen.host, rpc_server_->port(), config_.name);
@@ -149,6 +162,25 @@ void Server::Run() {
     store_->MarkCleanShutdown();
   }
   spdlog::info("nlockd stopped");
+}
+
+void Server::StartAdmin() {
+  if (!config_.admin_enabled) {
+    spdlog::info("nlockd admin server off");
+    return;
+  }
+  admin::AdminServerOptions options;
+  options.token = config_.admin_token;
+  admin_server_ = std::make_unique<admin::AdminServer>(admin_backend_, metrics_, options);
+  admin_server_->Start(config_.admin_listen.host, config_.admin_listen.port);
+  // Tests and scripts wait for this line to learn the port (with --admin-listen ADDR:0).
+  spdlog::info("nlockd admin listening address={} port={} token={}", config_.admin_listen.host,
+               admin_server_->port(), config_.admin_token.empty() ? "off" : "on");
+}
+
+asio::awaitable<void> Server::StopAdmin() {
+  if (admin_server_) admin_server_->Stop();
+  co_return;
 }
 
 void Server::Restarted(int32_t state) { StartNotificationRound(state, {}); }
@@ -192,6 +224,9 @@ asio::awaitable<void> Server::GraceTimer() {
 asio::awaitable<void> Server::ShutDown() {
   asio::error_code ignored;
   signals_.cancel(ignored);
+  // Before the io_context stops: admin calls in flight are answered (or refused) first.
+  admin_backend_.Close();
+  co_await asio::co_spawn(admin_stopper_, StopAdmin(), asio::use_awaitable);
   co_await rpc_server_->Shutdown();
   co_await nlm_.Shutdown();
   co_await nsm_.Shutdown();

@@ -6,6 +6,10 @@
 #include <asio/io_context.hpp>
 #include <asio/signal_set.hpp>
 
+#include <asio/thread_pool.hpp>
+
+#include "admin/admin_server.hpp"
+#include "admin/metrics.hpp"
 #include "base/clock.hpp"
 #include "lock/lock_manager.hpp"
 #include "nlm/client_caller.hpp"
@@ -19,6 +23,8 @@
 #include "rpc/reply_cache.hpp"
 #include "rpc/rpcbind.hpp"
 #include "rpc/server.hpp"
+#include "server/admin_backend.hpp"
+#include "server/call_metrics.hpp"
 #include "server/config.hpp"
 #include "server/nsm_bridge.hpp"
 #include "store/store.hpp"
@@ -27,7 +33,8 @@ namespace nlockd::server {
 
 // Builds nlockd's object graph from a Config and runs it: one io_context on the calling
 // thread owns the RPC server and every service (the store has its own writer thread);
-// SIGINT/SIGTERM start a graceful shutdown.
+// SIGINT/SIGTERM start a graceful shutdown. The admin HTTP server (when enabled) runs on its own
+// threads from before the store loads until the shutdown begins.
 //
 // Start-up (DESIGN.md §1, "Restart and notification"): open the store, move the NSM state to
 // the next odd number durably, load the registrations, serve, then start the restart
@@ -58,6 +65,11 @@ class Server final : public nsm::RestartHook {
   // Ends grace at its timer even when no request arrives to notice.
   asio::awaitable<void> GraceTimer();
   asio::awaitable<void> ShutDown();
+  // Binds the admin HTTP server (config admin_listen) and logs its port.
+  void StartAdmin();
+  // Runs on admin_stopper_: the HTTP threads may be waiting for work posted to io_, so they
+  // are joined off the io thread while it keeps running.
+  asio::awaitable<void> StopAdmin();
 
   Config config_;
   asio::io_context io_;
@@ -75,9 +87,15 @@ class Server final : public nsm::RestartHook {
   nsm::Notifier notifier_;
   nlm::RpcClientCaller nlm_caller_;
   nlm::NlmService nlm_;
+  admin::Metrics metrics_;
+  CallMetrics call_metrics_;
+  AdminBackend admin_backend_;
   std::unique_ptr<rpc::Server> rpc_server_;
   asio::signal_set signals_;
   bool stopping_ = false;
+  asio::thread_pool admin_stopper_{1};
+  // Last: stopped (its threads joined) before anything it reads is destroyed.
+  std::unique_ptr<admin::AdminServer> admin_server_;
 };
 
 }  // namespace nlockd::server

@@ -27,6 +27,10 @@ class NlockdProcess {
     if (std::find(args.begin(), args.end(), "--store") == args.end()) {
       argv.insert(argv.end(), {"--store", "memory:"});
     }
+    // The default admin port (9464) is one per machine; tests run side by side.
+    if (std::find(args.begin(), args.end(), "--admin-listen") == args.end()) {
+      argv.insert(argv.end(), {"--admin-listen", "127.0.0.1:0"});
+    }
     process_ = std::make_unique<testutil::Subprocess>(netns ? netns->Wrap(argv) : argv);
     auto match = process_->WaitForLine(std::regex(R"(nlockd listening address=\S+ port=(\d+))"),
                                        std::chrono::seconds(20));
@@ -35,9 +39,18 @@ class NlockdProcess {
       return;
     }
     port_ = static_cast<uint16_t>(std::stoi((*match)[1]));
+    // Logged before the line above, unless the admin server is off.
+    const std::regex admin_line(R"(nlockd admin listening address=\S+ port=(\d+))");
+    std::smatch admin;
+    const std::string& output = process_->output();
+    if (std::regex_search(output, admin, admin_line)) {
+      admin_port_ = static_cast<uint16_t>(std::stoi(admin[1]));
+    }
   }
 
   uint16_t port() const { return port_; }
+  // The admin HTTP server's port; 0 when it is off.
+  uint16_t admin_port() const { return admin_port_; }
   testutil::Subprocess& process() { return *process_; }
 
   // SIGTERM, and the exit status (nullopt if it hung).
@@ -46,6 +59,7 @@ class NlockdProcess {
  private:
   std::unique_ptr<testutil::Subprocess> process_;
   uint16_t port_ = 0;
+  uint16_t admin_port_ = 0;
 };
 
 }  // namespace nlockd::integration

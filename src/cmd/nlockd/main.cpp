@@ -40,6 +40,8 @@ struct Flags {
   std::vector<int64_t> nsm_callback_programs;
   bool nsm_check_notifier_address = true;
   int64_t nsm_callback_timeout = 0;
+  std::string admin_listen;
+  std::string admin_token;
 };
 
 }  // namespace
@@ -103,6 +105,13 @@ int main(int argc, char** argv) {
   auto* nsm_callback_timeout =
       app.add_option("--nsm-callback-timeout", flags.nsm_callback_timeout,
                      "seconds, each status callback attempt's total deadline (default 5)");
+  auto* admin_listen =
+      app.add_option("--admin-listen", flags.admin_listen,
+                     "ADDR:PORT of the admin HTTP server (metrics, REST API, nlockctl), or off "
+                     "(default 127.0.0.1:9464; port 0 picks a free one)");
+  auto* admin_token = app.add_option("--admin-token", flags.admin_token,
+                                     "bearer token the admin server requires on every endpoint "
+                                     "but /healthz (default none)");
   CLI11_PARSE(app, argc, argv);
 
   nlockd::SetUpLogging(spdlog::level::info);
@@ -153,6 +162,8 @@ int main(int argc, char** argv) {
       }
       config.nsm_callback_timeout = std::chrono::seconds(flags.nsm_callback_timeout);
     }
+    if (*admin_listen) nlockd::server::ApplyAdminListen(flags.admin_listen, config);
+    if (*admin_token) config.admin_token = flags.admin_token;
     spdlog::set_level(config.log_level);
 
     nlockd::server::Server server(std::move(config));

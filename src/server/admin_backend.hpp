@@ -1,0 +1,137 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+
+#include <asio/any_io_executor.hpp>
+#include <asio/awaitable.hpp>
+
+#include "admin/backend.hpp"
+#include "base/clock.hpp"
+#include "nlm/service.hpp"
+#include "nsm/notifier.hpp"
+#include "nsm/service.hpp"
+#include "rpc/server.hpp"
+#include "store/records.hpp"
+
+namespace nlockd::lock {
+class LockManager;
+}
+namespace nlockd::admin {
+class Metrics;
+}
+
+namespace nlockd::server {
+
+class NsmBridge;
+
+// What the admin backend reads and steers; everything lives on the server's executor.
+struct AdminBackendParts {
+  asio::any_io_executor executor;
+  const Clock& clock;
+  lock::LockManager& locks;
+  nsm::NsmService& nsm;
+  nsm::Notifier& notifier;
+  nlm::NlmService& nlm;
+  const NsmBridge& bridge;
+  admin::Metrics& metrics;
+  std::string server_name;
+  bool granted_msg = true;  // Blocked locks are granted with GRANTED_MSG (else GRANTED).
+};
+
+// admin::Backend over the running server. Called on the admin server's HTTP threads: each call
+// posts its work to the executor that owns lock and NSM state and waits for it (at most
+// `timeout`, then ApiError kUnavailable), so lock/ and nsm/ are never touched off that executor.
+// Before MarkStoreLoaded() and after Close() every call but Readiness fails at once with
+// kUnavailable. Status() also exports the services' counters to Metrics (scrape time).
+// Every part must outlive the backend; the backend must outlive the executor's run.
+class AdminBackend final : public admin::Backend {
+ public:
+  // How long an HTTP thread waits for the executor: a stalled or flooded executor costs an admin
+  // caller a 503, not a hung worker (there are only AdminServerOptions::threads of them).
+  static constexpr std::chrono::seconds kDefaultTimeout{5};
+
+  explicit AdminBackend(AdminBackendParts parts,
+                        std::chrono::milliseconds timeout = kDefaultTimeout);
+  AdminBackend(const AdminBackend&) = delete;
+  AdminBackend& operator=(const AdminBackend&) = delete;
+
+  // Start-up steps, from the thread that runs Server::Run before it runs the executor.
+  // MarkListening also notes the restored state awaiting reclaim, so call it after the lock
+  // table is restored. `rpc_server` must outlive the backend's calls.
+  void MarkStoreLoaded() { store_loaded_.store(true); }
+  void MarkListening(const rpc::Server& rpc_server);
+  // Shutting down: calls fail with kUnavailable from now on.
+  void Close() { closed_.store(true); }
+
+  admin::StatusView Status() override;
+  admin::ReadinessView Readiness() override;
+  admin::ListResult<admin::RegistrationView> ListRegistrations(
+      const admin::RegistrationQuery& query) override;
+  admin::RegistrationView GetRegistration(const std::string& id) override;
+  void DeleteRegistration(const std::string& id) override;
+  admin::ListResult<admin::HostView> ListHosts(const admin::Page& page) override;
+  admin::HostDetail GetHost(const std::string& name) override;
+  admin::ReleaseResult ReleaseHost(const std::string& name) override;
+  admin::ListResult<admin::LockView> ListLocks(const admin::StateQuery& query) override;
+  admin::ListResult<admin::ShareView> ListShares(const admin::StateQuery& query) override;
+  admin::ListResult<admin::WaiterView> ListWaiters(const admin::StateQuery& query) override;
+  admin::GraceView Grace() override;
+  admin::GraceView EndGrace() override;
+  admin::NotifyResult Notify(const std::optional<std::string>& host) override;
+
+ private:
+  // The services' cumulative counters, copied on the executor; exported as deltas.
+  struct Counters {
+    nsm::NsmStats nsm;
+    nlm::NlmStats nlm;
+    uint64_t notifications_answered = 0;
+    uint64_t notifications_failed = 0;
+    uint64_t notifications_given_up = 0;
+    uint64_t crash_cleanups = 0;
+    uint64_t locks_cleaned = 0;
+    rpc::ServerStats rpc;
+  };
+  struct Snapshot {
+    admin::StatusView status;
+    Counters counters;
+  };
+
+  // Runs work() on the executor and returns its result (or rethrows what it threw).
+  template <typename Work>
+  auto OnExecutor(Work work) -> decltype(work());
+  template <typename T>
+  T Await(asio::awaitable<T> work);
+  void CheckOpen() const;
+
+  // These run on the executor.
+  Snapshot TakeSnapshot() const;
+  admin::GraceView GraceNow() const;
+  // Folded mon_names and addresses of every monitored peer.
+  std::set<std::string> MonitoredKeys() const;
+  static bool Monitored(const std::set<std::string>& keys, const std::string& host_id,
+                        const std::string& label);
+  std::optional<store::Registration> FindRegistration(const std::string& id) const;
+  asio::awaitable<bool> RemoveRegistration(std::string mon_name, store::MyId my_id);
+
+  void ExportCounters(const Counters& now);
+
+  AdminBackendParts parts_;
+  std::chrono::milliseconds timeout_;
+  Clock::time_point started_;
+  std::atomic<bool> store_loaded_{false};
+  std::atomic<const rpc::Server*> rpc_server_{nullptr};
+  std::atomic<bool> closed_{false};
+  // Written before the executor runs (MarkListening), read on it.
+  uint64_t reclaims_expected_ = 0;
+
+  std::mutex export_mutex_;
+  Counters exported_;  // What Metrics has been given so far. Guarded by export_mutex_.
+};
+
+}  // namespace nlockd::server

@@ -1,0 +1,65 @@
+#include "server/call_metrics.hpp"
+
+#include <chrono>
+#include <optional>
+#include <string_view>
+
+#include "admin/metrics.hpp"
+
+namespace nlockd::server {
+
+namespace {
+
+constexpr uint32_t kNlmProgram = 100021;
+constexpr uint32_t kNsmProgram = 100024;
+
+// Dispatcher outcomes of calls that never reached a procedure handler.
+std::optional<admin::MalformedReason> MalformedReasonOf(std::string_view outcome) {
+  using admin::MalformedReason;
+  if (outcome == "malformed") return MalformedReason::kBadMessage;
+  if (outcome == "rpc_mismatch") return MalformedReason::kRpcMismatch;
+  if (outcome == "auth_error") return MalformedReason::kAuthError;
+  if (outcome == "prog_unavail") return MalformedReason::kProgUnavail;
+  if (outcome == "prog_mismatch") return MalformedReason::kProgMismatch;
+  if (outcome == "proc_unavail") return MalformedReason::kProcUnavail;
+  return std::nullopt;
+}
+
+// The result label: the metrics' known names where one fits.
+std::string_view ResultOf(std::string_view outcome) {
+  if (outcome == "success") return "ok";
+  return outcome;
+}
+
+}  // namespace
+
+void CallMetrics::Observe(const rpc::CallRecord& record) {
+  if (record.procedure_name.empty()) {
+    if (auto reason = MalformedReasonOf(record.outcome)) metrics_.MalformedRequest(*reason);
+    return;
+  }
+  if (record.outcome == "garbage_args") {
+    metrics_.MalformedRequest(admin::MalformedReason::kGarbageArgs);
+  }
+  admin::RequestMetrics* request = Resolve(record);
+  if (request == nullptr) return;
+  request->Observe(ResultOf(record.outcome),
+                   std::chrono::duration<double>(record.duration).count());
+}
+
+admin::RequestMetrics* CallMetrics::Resolve(const rpc::CallRecord& record) {
+  const rpc::CallContext& call = record.context;
+  auto key = std::make_tuple(call.program, call.version, call.procedure);
+  auto it = procedures_.find(key);
+  if (it != procedures_.end()) return it->second;
+  admin::RequestMetrics* request = nullptr;
+  if (call.program == kNlmProgram) {
+    request = &metrics_.NlmRequest(call.version, record.procedure_name);
+  } else if (call.program == kNsmProgram) {
+    request = &metrics_.NsmRequest(record.procedure_name);
+  }
+  procedures_.emplace(key, request);
+  return request;
+}
+
+}  // namespace nlockd::server

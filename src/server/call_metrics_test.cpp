@@ -1,0 +1,68 @@
+#include "server/call_metrics.hpp"
+
+#include <chrono>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "admin/metrics.hpp"
+
+namespace nlockd::server {
+namespace {
+
+rpc::CallContext Call(uint32_t program, uint32_t version, uint32_t procedure) {
+  rpc::CallContext context;
+  context.program = program;
+  context.version = version;
+  context.procedure = procedure;
+  return context;
+}
+
+void Observe(CallMetrics& observer, const rpc::CallContext& context, std::string_view name,
+             std::string_view outcome) {
+  observer.Observe(rpc::CallRecord{context, name, outcome, std::chrono::microseconds(200)});
+}
+
+bool Has(const std::string& text, const std::string& line) {
+  return text.find(line + "\n") != std::string::npos;
+}
+
+TEST(CallMetrics, CountsHandledCallsPerProgramVersionAndProcedure) {
+  admin::Metrics metrics;
+  CallMetrics observer(metrics);
+  rpc::CallContext lock_v4 = Call(100021, 4, 2);
+  Observe(observer, lock_v4, "LOCK", "success");
+  Observe(observer, lock_v4, "LOCK", "success");
+  Observe(observer, Call(100021, 1, 2), "LOCK", "garbage_args");
+  Observe(observer, Call(100024, 1, 2), "SM_MON", "success");
+  const std::string text = metrics.Serialize();
+  EXPECT_TRUE(Has(text, R"(nlm_requests_total{procedure="LOCK",result="ok",version="4"} 2)"))
+      << text;
+  EXPECT_TRUE(
+      Has(text, R"(nlm_requests_total{procedure="LOCK",result="garbage_args",version="1"} 1)"));
+  EXPECT_TRUE(Has(text, R"(nsm_requests_total{procedure="SM_MON",result="ok"} 1)"));
+  EXPECT_TRUE(Has(text, R"(nlm_request_duration_seconds_count{procedure="LOCK"} 3)"));
+  EXPECT_TRUE(Has(text, R"(rpc_malformed_requests_total{reason="garbage_args"} 1)"));
+}
+
+TEST(CallMetrics, CallsThatReachNoProcedureCountAsMalformed) {
+  admin::Metrics metrics;
+  CallMetrics observer(metrics);
+  Observe(observer, Call(100003, 3, 1), "", "prog_unavail");
+  Observe(observer, Call(100021, 9, 1), "", "prog_mismatch");
+  Observe(observer, Call(100021, 4, 99), "", "proc_unavail");
+  Observe(observer, Call(0, 0, 0), "", "malformed");
+  Observe(observer, Call(100021, 4, 2), "", "auth_error");
+  // A procedure of another program (an embedding server's) is not NLM or NSM: not counted.
+  Observe(observer, Call(100003, 3, 1), "GETATTR", "success");
+  const std::string text = metrics.Serialize();
+  EXPECT_TRUE(Has(text, R"(rpc_malformed_requests_total{reason="prog_unavail"} 1)")) << text;
+  EXPECT_TRUE(Has(text, R"(rpc_malformed_requests_total{reason="prog_mismatch"} 1)"));
+  EXPECT_TRUE(Has(text, R"(rpc_malformed_requests_total{reason="proc_unavail"} 1)"));
+  EXPECT_TRUE(Has(text, R"(rpc_malformed_requests_total{reason="bad_message"} 1)"));
+  EXPECT_TRUE(Has(text, R"(rpc_malformed_requests_total{reason="auth_error"} 1)"));
+  EXPECT_EQ(text.find("GETATTR"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace nlockd::server

@@ -1,0 +1,180 @@
+// StoreLockJournal and the start-up recovery decisions, on the memory store.
+
+#include "server/lock_journal_store.hpp"
+
+#include <algorithm>
+#include <memory>
+
+#include <asio/io_context.hpp>
+#include <gtest/gtest.h>
+
+#include "base/clock.hpp"
+#include "server/recovery.hpp"
+#include "store/open_store.hpp"
+#include "testutil/run_coroutine.hpp"
+
+namespace nlockd::server {
+namespace {
+
+using nlm::JournalEntry;
+
+lock::LockRequest Request(const lock::FileKey& file, const lock::LockOwner& owner,
+                          uint64_t offset, uint64_t length, lock::LockType type) {
+  lock::LockRequest request;
+  request.file = file;
+  request.owner = owner;
+  request.offset = offset;
+  request.length = length;
+  request.type = type;
+  return request;
+}
+
+class StoreLockJournalTest : public ::testing::Test {
+ protected:
+  bool Record(std::vector<JournalEntry> entries) {
+    return testutil::RunCoroutine(io_, journal_.Record(std::move(entries)));
+  }
+  std::vector<store::LockRecord> PersistedLocks() {
+    auto locks = store_->LoadAll().locks;
+    std::sort(locks.begin(), locks.end(), [](const auto& a, const auto& b) {
+      return std::tie(a.file_key, a.host, a.offset) < std::tie(b.file_key, b.host, b.offset);
+    });
+    return locks;
+  }
+
+  asio::io_context io_;
+  ManualClock clock_;
+  lock::LockManager locks_{clock_};
+  std::unique_ptr<store::Store> store_ = store::OpenStore("memory:", store::StoreOptions{});
+  StoreLockJournal journal_{locks_, *store_};
+  const lock::FileKey file_{"fh1"};
+  const lock::LockOwner a_{lock::HostId("10.0.0.1"), 7, lock::OwnerHandle("7@a")};
+  const lock::LockOwner b_{lock::HostId("10.0.0.2"), 9, lock::OwnerHandle("9@b")};
+};
+
+TEST_F(StoreLockJournalTest, PersistsTheOwnersCurrentRangesAfterSplitAndUnlock) {
+  ASSERT_EQ(locks_.Lock(Request(file_, a_, 0, 100, lock::LockType::kExclusive)).status,
+            lock::LockStatus::kGranted);
+  ASSERT_TRUE(Record({JournalEntry::Locks(file_, a_)}));
+  ASSERT_EQ(PersistedLocks().size(), 1u);
+  EXPECT_EQ(PersistedLocks()[0].length, 100u);
+
+  // Unlocking the middle splits the lock: the persisted copy follows.
+  locks_.Unlock(file_, a_, 40, 10);
+  ASSERT_TRUE(Record({JournalEntry::Locks(file_, a_)}));
+  auto persisted = PersistedLocks();
+  ASSERT_EQ(persisted.size(), 2u);
+  EXPECT_EQ(persisted[0].offset, 0u);
+  EXPECT_EQ(persisted[0].length, 40u);
+  EXPECT_EQ(persisted[1].offset, 50u);
+  EXPECT_EQ(persisted[1].length, 50u);
+  EXPECT_TRUE(persisted[1].exclusive);
+
+  locks_.Unlock(file_, a_, 0, 0);
+  ASSERT_TRUE(Record({JournalEntry::Locks(file_, a_)}));
+  EXPECT_TRUE(PersistedLocks().empty());
+}
+
+TEST_F(StoreLockJournalTest, OnlyTheNamedOwnerIsRewritten) {
+  locks_.Lock(Request(file_, a_, 0, 10, lock::LockType::kShared));
+  locks_.Lock(Request(file_, b_, 0, 10, lock::LockType::kShared));
+  ASSERT_TRUE(Record({JournalEntry::Locks(file_, a_)}));
+  auto persisted = PersistedLocks();
+  ASSERT_EQ(persisted.size(), 1u);
+  EXPECT_EQ(persisted[0].host, "10.0.0.1");
+  EXPECT_FALSE(persisted[0].exclusive);
+}
+
+TEST_F(StoreLockJournalTest, HostReleaseIsAppliedInOrderWithLaterEntries) {
+  locks_.Lock(Request(file_, a_, 0, 10, lock::LockType::kExclusive));
+  ASSERT_TRUE(Record({JournalEntry::Locks(file_, a_)}));
+  // The host released everything, then locked again within the same call's entries.
+  locks_.ReleaseHost(a_.host);
+  locks_.Lock(Request(file_, a_, 20, 5, lock::LockType::kExclusive));
+  ASSERT_TRUE(Record({JournalEntry::HostReleased(a_.host), JournalEntry::Locks(file_, a_)}));
+  auto persisted = PersistedLocks();
+  ASSERT_EQ(persisted.size(), 1u);
+  EXPECT_EQ(persisted[0].offset, 20u);
+}
+
+TEST_F(StoreLockJournalTest, SharesArePutAndRemoved) {
+  lock::LockOwner owner{a_.host, 0, a_.oh};
+  lock::ShareRequest share;
+  share.file = file_;
+  share.owner = owner;
+  share.access = lock::ShareAccess::kRead;
+  share.deny = lock::ShareDeny::kWrite;
+  locks_.Share(share);
+  ASSERT_TRUE(Record({JournalEntry::Share(file_, owner)}));
+  auto shares = store_->LoadAll().shares;
+  ASSERT_EQ(shares.size(), 1u);
+  EXPECT_EQ(shares[0].access, 1);
+  EXPECT_EQ(shares[0].mode, 2);
+  locks_.Unshare(file_, owner);
+  ASSERT_TRUE(Record({JournalEntry::Share(file_, owner)}));
+  EXPECT_TRUE(store_->LoadAll().shares.empty());
+}
+
+TEST_F(StoreLockJournalTest, UnreclaimedRestoredLocksAreRemovedWhenSettled) {
+  // a's and b's locks come back from the store; a reclaims, b never does.
+  locks_.Lock(Request(file_, a_, 0, 10, lock::LockType::kExclusive));
+  locks_.Lock(Request(lock::FileKey("fh2"), b_, 0, 10, lock::LockType::kExclusive));
+  ASSERT_TRUE(Record({JournalEntry::Locks(file_, a_), JournalEntry::Locks(lock::FileKey("fh2"), b_)}));
+  lock::LockManager restarted(clock_);
+  StoreLockJournal journal(restarted, *store_);
+  restarted.StartGrace(lock::GraceMode::kFineGrained);
+  auto restored = ToRestoredLocks(store_->LoadAll().locks);
+  ASSERT_EQ(restarted.LoadRestored(restored, {}).locks, 2u);
+  for (const auto& lock : restored) journal.RememberRestoredLock(lock.file, lock.owner);
+
+  auto reclaim = Request(file_, a_, 0, 10, lock::LockType::kExclusive);
+  reclaim.reclaim = true;
+  ASSERT_EQ(restarted.Lock(reclaim).status, lock::LockStatus::kGranted);
+  restarted.EndGrace(lock::GraceEndReason::kTimer);
+  ASSERT_TRUE(testutil::RunCoroutine(io_, journal.SettleRestored()));
+  EXPECT_EQ(journal.restored_pending(), 0u);
+  auto persisted = PersistedLocks();
+  ASSERT_EQ(persisted.size(), 1u);
+  EXPECT_EQ(persisted[0].host, "10.0.0.1");
+}
+
+TEST(DecideGrace, FollowsWhatTheStoreKnows) {
+  store::StartupInfo startup;
+  store::LoadedState loaded;
+  const std::chrono::seconds grace(90);
+  using Kind = GracePlan::Kind;
+
+  EXPECT_EQ(DecideGrace(startup, loaded, grace).kind, Kind::kClassic) << "memory store";
+  EXPECT_EQ(DecideGrace(startup, loaded, std::chrono::seconds(0)).kind, Kind::kNone);
+
+  startup.persistent = true;
+  startup.first_run = true;
+  EXPECT_EQ(DecideGrace(startup, loaded, grace).kind, Kind::kNone) << "new store";
+
+  startup.first_run = false;
+  EXPECT_EQ(DecideGrace(startup, loaded, grace).kind, Kind::kNone) << "nothing recorded";
+
+  loaded.locks.push_back(store::LockRecord{"fh", "h", 1, "1@h", true, 0, 10});
+  startup.lock_table_complete = true;
+  EXPECT_EQ(DecideGrace(startup, loaded, grace).kind, Kind::kFineGrained);
+
+  startup.lock_table_complete = false;
+  startup.previous_boot_id = "boot-1";
+  startup.boot_id = "boot-2";
+  EXPECT_EQ(DecideGrace(startup, loaded, grace).kind, Kind::kClassic) << "host crash";
+}
+
+TEST(ToRestored, SkipsCorruptRows) {
+  std::vector<store::LockRecord> rows = {
+      {"fh", "h", 1, "1@h", true, 0, 0},                    // to the end: fine
+      {"fh", "h", 2, "2@h", false, UINT64_MAX, 2},          // overflows: corrupt
+  };
+  auto locks = ToRestoredLocks(rows);
+  ASSERT_EQ(locks.size(), 1u);
+  EXPECT_TRUE(locks[0].range.ToEnd());
+  std::vector<store::ShareRecord> shares = {{"fh", "h", "oh", 1, 3}, {"fh", "h", "x", 9, 1}};
+  EXPECT_EQ(ToRestoredShares(shares).size(), 1u);
+}
+
+}  // namespace
+}  // namespace nlockd::server
