@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "base/error.hpp"
+#include "nsm/name_resolver.hpp"
 #include "nsm/wire.hpp"
 #include "rpc/client.hpp"
 #include "rpc/rpcbind.hpp"
@@ -48,29 +49,9 @@ std::string Lower(std::string_view s) {
 asio::awaitable<std::optional<asio::ip::address>> ResolveWithin(asio::any_io_executor executor,
                                                                 std::string name,
                                                                 milliseconds timeout) {
-  asio::error_code ec;
-  auto literal = asio::ip::make_address(name, ec);
-  if (!ec) co_return literal;
-  struct State {
-    explicit State(const asio::any_io_executor& ex) : done(ex) {}
-    asio::steady_timer done;
-    std::optional<asio::ip::address> address;
-    bool finished = false;
-  };
-  auto state = std::make_shared<State>(executor);
-  auto resolver = std::make_shared<asio::ip::udp::resolver>(executor);
-  state->done.expires_after(timeout);
-  resolver->async_resolve(name, "",
-                          [state, resolver](const asio::error_code& resolve_ec,
-                                            const asio::ip::udp::resolver::results_type& results) {
-                            if (!resolve_ec && !results.empty())
-                              state->address = results.begin()->endpoint().address();
-                            state->finished = true;
-                            state->done.cancel();
-                          });
-  co_await state->done.async_wait(rpc::kUseTuple);
-  if (!state->finished) resolver->cancel();
-  co_return state->address;
+  auto addresses = co_await LookupWithin(std::move(executor), std::move(name), timeout);
+  if (addresses.empty()) co_return std::nullopt;
+  co_return addresses.front();
 }
 
 void LogSpawnFailure(std::exception_ptr error) {
@@ -441,18 +422,16 @@ std::vector<NotifyTarget> MergeTargets(std::vector<NotifyTarget> owed,
   return merged;
 }
 
-std::vector<NotifyTarget> StartupTargets(const store::LoadedState& loaded) {
-  std::vector<NotifyTarget> owed;
-  owed.reserve(loaded.notify_owed.size());
-  for (const store::NotifyOwed& row : loaded.notify_owed) {
-    owed.push_back(NotifyTarget{row.mon_name, row.address});
+std::vector<NotifyTarget> MonitoredTargets(const Registry& registry,
+                                           const std::optional<std::string>& only) {
+  std::vector<NotifyTarget> targets;
+  for (const Registry::Peer& peer : registry.Peers()) {
+    if (only && FoldName(peer.name) != FoldName(*only)) continue;
+    // An address the host is known by saves a name lookup; a name-only host is resolved.
+    std::string address = peer.addresses.empty() ? std::string() : *peer.addresses.begin();
+    targets.push_back({peer.name, std::move(address)});
   }
-  std::vector<NotifyTarget> monitored;
-  monitored.reserve(loaded.registrations.size());
-  for (const store::Registration& registration : loaded.registrations) {
-    monitored.push_back(NotifyTarget{registration.mon_name, ""});
-  }
-  return MergeTargets(std::move(owed), std::move(monitored));
+  return targets;
 }
 
 }  // namespace nlockd::nsm

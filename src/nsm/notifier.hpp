@@ -17,6 +17,7 @@
 #include "base/clock.hpp"
 #include "nsm/notify_channel.hpp"
 #include "nsm/notify_schedule.hpp"
+#include "nsm/registry.hpp"
 #include "rpc/call_context.hpp"
 #include "rpc/task_gate.hpp"
 
@@ -170,7 +171,9 @@ class Notifier {
 // mon_name compared case-insensitively; an entry with an address wins over one without.
 std::vector<NotifyTarget> MergeTargets(std::vector<NotifyTarget> owed,
                                        std::vector<NotifyTarget> monitored);
-// MergeTargets of the store's notify_owed rows and its registrations' mon_names.
-std::vector<NotifyTarget> StartupTargets(const store::LoadedState& loaded);
+// Every distinct monitored host (only the one named `only`, compared case-insensitively), with
+// an address it is known by when it has one.
+std::vector<NotifyTarget> MonitoredTargets(const Registry& registry,
+                                           const std::optional<std::string>& only = std::nullopt);
 
 }  // namespace nlockd::nsm

@@ -429,18 +429,23 @@ TEST(NotifierTargets, MergeKeepsOneEntryPerNameCaseInsensitivelyPreferringAnAddr
                 {"Client-A", "10.0.0.1"}, {"client-b", "10.0.0.2"}, {"client-c", ""}}));
 }
 
-TEST(NotifierTargets, StartupTargetsJoinOwedRowsOfACrashedRunWithRegistrations) {
-  store::LoadedState loaded;
-  loaded.notify_owed.push_back(store::NotifyOwed{"client-a", "192.0.2.1", 5, 3});
+TEST(NotifierTargets, MonitoredTargetsAreOnePerPeerWithAKnownAddress) {
+  Registry registry(10);
   store::Registration registration;
   registration.mon_name = "client-a";
-  loaded.registrations.push_back(registration);
-  registration.mon_name = "client-b";
-  loaded.registrations.push_back(registration);
+  registry.Put(registration);
   registration.my_id.my_proc = 2;  // a second registration of the same host
-  loaded.registrations.push_back(registration);
-  EXPECT_EQ(StartupTargets(loaded),
-            (std::vector<NotifyTarget>{{"client-a", "192.0.2.1"}, {"client-b", ""}}));
+  registry.Put(registration);
+  registry.AddPeerAddress("client-a", "192.0.2.1");
+  registration.mon_name = "Client-B";
+  registry.Put(registration);
+  std::vector<NotifyTarget> all = MonitoredTargets(registry);
+  std::sort(all.begin(), all.end(),
+            [](const auto& a, const auto& b) { return a.address > b.address; });
+  EXPECT_EQ(all, (std::vector<NotifyTarget>{{"client-a", "192.0.2.1"}, {"Client-B", ""}}));
+  EXPECT_EQ(MonitoredTargets(registry, "client-b"),
+            (std::vector<NotifyTarget>{{"Client-B", ""}}));
+  EXPECT_TRUE(MonitoredTargets(registry, "nobody").empty());
 }
 
 }  // namespace

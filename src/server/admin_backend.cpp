@@ -459,12 +459,7 @@ admin::GraceView AdminBackend::EndGrace() {
 
 admin::NotifyResult AdminBackend::Notify(const std::optional<std::string>& host) {
   auto queued = OnExecutor([this, host]() -> std::optional<uint64_t> {
-    std::vector<nsm::NotifyTarget> targets;
-    for (const auto& peer : parts_.nsm.registry().Peers()) {
-      if (host && nsm::FoldName(peer.name) != nsm::FoldName(*host)) continue;
-      std::string address = peer.addresses.empty() ? std::string() : *peer.addresses.begin();
-      targets.push_back({peer.name, std::move(address)});
-    }
+    std::vector<nsm::NotifyTarget> targets = nsm::MonitoredTargets(parts_.nsm.registry(), host);
     if (host && targets.empty()) return std::nullopt;
     uint64_t count = targets.size();
     int32_t state = parts_.nsm.state();
