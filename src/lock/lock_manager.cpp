@@ -187,6 +187,14 @@ LockOutcome LockManager::Lock(const LockRequest& request) {
   const std::optional<OwnerId> owner = FindOwner(request.owner);
   HostInfo* host = TouchHost(request.owner, owner);
 
+  // A reclaim of a lock its owner still holds changes nothing and is granted even outside
+  // grace: after SM_SIMU_CRASH (a restart notification without a restart) clients reclaim
+  // what nlockd never lost. Any other reclaim outside grace is refused, as Linux lockd does.
+  if (request.reclaim && !grace_.IsActive() && owner && file != nullptr &&
+      file->locks.Holds(*owner, *range, request.type, false)) {
+    out.status = LockStatus::kGranted;
+    return out;
+  }
   if (request.reclaim
           ? !grace_.IsActive()
           : grace_.IsActive() && (grace_.mode() == GraceMode::kClassic ||
@@ -401,6 +409,15 @@ ShareOutcome LockManager::Share(const ShareRequest& request) {
   HostInfo* host = TouchHost(request.owner, owner);
   const OwnerId requester = owner.value_or(NoOwner());
 
+  // As for locks: re-reclaiming the reservation the owner still holds is granted.
+  if (request.reclaim && !grace_.IsActive() && owner && file != nullptr) {
+    const ShareEntry* held = file->shares.Find(*owner);
+    if (held != nullptr && !held->awaiting_reclaim && held->access == request.access &&
+        held->deny == request.deny) {
+      out.status = LockStatus::kGranted;
+      return out;
+    }
+  }
   const bool refused_by_grace =
       request.reclaim
           ? !grace_.IsActive()

@@ -80,6 +80,25 @@ TEST_F(LockManagerGraceTest, ReclaimsOutsideGraceAreRefused) {
             LockStatus::kDeniedGrace);
 }
 
+TEST_F(LockManagerGraceTest, AReclaimOfWhatTheOwnerStillHoldsIsGrantedOutsideGrace) {
+  // After SM_SIMU_CRASH clients reclaim locks nlockd never lost.
+  ASSERT_EQ(manager_.Lock(Req(f_, a_, 0, 10)).status, LockStatus::kGranted);
+  EXPECT_EQ(manager_.Lock(Reclaim(f_, a_, 0, 10)).status, LockStatus::kGranted);
+  EXPECT_EQ(manager_.Lock(Reclaim(f_, a_, 2, 3)).status, LockStatus::kGranted);
+  // Not held as asked (wider, other type, other owner): refused, nothing changes.
+  EXPECT_EQ(manager_.Lock(Reclaim(f_, a_, 0, 11)).status, LockStatus::kDeniedGrace);
+  EXPECT_EQ(manager_.Lock(Reclaim(f_, a_, 0, 10, kS)).status, LockStatus::kDeniedGrace);
+  EXPECT_EQ(manager_.Lock(Reclaim(f_, b_, 20, 1)).status, LockStatus::kDeniedGrace);
+  EXPECT_EQ(manager_.Counts().locks, 1u);
+
+  ASSERT_EQ(manager_.Share(Shr(share_a_, ShareAccess::kRead, ShareDeny::kWrite, false)).status,
+            LockStatus::kGranted);
+  EXPECT_EQ(manager_.Share(Shr(share_a_, ShareAccess::kRead, ShareDeny::kWrite, true)).status,
+            LockStatus::kGranted);
+  EXPECT_EQ(manager_.Share(Shr(share_a_, ShareAccess::kRead, ShareDeny::kNone, true)).status,
+            LockStatus::kDeniedGrace);
+}
+
 TEST_F(LockManagerGraceTest, UnlockCancelAndUnshareAreServedDuringGrace) {
   manager_.StartGrace(GraceMode::kClassic);
   manager_.Lock(Reclaim(f_, a_, 0, 10));

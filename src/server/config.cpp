@@ -84,6 +84,27 @@ void LoadNsmTable(const toml::table& table, const std::string& path, Config& con
   }
 }
 
+void LoadNotifyTable(const toml::table& table, const std::string& path, Config& config) {
+  for (auto&& [sub_view, sub] : table) {
+    std::string sub_key = "notify." + std::string(sub_view.str());
+    if (sub_key == "notify.statd_port") {
+      config.notify_statd_port = Integer<uint16_t>(sub, sub_key, 0, 65535);
+    } else if (sub_key == "notify.rpcbind_port") {
+      config.notify_rpcbind_port = Integer<uint16_t>(sub, sub_key, 1, 65535);
+    } else if (sub_key == "notify.timeout") {
+      config.notify_timeout = std::chrono::seconds(Integer<int64_t>(sub, sub_key, 1, 300));
+    } else if (sub_key == "notify.backoff") {
+      config.notify_backoff = std::chrono::seconds(Integer<int64_t>(sub, sub_key, 1, 120));
+    } else if (sub_key == "notify.budget") {
+      config.notify_budget = std::chrono::seconds(Integer<int64_t>(sub, sub_key, 1, 86400));
+    } else if (sub_key == "notify.drop_unreachable") {
+      config.notify_drop_unreachable = Boolean(sub, sub_key);
+    } else {
+      Fail("unknown config key " + sub_key + " in " + path);
+    }
+  }
+}
+
 }  // namespace
 
 bool ParseHostKey(const std::string& text) {
@@ -169,6 +190,14 @@ void LoadConfigFile(const std::string& path, Config& config) {
       config.store = String(node, key);
     } else if (key == "grace") {
       config.grace = std::chrono::seconds(Integer<int64_t>(node, key, 0, 3600));
+    } else if (key == "grace_floor") {
+      config.grace_floor = std::chrono::seconds(Integer<int64_t>(node, key, 0, 3600));
+    } else if (key == "grace_end_early") {
+      config.grace_end_early = Boolean(node, key);
+    } else if (key == "persist_locks") {
+      config.persist_locks = Boolean(node, key);
+    } else if (key == "notify" && node.is_table()) {
+      LoadNotifyTable(*node.as_table(), path, config);
     } else if (key == "nlm" && node.is_table()) {
       for (auto&& [sub_view, sub] : *node.as_table()) {
         std::string sub_key = "nlm." + std::string(sub_view.str());

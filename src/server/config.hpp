@@ -28,6 +28,15 @@ struct Config {
   uint16_t rpcbind_port = 111;             // rpcbind.port / --rpcbind-port
   // grace / --grace: seconds of the grace period after a start; 0 for none.
   std::chrono::seconds grace{90};
+  // grace_floor / --grace-floor: classic grace (incomplete restored table) never ends early
+  // before this long after the last SM_NOTIFY answer: a client retries a reclaim after 5 s.
+  std::chrono::seconds grace_floor{10};
+  // grace_end_early / --grace-end-early: end grace once every restored lock and share was
+  // reclaimed or dropped, instead of at its timer.
+  bool grace_end_early = true;
+  // persist_locks / --persist-locks: write the lock and share table to the store, so that a
+  // restart restores it (fine-grained grace). Off, every restart runs classic grace.
+  bool persist_locks = true;
   // nlm.host_key / --nlm-host-key: "address" (default) or "caller_name".
   bool nlm_key_by_caller_name = false;
   // nlm.granted_callback / --granted-callback: "msg" (GRANTED_MSG, default) or "sync" (GRANTED).
@@ -54,6 +63,15 @@ struct Config {
   // nsm.callback_timeout / --nsm-callback-timeout: seconds, each status callback attempt's
   // total deadline.
   std::chrono::seconds nsm_callback_timeout{5};
+  // notify.* / --notify-*: the restart notification round (nsm::NotifierOptions).
+  uint16_t notify_statd_port = 0;       // every peer's statd port (UDP); 0 asks its rpcbind
+  uint16_t notify_rpcbind_port = 111;   // where peers' portmappers listen
+  std::chrono::seconds notify_timeout{5};    // each attempt's total deadline
+  std::chrono::seconds notify_backoff{2};    // first retry delay; doubles to 120 s
+  std::chrono::seconds notify_budget{900};   // a host is given up this long after the round began
+  // notify.drop_unreachable: a host given up on has its restored locks dropped and the waiters
+  // they blocked served (DESIGN.md "Restart and notification").
+  bool notify_drop_unreachable = true;
   // admin_listen / --admin-listen: the admin HTTP server (metrics, REST API); "off" disables it
   // (admin_enabled false). Port 0 picks a free one.
   bool admin_enabled = true;

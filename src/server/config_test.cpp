@@ -138,6 +138,15 @@ TEST(LoadConfigFile, ShippedConfigFileParsesToTheDefaults) {
   EXPECT_EQ(from_file.max_record_size, defaults.max_record_size);
   EXPECT_EQ(from_file.idle_timeout, defaults.idle_timeout);
   EXPECT_EQ(from_file.grace, defaults.grace);
+  EXPECT_EQ(from_file.grace_floor, defaults.grace_floor);
+  EXPECT_EQ(from_file.grace_end_early, defaults.grace_end_early);
+  EXPECT_EQ(from_file.persist_locks, defaults.persist_locks);
+  EXPECT_EQ(from_file.notify_statd_port, defaults.notify_statd_port);
+  EXPECT_EQ(from_file.notify_rpcbind_port, defaults.notify_rpcbind_port);
+  EXPECT_EQ(from_file.notify_timeout, defaults.notify_timeout);
+  EXPECT_EQ(from_file.notify_backoff, defaults.notify_backoff);
+  EXPECT_EQ(from_file.notify_budget, defaults.notify_budget);
+  EXPECT_EQ(from_file.notify_drop_unreachable, defaults.notify_drop_unreachable);
   EXPECT_EQ(from_file.nlm_key_by_caller_name, defaults.nlm_key_by_caller_name);
   EXPECT_EQ(from_file.nlm_granted_msg, defaults.nlm_granted_msg);
   EXPECT_EQ(from_file.max_hosts, defaults.max_hosts);
@@ -172,6 +181,32 @@ TEST(LoadConfigFile, AdminListenOffDisablesTheAdminServerAndTheTokenIsRead) {
   EXPECT_THROW(LoadConfigFile(path, config), Error);
   std::remove(path.c_str());
   EXPECT_THROW(ParseAdminListen("offf"), Error);
+}
+
+TEST(LoadConfigFile, RecoveryAndNotifyKeysAreReadAndChecked) {
+  Config config;
+  std::string path = WriteTemp(
+      "grace_floor = 3\ngrace_end_early = false\npersist_locks = false\n[notify]\n"
+      "statd_port = 6000\nrpcbind_port = 1111\ntimeout = 2\nbackoff = 1\nbudget = 30\n"
+      "drop_unreachable = false\n");
+  LoadConfigFile(path, config);
+  std::remove(path.c_str());
+  EXPECT_EQ(config.grace_floor, std::chrono::seconds(3));
+  EXPECT_FALSE(config.grace_end_early);
+  EXPECT_FALSE(config.persist_locks);
+  EXPECT_EQ(config.notify_statd_port, 6000);
+  EXPECT_EQ(config.notify_rpcbind_port, 1111);
+  EXPECT_EQ(config.notify_timeout, std::chrono::seconds(2));
+  EXPECT_EQ(config.notify_backoff, std::chrono::seconds(1));
+  EXPECT_EQ(config.notify_budget, std::chrono::seconds(30));
+  EXPECT_FALSE(config.notify_drop_unreachable);
+
+  for (const char* bad : {"[notify]\nbackoff = 0\n", "[notify]\nbudgt = 3\n",
+                          "grace_floor = -1\n", "persist_locks = \"yes\"\n"}) {
+    path = WriteTemp(bad);
+    EXPECT_THROW(LoadConfigFile(path, config), Error) << bad;
+    std::remove(path.c_str());
+  }
 }
 
 }  // namespace

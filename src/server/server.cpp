@@ -1,6 +1,8 @@
 #include "server/server.hpp"
 
+#include <algorithm>
 #include <csignal>
+#include <cstdlib>
 #include <random>
 
 #include <asio/co_spawn.hpp>
@@ -11,6 +13,7 @@
 
 #include "base/error.hpp"
 #include "rpc/use_tuple.hpp"
+#include "server/recovery.hpp"
 #include "store/open_store.hpp"
 
 namespace nlockd::server {
@@ -45,7 +48,13 @@ nlm::NlmOptions NlmOptionsFrom(const Config& config) {
 }
 
 std::unique_ptr<store::Store> OpenConfiguredStore(const Config& config) {
-  auto store = store::OpenStore(config.store, store::StoreOptions{});
+  store::StoreOptions options;
+  options.keeps_lock_table = config.persist_locks;
+  // Tests fake a reboot of the host by changing it (DESIGN.md §5: the store records it).
+  if (const char* boot_id = std::getenv("NLOCKD_BOOT_ID"); boot_id != nullptr) {
+    options.boot_id = boot_id;
+  }
+  auto store = store::OpenStore(config.store, options);
   spdlog::info("store {} opened (previous run {})", config.store,
                store->startup().first_run            ? "none"
                : store->startup().previous_run_clean ? "clean"
@@ -71,6 +80,28 @@ nsm::NsmOptions NsmOptionsFrom(const Config& config) {
   return options;
 }
 
+nsm::NotifierOptions NotifierOptionsFrom(const Config& config) {
+  nsm::NotifierOptions options;
+  options.statd_port = config.notify_statd_port;
+  options.rpcbind_port = config.notify_rpcbind_port;
+  options.attempt_deadline = config.notify_timeout;
+  options.initial_backoff = config.notify_backoff;
+  options.max_backoff = std::max<std::chrono::milliseconds>(options.max_backoff,
+                                                            config.notify_backoff);
+  options.total_budget = config.notify_budget;
+  return options;
+}
+
+GraceControllerOptions GraceOptionsFrom(const Config& config) {
+  GraceControllerOptions options;
+  options.duration = config.grace;
+  options.floor = config.grace_floor;
+  options.end_early = config.grace_end_early;
+  options.persist_locks = config.persist_locks;
+  options.drop_unreachable = config.notify_drop_unreachable;
+  return options;
+}
+
 Config Completed(Config config) {
   if (config.name.empty()) config.name = DefaultServerName();
   return config;
@@ -88,22 +119,33 @@ Server::Server(Config config)
       name_resolver_(io_.get_executor(), kNameLookupDeadline),
       nsm_(io_.get_executor(), *store_, status_caller_, bridge_, NsmOptionsFrom(config_),
            &name_resolver_),
-      notifier_(io_.get_executor(), client_, *store_, clock_, nsm::NotifierOptions{}),
+      notifier_(io_.get_executor(), client_, *store_, clock_, NotifierOptionsFrom(config_)),
       nlm_caller_(client_),
       nlm_(io_.get_executor(), locks_, bridge_, nlm_caller_, NlmOptionsFrom(config_)),
+      grace_(io_.get_executor(), clock_, locks_, *store_,
+             GraceHooks{[this](lock::Grants grants) { nlm_.SendGrants(std::move(grants)); },
+                        [this] { return notifier_.RoundActive(); }},
+             GraceOptionsFrom(config_)),
       call_metrics_(metrics_),
       admin_backend_(AdminBackendParts{io_.get_executor(), clock_, locks_, nsm_, notifier_, nlm_,
                                        bridge_, metrics_, config_.name, config_.nlm_granted_msg}),
       signals_(io_, SIGINT, SIGTERM) {
   bridge_.Attach(nsm_, nlm_);
   nsm_.SetRestartHook(this);
-  notifier_.set_on_answered([](const std::string& mon_name) {
+  if (config_.persist_locks && store_->startup().persistent) {
+    journal_.emplace(locks_, *store_);
+    nlm_.set_journal(&*journal_);
+    grace_.set_journal(&*journal_);
+  }
+  notifier_.set_on_answered([this](const std::string& mon_name) {
     spdlog::info("nsm {} acknowledged our SM_NOTIFY", mon_name);
+    grace_.NotificationAnswered(mon_name);
   });
-  // A host that never answered is not released here: only locks known from before the restart
-  // may be dropped for it, and restoring those is the lock table's recovery (not wired yet).
-  notifier_.set_on_given_up(
-      [](const std::string& mon_name) { spdlog::warn("nsm gave up notifying {}", mon_name); });
+  // Treated as crashed (DESIGN.md §1): only its locks known from before the restart go.
+  notifier_.set_on_given_up([this](const std::string& mon_name) {
+    spdlog::warn("nsm gave up notifying {}", mon_name);
+    grace_.HostUnreachable(mon_name);
+  });
   dispatcher_.SetReplyCache(&reply_cache_);
   dispatcher_.SetObserver([this](const rpc::CallRecord& record) { call_metrics_.Observe(record); });
   RegisterPrograms();
@@ -135,12 +177,9 @@ void Server::Run() {
 
   rpc_server_ = std::make_unique<rpc::Server>(io_.get_executor(), dispatcher_, RpcOptions(config_));
   rpc_server_->Listen(address, config_.listen.port);
-  // With nothing persisted nlockd cannot know which locks existed before: classic grace.
-  if (config_.grace.count() > 0) {
-    locks_.StartGrace(lock::GraceMode::kClassic);
-    spdlog::info("grace period started mode=classic seconds={}", config_.grace.count());
-    asio::co_spawn(io_, GraceTimer(), asio::detached);
-  }
+  // Restored locks are in place and the window open before the first request is read.
+  grace_.Begin(DecideGrace(store_->startup(), loaded, config_.grace), loaded);
+  loaded = {};
   rpc_server_->Start();
   admin_backend_.MarkListening(*rpc_server_);
   // Tests and scripts wait for this line to learn the port (with --listen ADDR:0).
@@ -210,22 +249,12 @@ asio::awaitable<void> Server::RegisterWithRpcbind() {
   co_await rpcbind_.Register(dispatcher_.ProgramVersions(), rpc_server_->port());
 }
 
-asio::awaitable<void> Server::GraceTimer() {
-  asio::steady_timer timer(io_);
-  while (locks_.grace().IsActive() && !stopping_) {
-    timer.expires_after(std::chrono::seconds(1));
-    co_await timer.async_wait(rpc::kUseTuple);
-    lock::DropOutcome dropped = locks_.Tick();
-    nlm_.SendGrants(std::move(dropped.grants));
-  }
-  if (!stopping_) spdlog::info("grace period ended");
-}
-
 asio::awaitable<void> Server::ShutDown() {
   asio::error_code ignored;
   signals_.cancel(ignored);
   // Before the io_context stops: admin calls in flight are answered (or refused) first.
   admin_backend_.Close();
+  grace_.Stop();
   co_await asio::co_spawn(admin_stopper_, StopAdmin(), asio::use_awaitable);
   co_await rpc_server_->Shutdown();
   co_await nlm_.Shutdown();

@@ -26,6 +26,8 @@
 #include "server/admin_backend.hpp"
 #include "server/call_metrics.hpp"
 #include "server/config.hpp"
+#include "server/grace_controller.hpp"
+#include "server/lock_journal_store.hpp"
 #include "server/nsm_bridge.hpp"
 #include "store/store.hpp"
 
@@ -36,9 +38,10 @@ namespace nlockd::server {
 // SIGINT/SIGTERM start a graceful shutdown. The admin HTTP server (when enabled) runs on its own
 // threads from before the store loads until the shutdown begins.
 //
-// Start-up (DESIGN.md §1, "Restart and notification"): open the store, move the NSM state to
-// the next odd number durably, load the registrations, serve, then start the restart
-// notification round (StartNotificationRound) to every monitored host.
+// Start-up (DESIGN.md §1, "Restart and notification"; issue 8): open the store, move the NSM
+// state to the next odd number durably, load the registrations and the lock table, open the
+// grace period the table allows (GraceController: restored locks await their reclaims), serve,
+// then start the restart notification round (StartNotificationRound) to every monitored host.
 class Server final : public nsm::RestartHook {
  public:
   explicit Server(Config config);
@@ -62,8 +65,6 @@ class Server final : public nsm::RestartHook {
   void StartNotificationRound(int32_t state, std::vector<nsm::NotifyTarget> owed);
   void RegisterPrograms();
   asio::awaitable<void> RegisterWithRpcbind();
-  // Ends grace at its timer even when no request arrives to notice.
-  asio::awaitable<void> GraceTimer();
   asio::awaitable<void> ShutDown();
   // Binds the admin HTTP server (config admin_listen) and logs its port.
   void StartAdmin();
@@ -87,6 +88,9 @@ class Server final : public nsm::RestartHook {
   nsm::Notifier notifier_;
   nlm::RpcClientCaller nlm_caller_;
   nlm::NlmService nlm_;
+  // Set when locks are persisted (config persist_locks, on a persistent store).
+  std::optional<StoreLockJournal> journal_;
+  GraceController grace_;
   admin::Metrics metrics_;
   CallMetrics call_metrics_;
   AdminBackend admin_backend_;

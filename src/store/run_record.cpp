@@ -19,7 +19,7 @@ bool IsNodeIdChar(char c) {
 }  // namespace
 
 RunStart BeginRun(const std::optional<RunRecord>& previous, const std::string& boot_id,
-                  const std::string& storage_epoch) {
+                  const std::string& storage_epoch, bool keeps_lock_table) {
   RunStart start;
   start.info.persistent = true;
   start.info.boot_id = boot_id;
@@ -29,7 +29,7 @@ RunStart BeginRun(const std::optional<RunRecord>& previous, const std::string& b
   if (!previous) {
     start.info.first_run = true;
     start.info.lock_table_complete = true;  // a new store held nothing
-    start.record.locks_complete = true;
+    start.record.locks_complete = keeps_lock_table;
     return start;
   }
   // Committed-class writes survive unless the kernel or the database server lost its caches.
@@ -41,7 +41,7 @@ RunStart BeginRun(const std::optional<RunRecord>& previous, const std::string& b
   start.info.state = previous->state;
   start.info.lock_table_complete = complete;
   start.record.state = previous->state;
-  start.record.locks_complete = complete;
+  start.record.locks_complete = complete && keeps_lock_table;
   return start;
 }
 

@@ -32,9 +32,11 @@ struct RunStart {
 
 // Decides, from the previous run's record (none for a new store), what start-up may trust:
 // the lock table is complete unless a run ended uncleanly on an earlier boot or an earlier
-// storage epoch, and it stays incomplete (sticky) until MarkLockTableComplete().
+// storage epoch, and it stays incomplete (sticky) until MarkLockTableComplete(). A run that
+// does not keep the lock table (StoreOptions::keeps_lock_table false) records it incomplete, so
+// that the next start does not trust rows this run left stale.
 RunStart BeginRun(const std::optional<RunRecord>& previous, const std::string& boot_id,
-                  const std::string& storage_epoch);
+                  const std::string& storage_epoch, bool keeps_lock_table = true);
 
 // The first line of the file at path, or "" if it cannot be read (then every unclean start
 // counts as a host crash).

@@ -48,6 +48,14 @@ TEST(BeginRun, DistrustsTheLockTableAfterAnUncleanRunOnAnotherBoot) {
   EXPECT_FALSE(start.record.locks_complete);
 }
 
+TEST(BeginRun, ARunThatDoesNotKeepTheLockTableRecordsItIncomplete) {
+  // This start may still trust what the previous run left; the next one must not.
+  const RunStart start = BeginRun(Previous(true, "b1"), "b1", "", /*keeps_lock_table=*/false);
+  EXPECT_TRUE(start.info.lock_table_complete);
+  EXPECT_FALSE(start.record.locks_complete);
+  EXPECT_FALSE(BeginRun(std::nullopt, "b1", "", false).record.locks_complete);
+}
+
 TEST(BeginRun, DistrustIsStickyUntilMarkedComplete) {
   EXPECT_FALSE(BeginRun(Previous(false, "b1", false), "b1", "").info.lock_table_complete);
   EXPECT_FALSE(BeginRun(Previous(true, "b1", false), "b2", "").info.lock_table_complete);

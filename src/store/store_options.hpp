@@ -27,6 +27,10 @@ struct StoreOptions {
   // The kernel's boot id; empty means read kBootIdPath. Tests inject one to fake a host reboot.
   std::string boot_id;
 
+  // Whether this run writes the lock table (nlockd --persist-locks). false records the table as
+  // incomplete for the next start, whatever the previous run left.
+  bool keeps_lock_table = true;
+
   // The wall clock that stamps registrations and the state history; null means system_clock.
   std::function<std::chrono::system_clock::time_point()> wall_clock;
 

@@ -31,6 +31,15 @@ struct Flags {
   size_t max_record_size = 0;
   int64_t idle_timeout = 0;
   int64_t grace = 0;
+  int64_t grace_floor = 0;
+  bool grace_end_early = true;
+  bool persist_locks = true;
+  uint16_t notify_statd_port = 0;
+  uint16_t notify_rpcbind_port = 0;
+  int64_t notify_timeout = 0;
+  int64_t notify_backoff = 0;
+  int64_t notify_budget = 0;
+  bool notify_drop_unreachable = true;
   std::string nlm_host_key;
   std::string granted_callback;
   size_t max_hosts = 0;
@@ -78,6 +87,37 @@ int main(int argc, char** argv) {
   auto* grace = app.add_option("--grace", flags.grace,
                                "seconds of grace period after a start, for lock reclaims; 0 for "
                                "none (default 90)");
+  auto* grace_floor =
+      app.add_option("--grace-floor", flags.grace_floor,
+                     "seconds after the last SM_NOTIFY answer before a classic grace may end "
+                     "early (default 10)")
+          ->check(CLI::Range(0, 3600));
+  auto* grace_end_early =
+      app.add_option("--grace-end-early", flags.grace_end_early,
+                     "end grace once every restored lock is reclaimed or dropped (default true)");
+  auto* persist_locks =
+      app.add_option("--persist-locks", flags.persist_locks,
+                     "write the lock table to the store so that restarts restore it (default true)");
+  auto* notify_statd_port =
+      app.add_option("--notify-statd-port", flags.notify_statd_port,
+                     "peers' statd UDP port for SM_NOTIFY; 0 asks their rpcbind (default 0)");
+  auto* notify_rpcbind_port = app.add_option("--notify-rpcbind-port", flags.notify_rpcbind_port,
+                                             "peers' portmapper port (default 111)")
+                                  ->check(CLI::Range(1, 65535));
+  auto* notify_timeout = app.add_option("--notify-timeout", flags.notify_timeout,
+                                        "seconds, each SM_NOTIFY attempt's deadline (default 5)")
+                             ->check(CLI::Range(1, 300));
+  auto* notify_backoff =
+      app.add_option("--notify-backoff", flags.notify_backoff,
+                     "seconds before retrying an unanswered host; doubles to 120 (default 2)")
+          ->check(CLI::Range(1, 120));
+  auto* notify_budget =
+      app.add_option("--notify-budget", flags.notify_budget,
+                     "seconds before an unanswered host is given up (default 900)")
+          ->check(CLI::Range(1, 86400));
+  auto* notify_drop_unreachable =
+      app.add_option("--notify-drop-unreachable", flags.notify_drop_unreachable,
+                     "drop the restored locks of a host given up on (default true)");
   auto* nlm_host_key = app.add_option("--nlm-host-key", flags.nlm_host_key,
                                       "what identifies an NLM client host: address (default) or "
                                       "caller_name");
@@ -132,6 +172,15 @@ int main(int argc, char** argv) {
     if (*max_record_size) config.max_record_size = flags.max_record_size;
     if (*idle_timeout) config.idle_timeout = std::chrono::seconds(flags.idle_timeout);
     if (*grace) config.grace = std::chrono::seconds(flags.grace);
+    if (*grace_floor) config.grace_floor = std::chrono::seconds(flags.grace_floor);
+    if (*grace_end_early) config.grace_end_early = flags.grace_end_early;
+    if (*persist_locks) config.persist_locks = flags.persist_locks;
+    if (*notify_statd_port) config.notify_statd_port = flags.notify_statd_port;
+    if (*notify_rpcbind_port) config.notify_rpcbind_port = flags.notify_rpcbind_port;
+    if (*notify_timeout) config.notify_timeout = std::chrono::seconds(flags.notify_timeout);
+    if (*notify_backoff) config.notify_backoff = std::chrono::seconds(flags.notify_backoff);
+    if (*notify_budget) config.notify_budget = std::chrono::seconds(flags.notify_budget);
+    if (*notify_drop_unreachable) config.notify_drop_unreachable = flags.notify_drop_unreachable;
     if (*nlm_host_key) {
       config.nlm_key_by_caller_name = nlockd::server::ParseHostKey(flags.nlm_host_key);
     }

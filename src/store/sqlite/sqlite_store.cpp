@@ -210,7 +210,7 @@ void SqliteStore::RecordRun(SqliteDb& db) {
       previous = DecodeRunRecord(read);
     }
   }
-  const RunStart start = BeginRun(previous, CurrentBootId(options_), "");
+  const RunStart start = BeginRun(previous, CurrentBootId(options_), "", options_.keeps_lock_table);
   {
     const std::vector<SqlValue> params{SqlValue::Text(options_.node_id),
                                        SqlValue::Int64(start.record.state),

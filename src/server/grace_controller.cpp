@@ -1,0 +1,211 @@
+#include "server/grace_controller.hpp"
+
+#include <set>
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <spdlog/spdlog.h>
+
+#include "nsm/registry.hpp"
+#include "rpc/use_tuple.hpp"
+#include "server/lock_journal_store.hpp"
+#include "store/async_write.hpp"
+
+namespace nlockd::server {
+
+namespace {
+
+std::string_view KindName(GracePlan::Kind kind) {
+  switch (kind) {
+    case GracePlan::Kind::kNone:
+      return "none";
+    case GracePlan::Kind::kClassic:
+      return "classic";
+    case GracePlan::Kind::kFineGrained:
+      return "fine-grained";
+  }
+  return "?";
+}
+
+double SecondsSince(const Clock& clock, Clock::time_point since) {
+  return std::chrono::duration<double>(clock.Now() - since).count();
+}
+
+}  // namespace
+
+GraceController::GraceController(asio::any_io_executor executor, const Clock& clock,
+                                 lock::LockManager& locks, store::Store& store,
+                                 GraceHooks hooks, GraceControllerOptions options)
+    : executor_(std::move(executor)),
+      clock_(clock),
+      locks_(locks),
+      store_(store),
+      hooks_(std::move(hooks)),
+      options_(options) {}
+
+void GraceController::Begin(const GracePlan& plan, const store::LoadedState& loaded) {
+  plan_ = plan;
+  started_ = clock_.Now();
+  last_notify_event_ = started_;
+  const std::optional<lock::GraceMode> mode = plan.mode();
+  if (!mode) {
+    spdlog::info("grace period none reason=\"{}\"", plan.reason);
+    std::set<std::string> hosts;
+    for (const auto& row : loaded.locks) hosts.insert(row.host);
+    for (const auto& row : loaded.shares) hosts.insert(row.host);
+    asio::co_spawn(executor_, ClearStaleTable({hosts.begin(), hosts.end()}), asio::detached);
+    return;
+  }
+  locks_.StartGrace(*mode, options_.duration);
+  const std::vector<lock::RestoredLock> restored_locks = ToRestoredLocks(loaded.locks);
+  const std::vector<lock::RestoredShare> restored_shares = ToRestoredShares(loaded.shares);
+  lock::LoadOutcome load = locks_.LoadRestored(restored_locks, restored_shares);
+  if (journal_ != nullptr) {
+    // Every persisted row, installed or not: settling rewrites each from what its owner holds,
+    // which also removes rows that were rejected as conflicting.
+    for (const auto& lock : restored_locks) journal_->RememberRestoredLock(lock.file, lock.owner);
+    for (const auto& share : restored_shares) {
+      journal_->RememberRestoredShare(share.file, share.owner);
+    }
+  }
+  if (load.rejected > 0) {
+    spdlog::warn("restore: {} persisted records conflicted with others and were skipped",
+                 load.rejected);
+  }
+  hooks_.send_grants(std::move(load.grants));
+  DropUnmonitored(loaded);
+  expected_ = locks_.AwaitingReclaimCount();
+  spdlog::info(
+      "grace period started mode={} seconds={} restored_locks={} restored_shares={} "
+      "awaiting={} reason=\"{}\"",
+      KindName(plan.kind), options_.duration.count(), load.locks, load.shares, expected_,
+      plan.reason);
+  timer_.emplace(executor_);
+  asio::co_spawn(executor_, Watch(), asio::detached);
+}
+
+void GraceController::DropUnmonitored(const store::LoadedState& loaded) {
+  std::set<std::string> monitored;
+  for (const auto& registration : loaded.registrations) {
+    monitored.insert(nsm::FoldName(registration.mon_name));
+  }
+  std::set<std::string> unmonitored;
+  for (const auto& row : loaded.locks) {
+    if (!monitored.contains(nsm::FoldName(row.host))) unmonitored.insert(row.host);
+  }
+  for (const auto& row : loaded.shares) {
+    if (!monitored.contains(nsm::FoldName(row.host))) unmonitored.insert(row.host);
+  }
+  // Nobody will tell these hosts to reclaim (NM_LOCK and shares take no monitor), as with
+  // Linux lockd, whose unmonitored locks do not survive a restart.
+  for (const std::string& host : unmonitored) {
+    lock::DropOutcome dropped = locks_.DropRestored(lock::HostId(host));
+    spdlog::info("restore: host {} is not monitored; dropped its {} locks and {} shares", host,
+                 dropped.locks, dropped.shares);
+    CountDropped(dropped);
+  }
+}
+
+void GraceController::CountDropped(lock::DropOutcome& dropped) {
+  dropped_ += dropped.locks + dropped.shares;
+  hooks_.send_grants(std::move(dropped.grants));
+}
+
+void GraceController::NotificationAnswered(const std::string& /*mon_name*/) {
+  last_notify_event_ = clock_.Now();
+}
+
+void GraceController::HostUnreachable(const std::string& mon_name) {
+  last_notify_event_ = clock_.Now();
+  if (!options_.drop_unreachable || !locks_.grace().IsActive()) return;
+  lock::HostId host(mon_name);
+  lock::DropOutcome dropped = locks_.DropRestored(host);
+  if (dropped.locks + dropped.shares == 0) return;
+  spdlog::warn("grace: host {} never answered SM_NOTIFY; dropped its {} restored locks and {} "
+               "shares, serving {} waiters",
+               mon_name, dropped.locks, dropped.shares, dropped.grants.size());
+  CountDropped(dropped);
+  if (journal_ == nullptr) return;
+  asio::co_spawn(
+      executor_,
+      [this, host]() -> asio::awaitable<void> { co_await journal_->SettleRestored(host); },
+      asio::detached);
+}
+
+bool GraceController::MayEndEarly() const {
+  if (!options_.end_early || locks_.AwaitingReclaimCount() > 0) return false;
+  if (plan_.kind == GracePlan::Kind::kFineGrained) return true;
+  // Classic: reclaims of locks the store never saw may still come. Wait for every host to
+  // answer (or be given up) and for the floor past the last answer, so that a client's
+  // retried reclaim gets in; with the memory store nobody was notified, so run the window out.
+  if (!store_.startup().persistent || hooks_.notifications_in_progress()) return false;
+  return clock_.Now() >= last_notify_event_ + options_.floor;
+}
+
+void GraceController::Stop() {
+  stopped_ = true;
+  if (timer_) timer_->cancel();
+}
+
+asio::awaitable<void> GraceController::Watch() {
+  while (!stopped_) {
+    timer_->expires_after(options_.tick);
+    co_await timer_->async_wait(rpc::kUseTuple);
+    if (stopped_) co_return;
+    // Ends the window if its time ran out (a request may have noticed first).
+    lock::DropOutcome dropped = locks_.Tick();
+    CountDropped(dropped);
+    if (locks_.grace().IsActive() && MayEndEarly()) {
+      dropped = locks_.EndGrace(lock::GraceEndReason::kAllReclaimed);
+      CountDropped(dropped);
+    }
+    if (!locks_.grace().IsActive()) break;
+  }
+  if (stopped_) co_return;
+  co_await Finish();
+}
+
+asio::awaitable<void> GraceController::Finish() {
+  const auto reason = locks_.grace().last_end_reason();
+  // The admin API ends grace on the LockManager directly; what it dropped is counted here as
+  // whatever neither a reclaim nor this controller accounted for.
+  const uint64_t reclaimed = expected_ > dropped_ ? expected_ - dropped_ : 0;
+  spdlog::info("grace period ended reason={} reclaimed={} dropped={} seconds={:.3f}",
+               reason ? lock::ToString(*reason) : "unknown", reclaimed, dropped_,
+               SecondsSince(clock_, started_));
+  if (journal_ == nullptr) co_return;
+  if (!co_await journal_->SettleRestored()) co_return;
+  if (options_.persist_locks && co_await MarkComplete()) {
+    spdlog::info("lock table complete: restored rows settled");
+  }
+}
+
+asio::awaitable<void> GraceController::ClearStaleTable(std::vector<std::string> hosts) {
+  if (!options_.persist_locks) co_return;
+  std::vector<store::Write> writes;
+  for (std::string& host : hosts) {
+    writes.push_back(
+        [this, host = std::move(host)](store::Done done) { store_.ReleaseHost(host, done); });
+  }
+  auto [error] = co_await store::AsyncWrite(std::move(writes), rpc::kUseTuple);
+  if (error) {
+    spdlog::error("cannot clear the stale lock table; the next start will run classic grace");
+    co_return;
+  }
+  co_await MarkComplete();
+}
+
+asio::awaitable<bool> GraceController::MarkComplete() {
+  // This run's record already says complete (the store copies it from the previous run).
+  if (store_.startup().lock_table_complete) co_return true;
+  std::vector<store::Write> writes;
+  writes.push_back([this](store::Done done) { store_.MarkLockTableComplete(std::move(done)); });
+  auto [error] = co_await store::AsyncWrite(std::move(writes), rpc::kUseTuple);
+  if (error) {
+    spdlog::error("cannot mark the lock table complete; the next start will run classic grace");
+    co_return false;
+  }
+  co_return true;
+}
+
+}  // namespace nlockd::server

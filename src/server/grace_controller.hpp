@@ -1,0 +1,108 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include <asio/any_io_executor.hpp>
+#include <asio/awaitable.hpp>
+#include <asio/steady_timer.hpp>
+
+#include "base/clock.hpp"
+#include "lock/lock_manager.hpp"
+#include "server/recovery.hpp"
+#include "store/store.hpp"
+
+namespace nlockd::server {
+
+class StoreLockJournal;
+
+struct GraceControllerOptions {
+  // The window (config grace); the plan decides whether there is one.
+  std::chrono::seconds duration{90};
+  // Classic grace ends early only this long after the last notification answer (or give-up).
+  std::chrono::seconds floor{10};
+  bool end_early = true;
+  // The lock table is written to the store: once grace is over it is marked complete.
+  bool persist_locks = true;
+  // A host the notifier gave up on loses its restored locks at once.
+  bool drop_unreachable = true;
+  // How often the window is checked (timer end, early end).
+  std::chrono::milliseconds tick{100};
+};
+
+// What the controller needs of NLM and the notifier (server/ wires them; tests fake them).
+struct GraceHooks {
+  // Journals and sends the callbacks of grants made by dropping restored state.
+  std::function<void(lock::Grants)> send_grants;
+  // Whether the restart notification round still has hosts to answer or give up.
+  std::function<bool()> notifications_in_progress;
+};
+
+// The grace period of one start-up, from the restored table to the store marked complete
+// (DESIGN.md §1 "Grace period", issue 8 steps 2, 5 and 6). Runs on the lock executor.
+//
+// Begin() installs the persisted locks and shares as expected reclaims and opens the window the
+// plan chose; a watcher then ends it at its timer or early (fine-grained: once nothing awaits a
+// reclaim; classic: also once the notification round is over and `floor` has passed since its
+// last answer, never with the memory store, whose clients were never told). However it ends
+// (timer, early, the admin API ending it on the LockManager), the watcher drops what was not
+// reclaimed, serves the waiters that frees, rewrites the restored owners' rows from what they
+// hold now, and marks the store's lock table complete.
+class GraceController {
+ public:
+  GraceController(asio::any_io_executor executor, const Clock& clock, lock::LockManager& locks,
+                  store::Store& store, GraceHooks hooks, GraceControllerOptions options);
+
+  // The journal whose restored rows are settled when grace ends; null when locks are not
+  // persisted. Set before Begin().
+  void set_journal(StoreLockJournal* journal) { journal_ = journal; }
+
+  // Start-up: applies `plan` to the loaded table. REQUIRES: called once, before serving.
+  void Begin(const GracePlan& plan, const store::LoadedState& loaded);
+
+  // The notifier's per-host outcomes (classic grace waits for the last one; an unreachable host
+  // loses its restored locks when drop_unreachable).
+  void NotificationAnswered(const std::string& mon_name);
+  void HostUnreachable(const std::string& mon_name);
+
+  // Stops the watcher (shutdown). Grace is left as it is: the store keeps the restored rows.
+  void Stop();
+
+  const GracePlan& plan() const { return plan_; }
+  // Restored locks and shares dropped unreclaimed (timer, unreachable or unmonitored host).
+  uint64_t dropped() const { return dropped_; }
+
+ private:
+  asio::awaitable<void> Watch();
+  bool MayEndEarly() const;
+  // Drops restored state of hosts nobody will notify (not monitored: NM_LOCK locks).
+  void DropUnmonitored(const store::LoadedState& loaded);
+  void CountDropped(lock::DropOutcome& dropped);
+  // After grace: settles restored rows and marks the lock table complete.
+  asio::awaitable<void> Finish();
+  // Grace "none": the persisted rows are stale; clear them and mark the table complete.
+  asio::awaitable<void> ClearStaleTable(std::vector<std::string> hosts);
+  asio::awaitable<bool> MarkComplete();
+
+  asio::any_io_executor executor_;
+  const Clock& clock_;
+  lock::LockManager& locks_;
+  store::Store& store_;
+  GraceHooks hooks_;
+  GraceControllerOptions options_;
+  StoreLockJournal* journal_ = nullptr;
+
+  GracePlan plan_{GracePlan::Kind::kNone, "not started"};
+  Clock::time_point started_{};
+  // Last notification answer or give-up; the classic floor counts from it.
+  Clock::time_point last_notify_event_{};
+  size_t expected_ = 0;
+  uint64_t dropped_ = 0;
+  bool stopped_ = false;
+  std::optional<asio::steady_timer> timer_;
+};
+
+}  // namespace nlockd::server

@@ -1,0 +1,271 @@
+// GraceController: the start-up grace period over a real LockManager and store (memory, and a
+// SQLite file where the store's own completeness record matters). Time is a ManualClock; the
+// controller's watcher ticks every millisecond of real time.
+
+#include "server/grace_controller.hpp"
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <memory>
+
+#include <unistd.h>
+
+#include <asio/io_context.hpp>
+#include <gtest/gtest.h>
+
+#include "base/clock.hpp"
+#include "server/lock_journal_store.hpp"
+#include "store/open_store.hpp"
+#include "testutil/run_coroutine.hpp"
+
+namespace nlockd::server {
+namespace {
+
+using lock::LockStatus;
+using lock::LockType;
+using nlm::JournalEntry;
+using std::chrono::seconds;
+
+lock::LockRequest Request(const lock::FileKey& file, const lock::LockOwner& owner,
+                          uint64_t offset, uint64_t length, bool reclaim = false) {
+  lock::LockRequest request;
+  request.file = file;
+  request.owner = owner;
+  request.offset = offset;
+  request.length = length;
+  request.type = LockType::kExclusive;
+  request.reclaim = reclaim;
+  return request;
+}
+
+store::Registration Monitored(const std::string& mon_name) {
+  store::Registration registration;
+  registration.mon_name = mon_name;
+  registration.my_id = store::MyId{"nlockd-nlm", 0, 0, 0};
+  return registration;
+}
+
+class GraceControllerTest : public ::testing::Test {
+ protected:
+  // Before the "crash": a holds f [0,10) and [20,30), b holds g [0,10); all journaled.
+  void PersistPreCrashTable() {
+    ManualClock before_clock;
+    lock::LockManager before{before_clock};
+    StoreLockJournal journal{before, *store_};
+    ASSERT_EQ(before.Lock(Request(f_, a_, 0, 10)).status, LockStatus::kGranted);
+    ASSERT_EQ(before.Lock(Request(f_, a_, 20, 10)).status, LockStatus::kGranted);
+    ASSERT_EQ(before.Lock(Request(g_, b_, 0, 10)).status, LockStatus::kGranted);
+    ASSERT_TRUE(testutil::RunCoroutine(
+        io_, journal.Record({JournalEntry::Locks(f_, a_), JournalEntry::Locks(g_, b_)})));
+  }
+
+  store::LoadedState Loaded(std::vector<std::string> monitored) {
+    store::LoadedState loaded = store_->LoadAll();
+    for (const auto& name : monitored) loaded.registrations.push_back(Monitored(name));
+    return loaded;
+  }
+
+  void Begin(GracePlan::Kind kind, std::vector<std::string> monitored = {"10.0.0.1",
+                                                                         "10.0.0.2"}) {
+    controller_.set_journal(&journal_);
+    controller_.Begin(GracePlan{kind, "test"}, Loaded(std::move(monitored)));
+  }
+
+  // Runs the executor (the watcher ticks every ms) until `done` or 5 s of real time.
+  bool RunUntil(const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + seconds(5);
+    while (!done() && std::chrono::steady_clock::now() < deadline) {
+      io_.restart();
+      io_.run_for(std::chrono::milliseconds(5));
+    }
+    return done();
+  }
+  void RunFor(std::chrono::milliseconds real) {
+    io_.restart();
+    io_.run_for(real);
+  }
+
+  size_t PersistedLocksOf(const std::string& host) {
+    size_t count = 0;
+    for (const auto& row : store_->LoadAll().locks) count += row.host == host ? 1u : 0u;
+    return count;
+  }
+
+  static GraceControllerOptions Options() {
+    GraceControllerOptions options;
+    options.duration = seconds(90);
+    options.floor = seconds(10);
+    options.tick = std::chrono::milliseconds(1);
+    return options;
+  }
+
+  asio::io_context io_;
+  ManualClock clock_;
+  lock::LockManager locks_{clock_};
+  std::unique_ptr<store::Store> store_ = store::OpenStore("memory:", store::StoreOptions{});
+  StoreLockJournal journal_{locks_, *store_};
+  lock::Grants grants_sent_;
+  bool round_active_ = false;
+  GraceController controller_{
+      io_.get_executor(), clock_, locks_, *store_,
+      GraceHooks{[this](lock::Grants grants) {
+                   grants_sent_.insert(grants_sent_.end(), grants.begin(), grants.end());
+                 },
+                 [this] { return round_active_; }},
+      Options()};
+  const lock::FileKey f_{"fh1"};
+  const lock::FileKey g_{"fh2"};
+  const lock::LockOwner a_{lock::HostId("10.0.0.1"), 7, lock::OwnerHandle("7@a")};
+  const lock::LockOwner b_{lock::HostId("10.0.0.2"), 9, lock::OwnerHandle("9@b")};
+  const lock::LockOwner c_{lock::HostId("10.0.0.3"), 1, lock::OwnerHandle("1@c")};
+};
+
+TEST_F(GraceControllerTest, FineGrainedGraceEndsOnceEveryRestoredLockIsReclaimed) {
+  PersistPreCrashTable();
+  Begin(GracePlan::Kind::kFineGrained);
+  ASSERT_TRUE(locks_.grace().IsActive());
+  EXPECT_EQ(locks_.AwaitingReclaimCount(), 3u);
+  // Unrelated work is served at once; a restored range is not.
+  EXPECT_EQ(locks_.Lock(Request(g_, c_, 100, 1)).status, LockStatus::kGranted);
+  EXPECT_EQ(locks_.Lock(Request(f_, c_, 5, 1)).status, LockStatus::kDeniedGrace);
+
+  EXPECT_EQ(locks_.Lock(Request(f_, a_, 0, 10, true)).status, LockStatus::kGranted);
+  EXPECT_EQ(locks_.Lock(Request(f_, a_, 20, 10, true)).status, LockStatus::kGranted);
+  RunFor(std::chrono::milliseconds(20));
+  EXPECT_TRUE(locks_.grace().IsActive()) << "b has not reclaimed yet";
+
+  EXPECT_EQ(locks_.Lock(Request(g_, b_, 0, 10, true)).status, LockStatus::kGranted);
+  ASSERT_TRUE(RunUntil([&] { return !locks_.grace().IsActive(); }));
+  EXPECT_EQ(locks_.grace().last_end_reason(), lock::GraceEndReason::kAllReclaimed);
+  EXPECT_EQ(controller_.dropped(), 0u);
+  // The reclaimed table is what was persisted before the crash.
+  ASSERT_TRUE(RunUntil([&] { return journal_.restored_pending() == 0; }));
+  EXPECT_EQ(PersistedLocksOf("10.0.0.1"), 2u);
+  EXPECT_EQ(PersistedLocksOf("10.0.0.2"), 1u);
+}
+
+TEST_F(GraceControllerTest, TheTimerDropsWhatWasNotReclaimedAndServesItsWaiters) {
+  PersistPreCrashTable();
+  Begin(GracePlan::Kind::kFineGrained);
+  EXPECT_EQ(locks_.Lock(Request(f_, a_, 0, 10, true)).status, LockStatus::kGranted);
+  // c reclaims (blocking) a range b still awaits: it waits for b.
+  lock::LockRequest blocked = Request(g_, c_, 5, 1, true);
+  blocked.block = true;
+  ASSERT_EQ(locks_.Lock(blocked).status, LockStatus::kBlocked);
+
+  clock_.Advance(seconds(91));
+  ASSERT_TRUE(RunUntil([&] { return locks_.grace().last_end_reason().has_value(); }));
+  EXPECT_EQ(locks_.grace().last_end_reason(), lock::GraceEndReason::kTimer);
+  EXPECT_EQ(controller_.dropped(), 2u);  // a's [20,30) and b's lock
+  ASSERT_EQ(grants_sent_.size(), 1u);
+  // Settled: the dropped rows are gone from the store, the reclaimed one stays.
+  ASSERT_TRUE(RunUntil([&] { return PersistedLocksOf("10.0.0.2") == 0; }));
+  EXPECT_EQ(PersistedLocksOf("10.0.0.1"), 1u);
+}
+
+TEST_F(GraceControllerTest, AnUnreachableHostLosesOnlyItsRestoredLocks) {
+  PersistPreCrashTable();
+  Begin(GracePlan::Kind::kFineGrained);
+  controller_.HostUnreachable("10.0.0.2");
+  EXPECT_EQ(locks_.AwaitingReclaimCount(), 2u);
+  EXPECT_EQ(locks_.Lock(Request(g_, c_, 0, 10)).status, LockStatus::kGranted);
+  ASSERT_TRUE(RunUntil([&] { return PersistedLocksOf("10.0.0.2") == 0; }));
+  EXPECT_EQ(PersistedLocksOf("10.0.0.1"), 2u);
+  EXPECT_TRUE(locks_.grace().IsActive());
+}
+
+TEST_F(GraceControllerTest, HostsNobodyMonitorsAreNotAwaited) {
+  PersistPreCrashTable();
+  // b was never monitored (NM_LOCK): nobody will tell it to reclaim.
+  Begin(GracePlan::Kind::kFineGrained, {"10.0.0.1"});
+  EXPECT_EQ(locks_.AwaitingReclaimCount(), 2u);
+  EXPECT_EQ(controller_.dropped(), 1u);
+}
+
+TEST_F(GraceControllerTest, NoGraceClearsTheStaleTable) {
+  PersistPreCrashTable();
+  Begin(GracePlan::Kind::kNone);
+  EXPECT_FALSE(locks_.grace().IsActive());
+  EXPECT_EQ(locks_.Counts().locks, 0u);
+  ASSERT_TRUE(RunUntil([&] { return store_->LoadAll().locks.empty(); }));
+}
+
+// Classic grace over a SQLite file whose previous run ended on another boot.
+class ClassicGraceControllerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("nlockd-grace-test-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    uri_ = "sqlite:" + (dir_ / "nlockd.db").string();
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::unique_ptr<store::Store> Open(const std::string& boot_id) {
+    store::StoreOptions options;
+    options.boot_id = boot_id;
+    return store::OpenStore(uri_, options);
+  }
+
+  std::filesystem::path dir_;
+  std::string uri_;
+};
+
+TEST_F(ClassicGraceControllerTest, EndsEarlyOnlyAfterTheNotificationsAndTheFloor) {
+  asio::io_context io;
+  const lock::FileKey f{"fh1"};
+  const lock::LockOwner a{lock::HostId("10.0.0.1"), 7, lock::OwnerHandle("7@a")};
+  {
+    auto store = Open("boot-1");
+    ManualClock clock;
+    lock::LockManager before{clock};
+    StoreLockJournal journal{before, *store};
+    ASSERT_EQ(before.Lock(Request(f, a, 0, 10)).status, LockStatus::kGranted);
+    ASSERT_TRUE(testutil::RunCoroutine(io, journal.Record({JournalEntry::Locks(f, a)})));
+    store->PutRegistration(Monitored("10.0.0.1"), [](std::exception_ptr) {});
+  }  // No clean shutdown: a crash.
+
+  auto store = Open("boot-2");  // The host rebooted: the table may be incomplete.
+  ASSERT_FALSE(store->startup().lock_table_complete);
+  ManualClock clock;
+  lock::LockManager locks{clock};
+  StoreLockJournal journal{locks, *store};
+  bool round_active = true;
+  GraceControllerOptions options;
+  options.floor = seconds(10);
+  options.tick = std::chrono::milliseconds(1);
+  GraceController controller(io.get_executor(), clock, locks, *store,
+                             GraceHooks{[](lock::Grants) {}, [&] { return round_active; }},
+                             options);
+  controller.set_journal(&journal);
+  store::LoadedState loaded = store->LoadAll();
+  ASSERT_EQ(loaded.locks.size(), 1u);
+  controller.Begin(DecideGrace(store->startup(), loaded, seconds(90)), loaded);
+  ASSERT_EQ(locks.grace().mode(), lock::GraceMode::kClassic);
+  auto run = [&](int ms) {
+    io.restart();
+    io.run_for(std::chrono::milliseconds(ms));
+  };
+
+  ASSERT_EQ(locks.Lock(Request(f, a, 0, 10, true)).status, LockStatus::kGranted);
+  run(20);
+  EXPECT_TRUE(locks.grace().IsActive()) << "notifications are still being retried";
+  round_active = false;
+  controller.NotificationAnswered("10.0.0.1");
+  clock.Advance(seconds(9));
+  run(20);
+  EXPECT_TRUE(locks.grace().IsActive()) << "the floor has not passed";
+  clock.Advance(seconds(2));
+  for (int i = 0; i < 500 && locks.grace().IsActive(); ++i) run(5);
+  EXPECT_FALSE(locks.grace().IsActive());
+  EXPECT_EQ(locks.grace().last_end_reason(), lock::GraceEndReason::kAllReclaimed);
+  for (int i = 0; i < 500 && journal.restored_pending() > 0; ++i) run(5);
+  run(50);  // MarkLockTableComplete follows the settle.
+  store.reset();
+  // The next start trusts the table again (process crash on the same boot).
+  EXPECT_TRUE(Open("boot-2")->startup().lock_table_complete);
+}
+
+}  // namespace
+}  // namespace nlockd::server
