@@ -58,9 +58,18 @@ TEST(RecoveryGrace, AHostThatNeverAnswersLosesItsRestoredLocksAfterItsRetries) {
   EXPECT_EQ(NewcomerLocks(nlockd->port(), NewcomerLock("file-1"), /*block=*/true),
             "stat=denied_grace_period");
 
-  auto ended = WaitForLog(*nlockd, std::regex(R"(grace period ended reason=(\S+))"), kWait);
+  EXPECT_TRUE(WaitForLog(*nlockd,
+                         std::regex("host " + silent +
+                                    " never answered SM_NOTIFY; dropped its 2 restored locks"),
+                         kWait))
+      << nlockd->process().output();
+  auto ended = WaitForLog(
+      *nlockd, std::regex(R"(grace period ended reason=(\S+) reclaimed=(\d+) dropped=(\d+))"),
+      kWait);
   ASSERT_TRUE(ended) << nlockd->process().output();
   EXPECT_EQ((*ended)[1], "all-reclaimed");
+  EXPECT_EQ((*ended)[2], "2");
+  EXPECT_EQ((*ended)[3], "2");
   EXPECT_GE(std::chrono::steady_clock::now() - restarted, std::chrono::seconds(2))
       << "grace ended before host 1's budget was spent";
   EXPECT_GE(peers.Attempts(silent), 2u) << "host 1 was not retried";
