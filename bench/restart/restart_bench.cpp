@@ -134,7 +134,7 @@ struct Options {
   uint16_t port = 40450;
   uint16_t statd_port = 40460;
   int grace = 90;
-  size_t workers = 4;
+  size_t workers = 64;
 };
 
 std::vector<NlmHost::Lock> LocksOf(size_t host, size_t locks) {
@@ -290,8 +290,8 @@ int main(int argc, char** argv) {
   app.add_option("--port", o.port, "nlockd's port (default 40450)");
   app.add_option("--statd-port", o.statd_port, "the hosts' status monitor port (default 40460)");
   app.add_option("--grace", o.grace, "nlockd --grace (default 90)")->check(CLI::Range(1, 3600));
-  app.add_option("--workers", o.workers, "reclaiming threads (default 4)")
-      ->check(CLI::Range(1, 64));
+  app.add_option("--workers", o.workers, "hosts locking or reclaiming at once (default 64)")
+      ->check(CLI::Range(1, 1000));
   CLI11_PARSE(app, argc, argv);
   try {
     return nlockd::bench::Run(o);
