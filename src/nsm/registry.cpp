@@ -125,6 +125,11 @@ void Registry::SetPeerState(const std::string& mon_name, int32_t state) {
   }
 }
 
+int32_t Registry::StateOf(const std::string& mon_name) const {
+  auto peer = peers_.find(FoldName(mon_name));
+  return peer == peers_.end() ? 0 : peer->second.state.value_or(0);
+}
+
 Registry::Peer Registry::View(const PeerState& peer) const {
   Peer view{peer.name, peer.addresses, peer.state, {}};
   for (const auto& key : peer.registrations) view.registrations.push_back(&registrations_.at(key));

@@ -46,6 +46,8 @@ class Registry {
   void AddPeerAddress(const std::string& mon_name, const std::string& address);
   // The peer's last known NSM state (0 and unknown are the same: "no state seen").
   void SetPeerState(const std::string& mon_name, int32_t state);
+  // 0 when none was seen, or no peer has that name.
+  int32_t StateOf(const std::string& mon_name) const;
 
   struct Peer {
     std::string name;                 // mon_name as first registered

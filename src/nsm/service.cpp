@@ -2,6 +2,8 @@
 // before it, and every file must pick the same one (a mismatch aborts under ASan).
 #include "nsm/service.hpp"
 
+#include <map>
+
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/post.hpp>
@@ -10,6 +12,7 @@
 
 #include "rpc/address.hpp"
 #include "rpc/use_tuple.hpp"
+#include "store/async_write.hpp"
 
 namespace nlockd::nsm {
 
@@ -23,21 +26,6 @@ const char* ProcedureName(SmProc procedure) {
 
 store::MyId ToStore(const my_id& id) {
   return store::MyId{id.my_name, id.my_prog, id.my_vers, id.my_proc};
-}
-
-// Waits for a store write's Done, which runs on the store's writer thread (or inline, for the
-// memory store): the result is posted back to the awaiting coroutine's executor.
-template <typename Token>
-auto AsyncPersist(std::function<void(store::Done)> write, Token&& token) {
-  return asio::async_initiate<Token, void(std::exception_ptr)>(
-      [](auto handler, std::function<void(store::Done)> submit) {
-        auto executor = asio::get_associated_executor(handler);
-        auto shared = std::make_shared<decltype(handler)>(std::move(handler));
-        submit([shared, executor](std::exception_ptr error) {
-          asio::post(executor, [shared, error]() mutable { (*shared)(error); });
-        });
-      },
-      token, std::move(write));
 }
 
 // Runs the blocking BumpState on `pool` and hands the new state (or the failure) back.
@@ -96,6 +84,17 @@ NsmService::~NsmService() { worker_.join(); }
 void NsmService::Load(int32_t state, const std::vector<store::Registration>& registrations) {
   state_ = state;
   registry_.Clear();
+  // Each peer's newest persisted state (its registrations may have been written at different
+  // times), so that a replayed SM_NOTIFY is still recognised after a restart.
+  std::map<std::string, int32_t> peer_states;
+  for (const auto& registration : registrations) {
+    if (registration.peer_state == 0) continue;
+    auto [known, added] =
+        peer_states.try_emplace(registration.mon_name, registration.peer_state);
+    if (!added && StateIsNewer(registration.peer_state, known->second)) {
+      known->second = registration.peer_state;
+    }
+  }
   for (const auto& registration : registrations) {
     if (registry_.Put(registration) == Registry::PutResult::kFull) {
       spdlog::warn("nsm registration limit {} reached while loading; {} dropped from memory",
@@ -106,6 +105,10 @@ void NsmService::Load(int32_t state, const std::vector<store::Registration>& reg
     if (IsLocalNlmId(registration.my_id)) {
       registry_.AddPeerAddress(registration.mon_name, registration.source_address);
     }
+  }
+  for (const auto& [mon_name, peer_state] : peer_states) {
+    const int32_t known = registry_.StateOf(mon_name);
+    if (known == 0 || StateIsNewer(peer_state, known)) registry_.SetPeerState(mon_name, peer_state);
   }
   spdlog::info("nsm state={} registrations={} hosts={}", state_, registry_.size(),
                registry_.peer_count());
@@ -140,11 +143,16 @@ bool NsmService::Valid(const std::string& mon_name, const my_id& id, std::string
 }
 
 asio::awaitable<std::exception_ptr> NsmService::Persist(std::function<void(store::Done)> write) {
-  auto [error] = co_await AsyncPersist(std::move(write), rpc::kUseTuple);
+  std::vector<store::Write> writes{std::move(write)};
+  auto [error] = co_await store::AsyncWrite(std::move(writes), rpc::kUseTuple);
   co_return error;
 }
 
 asio::awaitable<bool> NsmService::PutRegistration(store::Registration registration) {
+  // The row carries what is known of its peer, so that an update does not forget it.
+  if (registration.peer_state == 0) {
+    registration.peer_state = registry_.StateOf(registration.mon_name);
+  }
   std::optional<store::Registration> before;
   if (const auto* existing = registry_.Find(registration.mon_name, registration.my_id)) {
     before = *existing;
@@ -357,6 +365,7 @@ void NsmService::HostRebooted(const Registry::Peer& peer, const stat_chge& args,
                            StatusCallback{registration->mon_name, args.state, registration->priv});
   }
   registry_.SetPeerState(peer.name, args.state);
+  PersistPeerState(peer, args.state);
   for (auto& [target, body] : callbacks) {
     if (IsLocalNlmId(target)) {
       ++stats_.callbacks_local;
@@ -373,6 +382,18 @@ void NsmService::HostRebooted(const Registry::Peer& peer, const stat_chge& args,
     if (!pass) return;  // Shutting down.
     asio::co_spawn(executor_, SendCallback(std::move(target), std::move(body), std::move(*pass)),
                    asio::detached);
+  }
+}
+
+void NsmService::PersistPeerState(const Registry::Peer& peer, int32_t state) {
+  // Not awaited: the host's state is released either way; a lost write only means a replay of
+  // this notification after a restart is taken as news (the source address is still checked).
+  for (const store::Registration* registration : peer.registrations) {
+    store::Registration row = *registration;
+    row.peer_state = state;
+    store_.PutRegistration(std::move(row), [mon_name = peer.name](std::exception_ptr error) {
+      if (error) spdlog::warn("nsm cannot persist the new state of {}", mon_name);
+    });
   }
 }
 
@@ -401,6 +422,8 @@ asio::awaitable<bool> NsmService::MonitorLocal(std::string mon_name, asio::ip::a
   registration.mon_name = mon_name;
   registration.my_id = LocalNlmId();
   registration.source_address = rpc::AddressToString(rpc::NormalizeAddress(address));
+  // lockargs.state: the client's own word for its current state.
+  registration.peer_state = peer_state;
   std::string source = registration.source_address;
   if (!co_await PutRegistration(std::move(registration))) co_return false;
   registry_.AddPeerAddress(mon_name, source);

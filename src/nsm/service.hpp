@@ -114,6 +114,8 @@ class NsmService {
   bool CallerAllowed(const rpc::CallContext& context, SmProc procedure);
   // An accepted SM_NOTIFY for `peer`: unless its state is not newer, the status callbacks.
   void HostRebooted(const Registry::Peer& peer, const stat_chge& args, const std::string& source);
+  // Writes the peer's new state into each of its registrations (in the background).
+  void PersistPeerState(const Registry::Peer& peer, int32_t state);
   void RejectAddress(const std::string& peer, const stat_chge& args, const std::string& source);
   asio::awaitable<void> CheckByName(std::string peer_name, stat_chge args, std::string source,
                                     rpc::TaskGate::Pass pass);

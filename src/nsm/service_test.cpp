@@ -230,6 +230,26 @@ TEST_F(NsmServiceTest, NotifyRejectsUnmonitoredWrongAddressAndReplayedState) {
   EXPECT_EQ(local_.rebooted, std::vector<std::string>{"client@5"});
 }
 
+TEST_F(NsmServiceTest, APeersLastStateSurvivesARestartSoAReplayIsStillIgnored) {
+  testutil::RunCoroutine(io_,
+                         service_->MonitorLocal("client", asio::ip::make_address("10.0.0.5"), 3));
+  Notify("client", 5, "10.0.0.5");
+  ASSERT_EQ(local_.rebooted, std::vector<std::string>{"client@5"});
+  auto stored = store_->LoadAll().registrations;
+  ASSERT_EQ(stored.size(), 1u);
+  EXPECT_EQ(stored[0].peer_state, 5);
+
+  Make({});  // nlockd restarts on the same store.
+  Notify("client", 5, "10.0.0.5");  // the old notification, replayed
+  EXPECT_EQ(service_->stats().notify_replayed, 1u);
+  // An SM_MON update of the registration keeps the state.
+  testutil::RunCoroutine(io_,
+                         service_->MonitorLocal("client", asio::ip::make_address("10.0.0.5"), 0));
+  EXPECT_EQ(store_->LoadAll().registrations[0].peer_state, 5);
+  Notify("client", 7, "10.0.0.5");
+  EXPECT_EQ(local_.rebooted, (std::vector<std::string>{"client@5", "client@7"}));
+}
+
 TEST(NsmServiceAddressCheck, OffAcceptsANotifyFromAnyAddress) {
   asio::io_context io;
   auto store = store::OpenStore("memory:", store::StoreOptions{});

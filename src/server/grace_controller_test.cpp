@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "base/clock.hpp"
+#include "lock/test_util.hpp"
 #include "server/lock_journal_store.hpp"
 #include "store/open_store.hpp"
 #include "testutil/run_coroutine.hpp"
@@ -23,21 +24,11 @@ namespace nlockd::server {
 namespace {
 
 using lock::LockStatus;
+using lock::testing::Reclaim;
+using lock::testing::Req;
 using lock::LockType;
 using nlm::JournalEntry;
 using std::chrono::seconds;
-
-lock::LockRequest Request(const lock::FileKey& file, const lock::LockOwner& owner,
-                          uint64_t offset, uint64_t length, bool reclaim = false) {
-  lock::LockRequest request;
-  request.file = file;
-  request.owner = owner;
-  request.offset = offset;
-  request.length = length;
-  request.type = LockType::kExclusive;
-  request.reclaim = reclaim;
-  return request;
-}
 
 store::Registration Monitored(const std::string& mon_name) {
   store::Registration registration;
@@ -53,9 +44,9 @@ class GraceControllerTest : public ::testing::Test {
     ManualClock before_clock;
     lock::LockManager before{before_clock};
     StoreLockJournal journal{before, *store_};
-    ASSERT_EQ(before.Lock(Request(f_, a_, 0, 10)).status, LockStatus::kGranted);
-    ASSERT_EQ(before.Lock(Request(f_, a_, 20, 10)).status, LockStatus::kGranted);
-    ASSERT_EQ(before.Lock(Request(g_, b_, 0, 10)).status, LockStatus::kGranted);
+    ASSERT_EQ(before.Lock(Req(f_, a_, 0, 10)).status, LockStatus::kGranted);
+    ASSERT_EQ(before.Lock(Req(f_, a_, 20, 10)).status, LockStatus::kGranted);
+    ASSERT_EQ(before.Lock(Req(g_, b_, 0, 10)).status, LockStatus::kGranted);
     ASSERT_TRUE(testutil::RunCoroutine(
         io_, journal.Record({JournalEntry::Locks(f_, a_), JournalEntry::Locks(g_, b_)})));
   }
@@ -127,15 +118,15 @@ TEST_F(GraceControllerTest, FineGrainedGraceEndsOnceEveryRestoredLockIsReclaimed
   ASSERT_TRUE(locks_.grace().IsActive());
   EXPECT_EQ(locks_.AwaitingReclaimCount(), 3u);
   // Unrelated work is served at once; a restored range is not.
-  EXPECT_EQ(locks_.Lock(Request(g_, c_, 100, 1)).status, LockStatus::kGranted);
-  EXPECT_EQ(locks_.Lock(Request(f_, c_, 5, 1)).status, LockStatus::kDeniedGrace);
+  EXPECT_EQ(locks_.Lock(Req(g_, c_, 100, 1)).status, LockStatus::kGranted);
+  EXPECT_EQ(locks_.Lock(Req(f_, c_, 5, 1)).status, LockStatus::kDeniedGrace);
 
-  EXPECT_EQ(locks_.Lock(Request(f_, a_, 0, 10, true)).status, LockStatus::kGranted);
-  EXPECT_EQ(locks_.Lock(Request(f_, a_, 20, 10, true)).status, LockStatus::kGranted);
+  EXPECT_EQ(locks_.Lock(Reclaim(f_, a_, 0, 10)).status, LockStatus::kGranted);
+  EXPECT_EQ(locks_.Lock(Reclaim(f_, a_, 20, 10)).status, LockStatus::kGranted);
   RunFor(std::chrono::milliseconds(20));
   EXPECT_TRUE(locks_.grace().IsActive()) << "b has not reclaimed yet";
 
-  EXPECT_EQ(locks_.Lock(Request(g_, b_, 0, 10, true)).status, LockStatus::kGranted);
+  EXPECT_EQ(locks_.Lock(Reclaim(g_, b_, 0, 10)).status, LockStatus::kGranted);
   ASSERT_TRUE(RunUntil([&] { return !locks_.grace().IsActive(); }));
   EXPECT_EQ(locks_.grace().last_end_reason(), lock::GraceEndReason::kAllReclaimed);
   EXPECT_EQ(controller_.dropped(), 0u);
@@ -148,9 +139,9 @@ TEST_F(GraceControllerTest, FineGrainedGraceEndsOnceEveryRestoredLockIsReclaimed
 TEST_F(GraceControllerTest, TheTimerDropsWhatWasNotReclaimedAndServesItsWaiters) {
   PersistPreCrashTable();
   Begin(GracePlan::Kind::kFineGrained);
-  EXPECT_EQ(locks_.Lock(Request(f_, a_, 0, 10, true)).status, LockStatus::kGranted);
+  EXPECT_EQ(locks_.Lock(Reclaim(f_, a_, 0, 10)).status, LockStatus::kGranted);
   // c reclaims (blocking) a range b still awaits: it waits for b.
-  lock::LockRequest blocked = Request(g_, c_, 5, 1, true);
+  lock::LockRequest blocked = Reclaim(g_, c_, 5, 1);
   blocked.block = true;
   ASSERT_EQ(locks_.Lock(blocked).status, LockStatus::kBlocked);
 
@@ -169,7 +160,7 @@ TEST_F(GraceControllerTest, AnUnreachableHostLosesOnlyItsRestoredLocks) {
   Begin(GracePlan::Kind::kFineGrained);
   controller_.HostUnreachable("10.0.0.2");
   EXPECT_EQ(locks_.AwaitingReclaimCount(), 2u);
-  EXPECT_EQ(locks_.Lock(Request(g_, c_, 0, 10)).status, LockStatus::kGranted);
+  EXPECT_EQ(locks_.Lock(Req(g_, c_, 0, 10)).status, LockStatus::kGranted);
   ASSERT_TRUE(RunUntil([&] { return PersistedLocksOf("10.0.0.2") == 0; }));
   EXPECT_EQ(PersistedLocksOf("10.0.0.1"), 2u);
   EXPECT_TRUE(locks_.grace().IsActive());
@@ -221,7 +212,7 @@ TEST_F(ClassicGraceControllerTest, EndsEarlyOnlyAfterTheNotificationsAndTheFloor
     ManualClock clock;
     lock::LockManager before{clock};
     StoreLockJournal journal{before, *store};
-    ASSERT_EQ(before.Lock(Request(f, a, 0, 10)).status, LockStatus::kGranted);
+    ASSERT_EQ(before.Lock(Req(f, a, 0, 10)).status, LockStatus::kGranted);
     ASSERT_TRUE(testutil::RunCoroutine(io, journal.Record({JournalEntry::Locks(f, a)})));
     store->PutRegistration(Monitored("10.0.0.1"), [](std::exception_ptr) {});
   }  // No clean shutdown: a crash.
@@ -248,7 +239,7 @@ TEST_F(ClassicGraceControllerTest, EndsEarlyOnlyAfterTheNotificationsAndTheFloor
     io.run_for(std::chrono::milliseconds(ms));
   };
 
-  ASSERT_EQ(locks.Lock(Request(f, a, 0, 10, true)).status, LockStatus::kGranted);
+  ASSERT_EQ(locks.Lock(Reclaim(f, a, 0, 10)).status, LockStatus::kGranted);
   run(20);
   EXPECT_TRUE(locks.grace().IsActive()) << "notifications are still being retried";
   round_active = false;

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "base/clock.hpp"
+#include "lock/test_util.hpp"
 #include "server/recovery.hpp"
 #include "store/open_store.hpp"
 #include "testutil/run_coroutine.hpp"
@@ -16,18 +17,8 @@
 namespace nlockd::server {
 namespace {
 
+using lock::testing::Req;
 using nlm::JournalEntry;
-
-lock::LockRequest Request(const lock::FileKey& file, const lock::LockOwner& owner,
-                          uint64_t offset, uint64_t length, lock::LockType type) {
-  lock::LockRequest request;
-  request.file = file;
-  request.owner = owner;
-  request.offset = offset;
-  request.length = length;
-  request.type = type;
-  return request;
-}
 
 class StoreLockJournalTest : public ::testing::Test {
  protected:
@@ -53,7 +44,7 @@ class StoreLockJournalTest : public ::testing::Test {
 };
 
 TEST_F(StoreLockJournalTest, PersistsTheOwnersCurrentRangesAfterSplitAndUnlock) {
-  ASSERT_EQ(locks_.Lock(Request(file_, a_, 0, 100, lock::LockType::kExclusive)).status,
+  ASSERT_EQ(locks_.Lock(Req(file_, a_, 0, 100, lock::LockType::kExclusive)).status,
             lock::LockStatus::kGranted);
   ASSERT_TRUE(Record({JournalEntry::Locks(file_, a_)}));
   ASSERT_EQ(PersistedLocks().size(), 1u);
@@ -76,8 +67,8 @@ TEST_F(StoreLockJournalTest, PersistsTheOwnersCurrentRangesAfterSplitAndUnlock) 
 }
 
 TEST_F(StoreLockJournalTest, OnlyTheNamedOwnerIsRewritten) {
-  locks_.Lock(Request(file_, a_, 0, 10, lock::LockType::kShared));
-  locks_.Lock(Request(file_, b_, 0, 10, lock::LockType::kShared));
+  locks_.Lock(Req(file_, a_, 0, 10, lock::LockType::kShared));
+  locks_.Lock(Req(file_, b_, 0, 10, lock::LockType::kShared));
   ASSERT_TRUE(Record({JournalEntry::Locks(file_, a_)}));
   auto persisted = PersistedLocks();
   ASSERT_EQ(persisted.size(), 1u);
@@ -86,11 +77,11 @@ TEST_F(StoreLockJournalTest, OnlyTheNamedOwnerIsRewritten) {
 }
 
 TEST_F(StoreLockJournalTest, HostReleaseIsAppliedInOrderWithLaterEntries) {
-  locks_.Lock(Request(file_, a_, 0, 10, lock::LockType::kExclusive));
+  locks_.Lock(Req(file_, a_, 0, 10, lock::LockType::kExclusive));
   ASSERT_TRUE(Record({JournalEntry::Locks(file_, a_)}));
   // The host released everything, then locked again within the same call's entries.
   locks_.ReleaseHost(a_.host);
-  locks_.Lock(Request(file_, a_, 20, 5, lock::LockType::kExclusive));
+  locks_.Lock(Req(file_, a_, 20, 5, lock::LockType::kExclusive));
   ASSERT_TRUE(Record({JournalEntry::HostReleased(a_.host), JournalEntry::Locks(file_, a_)}));
   auto persisted = PersistedLocks();
   ASSERT_EQ(persisted.size(), 1u);
@@ -117,8 +108,8 @@ TEST_F(StoreLockJournalTest, SharesArePutAndRemoved) {
 
 TEST_F(StoreLockJournalTest, UnreclaimedRestoredLocksAreRemovedWhenSettled) {
   // a's and b's locks come back from the store; a reclaims, b never does.
-  locks_.Lock(Request(file_, a_, 0, 10, lock::LockType::kExclusive));
-  locks_.Lock(Request(lock::FileKey("fh2"), b_, 0, 10, lock::LockType::kExclusive));
+  locks_.Lock(Req(file_, a_, 0, 10, lock::LockType::kExclusive));
+  locks_.Lock(Req(lock::FileKey("fh2"), b_, 0, 10, lock::LockType::kExclusive));
   ASSERT_TRUE(Record({JournalEntry::Locks(file_, a_), JournalEntry::Locks(lock::FileKey("fh2"), b_)}));
   lock::LockManager restarted(clock_);
   StoreLockJournal journal(restarted, *store_);
@@ -127,7 +118,7 @@ TEST_F(StoreLockJournalTest, UnreclaimedRestoredLocksAreRemovedWhenSettled) {
   ASSERT_EQ(restarted.LoadRestored(restored, {}).locks, 2u);
   for (const auto& lock : restored) journal.RememberRestoredLock(lock.file, lock.owner);
 
-  auto reclaim = Request(file_, a_, 0, 10, lock::LockType::kExclusive);
+  auto reclaim = Req(file_, a_, 0, 10, lock::LockType::kExclusive);
   reclaim.reclaim = true;
   ASSERT_EQ(restarted.Lock(reclaim).status, lock::LockStatus::kGranted);
   restarted.EndGrace(lock::GraceEndReason::kTimer);

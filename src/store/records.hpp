@@ -29,6 +29,9 @@ struct Registration {
   MyId my_id;
   std::array<uint8_t, 16> priv{};
   std::string source_address;  // where the SM_MON came from
+  // The monitored host's last NSM state seen (0: none). Kept across restarts so that a replayed
+  // SM_NOTIFY is still recognised after nlockd restarts.
+  int32_t peer_state = 0;
   // Set by the store (from StoreOptions::wall_clock, truncated to microseconds); ignored on put.
   std::chrono::system_clock::time_point created;
   std::chrono::system_clock::time_point updated;

@@ -61,6 +61,7 @@ TEST_P(StoreConformance, RegistrationRoundTripsEveryField) {
   Registration r = MakeRegistration("client-a", "lockd", 16);
   for (size_t i = 0; i < r.priv.size(); ++i) r.priv[i] = static_cast<uint8_t>(0xF0 + i);
   r.source_address = "::ffff:10.0.0.1";
+  r.peer_state = -7;  // Any int32: states wrap (serial-number arithmetic).
   clock_.Set(1'700'000'000'123'456);
   Put(r);
 
@@ -79,12 +80,14 @@ TEST_P(StoreConformance, SecondPutOfSameKeyUpdatesPrivAddressAndTimeButKeepsCrea
   clock_.Set(2'000'000);
   Registration again = MakeRegistration("client-a", "lockd", 16, 0x22);
   again.source_address = "10.9.9.9";
+  again.peer_state = 5;
   Put(again);
 
   const LoadedState loaded = Load();
   ASSERT_EQ(loaded.registrations.size(), 1U);
   EXPECT_EQ(loaded.registrations[0].priv[0], 0x22);
   EXPECT_EQ(loaded.registrations[0].source_address, "10.9.9.9");
+  EXPECT_EQ(loaded.registrations[0].peer_state, 5);
   EXPECT_EQ(loaded.registrations[0].created, created);
   EXPECT_EQ(loaded.registrations[0].updated, clock_.Now());
 }

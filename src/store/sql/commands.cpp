@@ -41,6 +41,7 @@ struct CommandBuilder {
     params.push_back(SqlValue::Bytes(r.source_address));
     params.push_back(SqlValue::Int64(now));  // created_at; kept by an update
     params.push_back(SqlValue::Int64(now));
+    params.push_back(SqlValue::Int64(r.peer_state));
   }
   void operator()(const RemoveRegistrationOp& op) const {
     Add(Stmt::kRemoveRegistration)

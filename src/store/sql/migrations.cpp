@@ -79,8 +79,14 @@ CREATE TABLE notify_owed (
 ) {WITHOUT_ROWID};
 )sql";
 
+// Version 2: the monitored host's last NSM state, on each of its registrations.
+constexpr const char* kSchemaV2 = R"sql(
+ALTER TABLE registrations ADD COLUMN peer_state BIGINT NOT NULL DEFAULT 0;
+)sql";
+
 constexpr std::array kMigrations{
     Migration{1, "registrations, locks, shares, notifications owed, state", kSchemaV1},
+    Migration{2, "registrations.peer_state", kSchemaV2},
 };
 
 void ReplaceAll(std::string& text, std::string_view token, std::string_view with) {

@@ -43,6 +43,7 @@ Registration DecodeRegistration(const SqlRow& row) {
   r.source_address = ToString(row.Bytes(6));
   r.created = FromMicros(row.Int(7));
   r.updated = FromMicros(row.Int(8));
+  r.peer_state = DecodeInt32(row.Int(9), "registrations.peer_state");
   return r;
 }
 

@@ -20,7 +20,7 @@ constexpr SqlType L = SqlType::kInt64;
   "((state + CASE WHEN state % 2 = 0 THEN 0 ELSE 1 END + 2147483648) % 4294967296) - 2147483648"
 
 constexpr std::array kNode{T};
-constexpr std::array kPutRegistrationParams{T, B, B, B, I, I, I, B, B, L, L};
+constexpr std::array kPutRegistrationParams{T, B, B, B, I, I, I, B, B, L, L, L};
 constexpr std::array kNodeBytes{T, B};
 constexpr std::array kNodeMyId{T, B, I, I, I};
 constexpr std::array kPutNotifyOwedParams{T, B, B, L, I};
@@ -35,10 +35,11 @@ constexpr std::array kNodeText{T, T};
 const std::array<StatementDef, kStmtCount> kStatements{{
     {"put_registration",
      "INSERT INTO registrations (node, reg_key, mon_name, my_name, my_prog, my_vers, my_proc, "
-     "priv, source_address, created_at, updated_at) "
-     "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) "
+     "priv, source_address, created_at, updated_at, peer_state) "
+     "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) "
      "ON CONFLICT (node, reg_key) DO UPDATE SET priv = excluded.priv, "
-     "source_address = excluded.source_address, updated_at = excluded.updated_at",
+     "source_address = excluded.source_address, updated_at = excluded.updated_at, "
+     "peer_state = excluded.peer_state",
      kPutRegistrationParams},
     {"remove_registration", "DELETE FROM registrations WHERE node = $1 AND reg_key = $2",
      kNodeBytes},
@@ -98,7 +99,7 @@ const std::array<StatementDef, kStmtCount> kStatements{{
     {"load_state", "SELECT state FROM node_state WHERE node = $1", kNode},
     {"load_registrations",
      "SELECT mon_name, my_name, my_prog, my_vers, my_proc, priv, source_address, created_at, "
-     "updated_at FROM registrations WHERE node = $1",
+     "updated_at, peer_state FROM registrations WHERE node = $1",
      kNode},
     {"load_locks",
      "SELECT file_key, host, svid, owner_handle, is_exclusive, range_offset, range_length "

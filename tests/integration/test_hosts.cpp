@@ -1,0 +1,92 @@
+#include "integration/test_hosts.hpp"
+
+#include <regex>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+namespace nlockd::integration {
+
+using testutil::NetNamespace;
+using testutil::RunCommand;
+using testutil::Subprocess;
+
+namespace {
+
+// rpcbind prints nothing when ready: ask it until it answers (bounded).
+bool WaitForRpcbind(const NetNamespace& host) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (RunCommand(host.WrapHost({"rpcinfo", "-p", "127.0.0.1"})).first == 0) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+std::pair<int, std::vector<std::string>> Lines(std::pair<int, std::string> run) {
+  std::vector<std::string> lines;
+  std::istringstream stream(run.second);
+  for (std::string line; std::getline(stream, line);) lines.push_back(line);
+  return {run.first, lines};
+}
+
+}  // namespace
+
+TestHosts::TestHosts(const std::string& prefix, int subnet, int clients) : subnet_(subnet) {
+  NetNamespace::RemoveStale();
+  server_ = std::make_unique<NetNamespace>(prefix + "srv");
+  for (int n = 1; n <= clients; ++n) {
+    clients_.push_back(std::make_unique<NetNamespace>(prefix + "cl" + std::to_string(n)));
+    server_->LinkTo(*clients_.back(), ServerAddressOf(n) + "/24", ClientAddressOf(n) + "/24");
+  }
+  // Each host's rpcbind, with that host's /run; started together, then awaited.
+  processes_.push_back(std::make_unique<Subprocess>(server_->WrapHost({"rpcbind", "-f"})));
+  for (const auto& client : clients_) {
+    processes_.push_back(std::make_unique<Subprocess>(client->WrapHost({"rpcbind", "-f"})));
+  }
+  if (!WaitForRpcbind(*server_)) throw std::runtime_error("the server's rpcbind did not start");
+  for (const auto& client : clients_) {
+    if (!WaitForRpcbind(*client)) throw std::runtime_error("a client's rpcbind did not start");
+  }
+}
+
+TestHosts::~TestHosts() {
+  // Stop nlockd first so that it unregisters while its rpcbind still runs.
+  if (nlockd_) nlockd_->Stop();
+}
+
+bool TestHosts::StartNlockd(const std::vector<std::string>& extra_args) {
+  std::vector<std::string> args{"--listen", "0.0.0.0:4045", "--grace", "0"};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  nlockd_ = std::make_unique<NlockdProcess>(args, server_.get());
+  if (nlockd_->port() == 0) return false;
+  auto registered = nlockd_->process().WaitForLine(std::regex("registered 4 programs with rpcbind"),
+                                                   std::chrono::seconds(20));
+  if (!registered) ADD_FAILURE() << "nlockd did not register:\n" << nlockd_->process().output();
+  return registered.has_value();
+}
+
+std::pair<int, std::vector<std::string>> TestHosts::Run(int client,
+                                                        const std::vector<std::string>& argv,
+                                                        std::chrono::milliseconds timeout) {
+  return Lines(RunCommand(Client(client).WrapHost(argv), timeout));
+}
+
+Subprocess* TestHosts::Start(int client, const std::vector<std::string>& argv) {
+  processes_.push_back(std::make_unique<Subprocess>(Client(client).WrapHost(argv)));
+  return processes_.back().get();
+}
+
+std::pair<int, std::vector<std::string>> TestHosts::RunOnServer(
+    const std::vector<std::string>& argv) {
+  return Lines(RunCommand(server_->WrapHost(argv)));
+}
+
+Subprocess* TestHosts::StartOnServer(const std::vector<std::string>& argv) {
+  processes_.push_back(std::make_unique<Subprocess>(server_->WrapHost(argv)));
+  return processes_.back().get();
+}
+
+}  // namespace nlockd::integration
