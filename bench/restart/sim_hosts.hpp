@@ -1,0 +1,110 @@
+#pragma once
+
+// The client hosts of the restart benchmark, all in this process: host i is the loopback
+// address 127.<10 + i / 62500>.<1 + (i / 250) % 250>.<1 + i % 250>. Each host sends its NLM calls
+// from a UDP socket bound to its own address (nlockd keys hosts by source address), and one UDP
+// socket on every address plays each host's status monitor (nlockd is started with
+// --notify-statd-port), answering SM_NOTIFY from the address it was sent to.
+//
+// REQUIRES: a private network namespace with lo up (bench/restart/run_restart.sh makes one),
+// so that the fixed ports are free and nothing else sees the traffic.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <netinet/in.h>
+
+namespace nlockd::bench {
+
+using Clock = std::chrono::steady_clock;
+
+sockaddr_in Ipv4(const std::string& address, uint16_t port);
+std::string HostAddress(size_t host);
+
+// NLM version 4 LOCK calls of one client host over UDP, several in flight, retransmitted when a
+// reply is late (UDP may drop under a burst).
+class NlmHost {
+ public:
+  NlmHost(const std::string& address, sockaddr_in server);
+  ~NlmHost();
+  NlmHost(const NlmHost&) = delete;
+  NlmHost& operator=(const NlmHost&) = delete;
+
+  struct Lock {
+    std::string fh;
+    uint64_t offset = 0;
+    uint64_t length = 0;
+  };
+  // Sends LOCK for every lock (exclusive, not blocking, one owner of this host) and waits for
+  // every reply; the nlm4_stats of each (-1 when no reply came before `timeout`).
+  std::vector<int32_t> LockAll(const std::vector<Lock>& locks, bool reclaim, int32_t state,
+                               std::chrono::milliseconds timeout);
+  // One UNLOCK; true when it answered GRANTED.
+  bool Unlock(const Lock& lock, std::chrono::milliseconds timeout);
+  // One LOCK attempt that waits at most `wait` for the reply: its stat, or nullopt.
+  std::optional<int32_t> TryLock(const Lock& lock, std::chrono::milliseconds wait);
+
+ private:
+  std::vector<uint8_t> Call(uint32_t xid, uint32_t procedure, const Lock& lock, bool reclaim,
+                            int32_t state) const;
+  std::optional<std::pair<uint32_t, int32_t>> Receive(int wait_ms);
+
+  int fd_ = -1;
+  sockaddr_in server_{};
+  std::string caller_;
+  uint32_t next_xid_;
+};
+
+// Every host's status monitor. `on_notify(host, state)` runs on the monitor's thread for each
+// SM_NOTIFY to a known host (after the reply went out).
+class StatusMonitors {
+ public:
+  using OnNotify = std::function<void(size_t host, int32_t state)>;
+  StatusMonitors(uint16_t port, size_t hosts, OnNotify on_notify);
+  ~StatusMonitors();
+  StatusMonitors(const StatusMonitors&) = delete;
+  StatusMonitors& operator=(const StatusMonitors&) = delete;
+
+  // SM_NOTIFY datagrams received, and the time the last one arrived.
+  uint64_t notifications() const { return notifications_; }
+  Clock::time_point last_notification() const;
+
+ private:
+  void Run();
+  void Serve();
+
+  int fd_ = -1;
+  std::unordered_map<uint32_t, size_t> host_of_;  // s_addr -> host
+  OnNotify on_notify_;
+  std::atomic<bool> stop_ = false;
+  std::atomic<uint64_t> notifications_ = 0;
+  std::atomic<int64_t> last_ns_ = 0;
+  std::thread thread_;
+};
+
+// A queue of host numbers served by worker threads.
+class HostQueue {
+ public:
+  void Push(size_t host);
+  // The next host, or nullopt once Close() was called and the queue is empty.
+  std::optional<size_t> Pop();
+  void Close();
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<size_t> hosts_;
+  bool closed_ = false;
+};
+
+}  // namespace nlockd::bench
