@@ -318,8 +318,8 @@ void Metrics::CrashCleanedUp(uint64_t locks) {
   locks_cleaned_on_crash_->Increment(static_cast<double>(locks));
 }
 
-void Metrics::ObserveCallback(CallbackKind kind, CallbackResult result) {
-  callbacks_[Index(kind)][Index(result)]->Increment();
+void Metrics::ObserveCallback(CallbackKind kind, CallbackResult result, uint64_t count) {
+  if (count != 0) callbacks_[Index(kind)][Index(result)]->Increment(static_cast<double>(count));
 }
 
 void Metrics::Reclaimed(uint64_t count) { reclaims_->Increment(static_cast<double>(count)); }

@@ -122,7 +122,7 @@ class Metrics {
   // waiters) dropped.
   void CrashCleanedUp(uint64_t locks);
 
-  void ObserveCallback(CallbackKind kind, CallbackResult result);
+  void ObserveCallback(CallbackKind kind, CallbackResult result, uint64_t count = 1);
   void Reclaimed(uint64_t count = 1);
 
   void ConnectionOpened();

@@ -25,10 +25,13 @@ std::optional<admin::MalformedReason> MalformedReasonOf(std::string_view outcome
   return std::nullopt;
 }
 
-// The result label: the metrics' known names where one fits.
-std::string_view ResultOf(std::string_view outcome) {
-  if (outcome == "success") return "ok";
-  return outcome;
+// The result label: the protocol status the handler recorded ("granted", "stat_fail", ...);
+// "ok" for a handled call that records none (void results); else the RPC outcome
+// ("garbage_args", "system_err", "duplicate_replayed", ...).
+std::string_view ResultOf(const rpc::CallRecord& record) {
+  if (!record.result.empty()) return record.result;
+  if (record.outcome == "success") return "ok";
+  return record.outcome;
 }
 
 }  // namespace
@@ -43,8 +46,7 @@ void CallMetrics::Observe(const rpc::CallRecord& record) {
   }
   admin::RequestMetrics* request = Resolve(record);
   if (request == nullptr) return;
-  request->Observe(ResultOf(record.outcome),
-                   std::chrono::duration<double>(record.duration).count());
+  request->Observe(ResultOf(record), std::chrono::duration<double>(record.duration).count());
 }
 
 admin::RequestMetrics* CallMetrics::Resolve(const rpc::CallRecord& record) {

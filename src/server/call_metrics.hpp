@@ -13,13 +13,15 @@ class RequestMetrics;
 
 namespace nlockd::server {
 
-// The dispatcher's observer for /metrics: counts every NLM and NSM call by procedure and RPC
-// outcome (nlm_requests_total, nsm_requests_total and their durations) and every call that never
+// The dispatcher's observer for /metrics: counts every NLM and NSM call by procedure and result
+// (nlm_requests_total, nsm_requests_total and their durations) and every call that never
 // reached a procedure (rpc_malformed_requests_total). Resolves each procedure's RequestMetrics
 // once. Runs on the dispatcher's executor only; `metrics` must outlive it.
 //
-// The result label is the dispatcher's outcome ("ok" for a handled call, "garbage_args",
-// "system_err", ...), not the NLM or NSM status in the reply: that lives in nlm/ and nsm/.
+// The result label is the protocol status the service recorded for a handled call
+// (rpc::CallRecord::result: "granted", "denied", "stat_succ", ...), "ok" for a handled call
+// with a void result, and the dispatcher's outcome for a call that failed at the RPC level
+// ("garbage_args", "system_err", "duplicate_replayed", ...).
 class CallMetrics {
  public:
   explicit CallMetrics(admin::Metrics& metrics) : metrics_(metrics) {}

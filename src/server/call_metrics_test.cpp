@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <string>
-
 #include <gtest/gtest.h>
 
 #include "admin/metrics.hpp"
@@ -19,8 +18,8 @@ rpc::CallContext Call(uint32_t program, uint32_t version, uint32_t procedure) {
 }
 
 void Observe(CallMetrics& observer, const rpc::CallContext& context, std::string_view name,
-             std::string_view outcome) {
-  observer.Observe(rpc::CallRecord{context, name, outcome, std::chrono::microseconds(200)});
+             std::string_view outcome, std::string_view result = {}) {
+  observer.Observe(rpc::CallRecord{context, name, outcome, std::chrono::microseconds(200), result});
 }
 
 bool Has(const std::string& text, const std::string& line) {
@@ -43,6 +42,28 @@ TEST(CallMetrics, CountsHandledCallsPerProgramVersionAndProcedure) {
   EXPECT_TRUE(Has(text, R"(nsm_requests_total{procedure="SM_MON",result="ok"} 1)"));
   EXPECT_TRUE(Has(text, R"(nlm_request_duration_seconds_count{procedure="LOCK"} 3)"));
   EXPECT_TRUE(Has(text, R"(rpc_malformed_requests_total{reason="garbage_args"} 1)"));
+}
+
+TEST(CallMetrics, TheResultIsTheProtocolStatusTheServiceRecorded) {
+  admin::Metrics metrics;
+  CallMetrics observer(metrics);
+  rpc::CallContext lock_v4 = Call(100021, 4, 2);
+  Observe(observer, lock_v4, "LOCK", "success", "granted");
+  Observe(observer, lock_v4, "LOCK", "success", "blocked");
+  Observe(observer, lock_v4, "LOCK", "success", "denied_grace_period");
+  Observe(observer, lock_v4, "LOCK", "duplicate_replayed");
+  Observe(observer, Call(100024, 1, 2), "SM_MON", "success", "stat_fail");
+  Observe(observer, Call(100024, 1, 3), "SM_UNMON", "success");  // A void result.
+  const std::string text = metrics.Serialize();
+  EXPECT_TRUE(Has(text, R"(nlm_requests_total{procedure="LOCK",result="granted",version="4"} 1)"))
+      << text;
+  EXPECT_TRUE(Has(text, R"(nlm_requests_total{procedure="LOCK",result="blocked",version="4"} 1)"));
+  EXPECT_TRUE(Has(
+      text, R"(nlm_requests_total{procedure="LOCK",result="denied_grace_period",version="4"} 1)"));
+  EXPECT_TRUE(Has(
+      text, R"(nlm_requests_total{procedure="LOCK",result="duplicate_replayed",version="4"} 1)"));
+  EXPECT_TRUE(Has(text, R"(nsm_requests_total{procedure="SM_MON",result="stat_fail"} 1)"));
+  EXPECT_TRUE(Has(text, R"(nsm_requests_total{procedure="SM_UNMON",result="ok"} 1)"));
 }
 
 TEST(CallMetrics, CallsThatReachNoProcedureCountAsMalformed) {
