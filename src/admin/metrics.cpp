@@ -311,6 +311,10 @@ void Metrics::CountNotifications(NotificationResult result, uint64_t count) {
   if (count != 0) notifications_[Index(result)]->Increment(static_cast<double>(count));
 }
 
+void Metrics::ObserveNotificationDuration(double seconds) {
+  notification_duration_->Observe(seconds);
+}
+
 void Metrics::CrashDetected() { crashes_detected_->Increment(); }
 
 void Metrics::CrashCleanedUp(uint64_t locks) {

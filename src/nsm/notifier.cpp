@@ -228,6 +228,7 @@ asio::awaitable<void> Notifier::RunAttempt(NotifyAttempt attempt,
   asio::steady_timer hold(executor_);
   HoldSlot(hold, released);
   AttemptResult result;
+  const Clock::time_point started = clock_.Now();
   try {
     result = co_await Attempt(attempt);
   } catch (const std::exception& e) {
@@ -239,7 +240,10 @@ asio::awaitable<void> Notifier::RunAttempt(NotifyAttempt attempt,
     *released = true;
     --active_;
   }
-  Finish(attempt, result);
+  const NotifyAttemptReport::Outcome outcome = Finish(attempt, result);
+  if (on_attempt_) {
+    on_attempt_(NotifyAttemptReport{attempt.mon_name, outcome, clock_.Now() - started});
+  }
   wake_.cancel();
 }
 
@@ -363,13 +367,15 @@ bool Notifier::HasRoom() const {
   return active_ < options_.max_in_flight && schedule_.in_flight() < options_.max_open_attempts;
 }
 
-void Notifier::Finish(const NotifyAttempt& attempt, const AttemptResult& result) {
+NotifyAttemptReport::Outcome Notifier::Finish(const NotifyAttempt& attempt,
+                                              const AttemptResult& result) {
   using Failure = AttemptResult::Failure;
+  using Outcome = NotifyAttemptReport::Outcome;
   if (result.failure == Failure::kNone) {
     if (schedule_.Answered(attempt.mon_name, attempt.generation) ==
         NotifySchedule::Outcome::kStale) {
       ++stats_.stale_results;
-      return;
+      return Outcome::kAnswered;
     }
     ++stats_.answered;
     ++round_answered_;
@@ -377,7 +383,7 @@ void Notifier::Finish(const NotifyAttempt& attempt, const AttemptResult& result)
                   attempt.attempt);
     RemoveOwed(attempt.mon_name);
     if (on_answered_) on_answered_(attempt.mon_name);
-    return;
+    return Outcome::kAnswered;
   }
   ++stats_.failed_attempts;
   if (result.failure == Failure::kResolve) ++stats_.resolve_failures;
@@ -396,13 +402,14 @@ void Notifier::Finish(const NotifyAttempt& attempt, const AttemptResult& result)
           attempt.mon_name, attempt.attempt, result.detail);
       RemoveOwed(attempt.mon_name);
       if (on_given_up_) on_given_up_(attempt.mon_name);
-      break;
+      return Outcome::kGaveUp;
     case NotifySchedule::Outcome::kStale:
       ++stats_.stale_results;
       break;
     case NotifySchedule::Outcome::kDone:
       NLOCKD_ASSERT(false, "a failed attempt cannot complete a host");
   }
+  return Outcome::kFailed;
 }
 
 void Notifier::RemoveOwed(const std::string& mon_name) {

@@ -236,8 +236,10 @@ void AdminBackend::ExportCounters(const Counters& now) {
 
   metrics.CountNotifications(NotificationResult::kDelivered,
                              Delta(now.notifications_answered, before.notifications_answered));
+  // failed_attempts counts the last attempt of a host given up too: that one is gave_up.
   metrics.CountNotifications(NotificationResult::kFailed,
-                             Delta(now.notifications_failed, before.notifications_failed));
+                             Delta(now.notifications_failed - now.notifications_given_up,
+                                   before.notifications_failed - before.notifications_given_up));
   metrics.CountNotifications(NotificationResult::kGaveUp,
                              Delta(now.notifications_given_up, before.notifications_given_up));
 

@@ -5,6 +5,8 @@
 #include <string_view>
 
 #include "admin/metrics.hpp"
+#include "nsm/notifier.hpp"
+#include "store/store.hpp"
 
 namespace nlockd::server {
 
@@ -62,6 +64,23 @@ admin::RequestMetrics* CallMetrics::Resolve(const rpc::CallRecord& record) {
   }
   procedures_.emplace(key, request);
   return request;
+}
+
+EventMetrics::EventMetrics(store::Store& store, nsm::Notifier& notifier, admin::Metrics& metrics)
+    : store_(store), notifier_(notifier) {
+  store_.SetCommitObserver([&metrics](const store::CommitRecord& commit) {
+    metrics.ObserveStoreCommit(std::chrono::duration<double>(commit.duration).count(),
+                               commit.writes);
+  });
+  notifier_.set_on_attempt([&metrics](const nsm::NotifyAttemptReport& attempt) {
+    metrics.ObserveNotificationDuration(std::chrono::duration<double>(attempt.duration).count());
+  });
+}
+
+EventMetrics::~EventMetrics() {
+  // The store's writer may be committing now: once this returns it no longer calls us.
+  store_.SetCommitObserver({});
+  notifier_.set_on_attempt({});
 }
 
 }  // namespace nlockd::server

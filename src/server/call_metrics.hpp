@@ -10,6 +10,12 @@ namespace nlockd::admin {
 class Metrics;
 class RequestMetrics;
 }  // namespace nlockd::admin
+namespace nlockd::nsm {
+class Notifier;
+}
+namespace nlockd::store {
+class Store;
+}
 
 namespace nlockd::server {
 
@@ -35,6 +41,24 @@ class CallMetrics {
 
   admin::Metrics& metrics_;
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, admin::RequestMetrics*> procedures_;
+};
+
+// Feeds the metrics that their sources report as they happen rather than as counters read at
+// scrape time: each committed store transaction (store_commit_duration_seconds and
+// store_commit_batch_size, reported on the store's writer thread) and each SM_NOTIFY attempt
+// (nsm_notification_duration_seconds, on the notifier's executor). Hooks itself to both when
+// made and unhooks when destroyed: `metrics`, the store and the notifier must outlive it (in
+// Server, declare it after metrics_). Metrics is thread-safe.
+class EventMetrics {
+ public:
+  EventMetrics(store::Store& store, nsm::Notifier& notifier, admin::Metrics& metrics);
+  ~EventMetrics();
+  EventMetrics(const EventMetrics&) = delete;
+  EventMetrics& operator=(const EventMetrics&) = delete;
+
+ private:
+  store::Store& store_;
+  nsm::Notifier& notifier_;
 };
 
 }  // namespace nlockd::server

@@ -2,9 +2,19 @@
 
 #include <chrono>
 #include <string>
+#include <utility>
+#include <vector>
+
+#include <asio/io_context.hpp>
+#include <asio/ip/udp.hpp>
 #include <gtest/gtest.h>
 
 #include "admin/metrics.hpp"
+#include "base/clock.hpp"
+#include "nsm/notifier.hpp"
+#include "rpc/client.hpp"
+#include "store/store.hpp"
+#include "testutil/run_coroutine.hpp"
 
 namespace nlockd::server {
 namespace {
@@ -83,6 +93,69 @@ TEST(CallMetrics, CallsThatReachNoProcedureCountAsMalformed) {
   EXPECT_TRUE(Has(text, R"(rpc_malformed_requests_total{reason="bad_message"} 1)"));
   EXPECT_TRUE(Has(text, R"(rpc_malformed_requests_total{reason="auth_error"} 1)"));
   EXPECT_EQ(text.find("GETATTR"), std::string::npos);
+}
+
+// A store that acknowledges every write at once and whose commits the test makes.
+class ObservedStore final : public store::Store {
+ public:
+  const store::StartupInfo& startup() const override { return startup_; }
+  store::LoadedState LoadAll() override { return {}; }
+  store::StoreCounts Counts() override { return {}; }
+  std::vector<store::StateChange> StateHistory() override { return {}; }
+  void SetCommitObserver(store::CommitObserver observer) override {
+    observer_ = std::move(observer);
+  }
+  void Commit(size_t writes) {
+    if (observer_) observer_(store::CommitRecord{std::chrono::milliseconds(2), writes});
+  }
+
+ protected:
+  void Submit(store::WriteOp /*op*/, store::Done done) override { done(nullptr); }
+
+ private:
+  store::StartupInfo startup_;
+  store::CommitObserver observer_;
+};
+
+// A UDP port on loopback where nothing listens.
+uint16_t ClosedUdpPort(asio::io_context& io) {
+  asio::ip::udp::socket socket(io, asio::ip::udp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  return socket.local_endpoint().port();
+}
+
+TEST(EventMetrics, FeedsStoreCommitsAndNotificationAttemptsWhileItLives) {
+  admin::Metrics metrics;
+  asio::io_context io;
+  SteadyClock clock;
+  rpc::Client client(io.get_executor());
+  ObservedStore store;
+  nsm::NotifierOptions options;
+  options.statd_port = ClosedUdpPort(io);
+  options.attempt_deadline = std::chrono::milliseconds(200);
+  options.udp_retry = std::chrono::milliseconds(50);
+  options.total_budget = std::chrono::milliseconds(1);  // Give up after the first attempt.
+  nsm::Notifier notifier(io.get_executor(), client, store, clock, options);
+  {
+    EventMetrics events(store, notifier, metrics);
+    store.Commit(3);
+    store.Commit(1);
+    notifier.StartRound("server", 3, {nsm::NotifyTarget{"peer", "127.0.0.1"}});
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (notifier.RoundActive() && std::chrono::steady_clock::now() < deadline) {
+      io.run_for(std::chrono::milliseconds(5));
+      if (io.stopped()) io.restart();
+    }
+    ASSERT_FALSE(notifier.RoundActive());
+  }
+  store.Commit(7);  // Unhooked: not counted.
+  testutil::RunCoroutine(io, notifier.Shutdown());
+
+  const std::string text = metrics.Serialize();
+  EXPECT_TRUE(Has(text, "store_commit_batch_size_count 2")) << text;
+  EXPECT_TRUE(Has(text, "store_commit_batch_size_sum 4"));
+  EXPECT_TRUE(Has(text, "store_commit_duration_seconds_count 2"));
+  EXPECT_TRUE(Has(text, "store_commit_duration_seconds_sum 0.004"));
+  EXPECT_TRUE(Has(text, "nsm_notification_duration_seconds_count 1"));
 }
 
 }  // namespace
