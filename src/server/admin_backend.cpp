@@ -75,13 +75,25 @@ admin::LockView ToView(const lock::LockInfo& info) {
   return view;
 }
 
+// The API's names of share modes (admin/backend.hpp, docs/api.md), one set for access and deny,
+// rather than lock::ToString's log spellings ("read-write", "deny-write"). Both enums are bit
+// sets: read 1, write 2.
+template <typename Mode>
+std::string ShareModeName(Mode mode) {
+  const auto bits = static_cast<unsigned>(mode);
+  if (bits == 3) return "read_write";
+  if (bits == 1) return "read";
+  if (bits == 2) return "write";
+  return "none";
+}
+
 admin::ShareView ToView(const lock::ShareInfo& info) {
   admin::ShareView view;
   view.file = info.file.value();
   view.host = info.owner.host.value();
   view.owner = info.owner.oh.value();
-  view.access = std::string(lock::ToString(info.access));
-  view.deny = std::string(lock::ToString(info.deny));
+  view.access = ShareModeName(info.access);
+  view.deny = ShareModeName(info.deny);
   view.awaiting_reclaim = info.awaiting_reclaim;
   return view;
 }
