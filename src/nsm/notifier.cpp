@@ -209,6 +209,7 @@ asio::awaitable<void> Notifier::RunAttempt(NotifyAttempt attempt,
   asio::steady_timer hold(executor_);
   HoldSlot(hold, released);
   AttemptResult result;
+  const Clock::time_point started = clock_.Now();
   try {
     result = co_await Attempt(attempt);
   } catch (const std::exception& e) {
@@ -220,7 +221,10 @@ asio::awaitable<void> Notifier::RunAttempt(NotifyAttempt attempt,
     *released = true;
     --active_;
   }
-  Finish(attempt, result);
+  const NotifyAttemptReport::Outcome outcome = Finish(attempt, result);
+  if (on_attempt_) {
+    on_attempt_(NotifyAttemptReport{attempt.mon_name, outcome, clock_.Now() - started});
+  }
   wake_.cancel();
 }
 
@@ -344,13 +348,15 @@ bool Notifier::HasRoom() const {
   return active_ < options_.max_in_flight && schedule_.in_flight() < options_.max_open_attempts;
 }
 
-void Notifier::Finish(const NotifyAttempt& attempt, const AttemptResult& result) {
+NotifyAttemptReport::Outcome Notifier::Finish(const NotifyAttempt& attempt,
+                                              const AttemptResult& result) {
   using Failure = AttemptResult::Failure;
+  using Outcome = NotifyAttemptReport::Outcome;
   if (result.failure == Failure::kNone) {
     if (schedule_.Answered(attempt.mon_name, attempt.generation) ==
         NotifySchedule::Outcome::kStale) {
       ++stats_.stale_results;
-      return;
+      return Outcome::kAnswered;
     }
     ++stats_.answered;
     ++round_answered_;
@@ -358,7 +364,7 @@ void Notifier::Finish(const NotifyAttempt& attempt, const AttemptResult& result)
                   attempt.attempt);
     RemoveOwed(attempt.mon_name);
     if (on_answered_) on_answered_(attempt.mon_name);
-    return;
+    return Outcome::kAnswered;
   }
   ++stats_.failed_attempts;
   if (result.failure == Failure::kResolve) ++stats_.resolve_failures;
@@ -377,13 +383,14 @@ void Notifier::Finish(const NotifyAttempt& attempt, const AttemptResult& result)
           attempt.mon_name, attempt.attempt, result.detail);
       RemoveOwed(attempt.mon_name);
       if (on_given_up_) on_given_up_(attempt.mon_name);
-      break;
+      return Outcome::kGaveUp;
     case NotifySchedule::Outcome::kStale:
       ++stats_.stale_results;
       break;
     case NotifySchedule::Outcome::kDone:
       NLOCKD_ASSERT(false, "a failed attempt cannot complete a host");
   }
+  return Outcome::kFailed;
 }
 
 void Notifier::RemoveOwed(const std::string& mon_name) {
