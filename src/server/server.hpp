@@ -93,6 +93,8 @@ class Server final : public nsm::RestartHook {
   GraceController grace_;
   admin::Metrics metrics_;
   CallMetrics call_metrics_;
+  // Store commits and SM_NOTIFY attempts, reported as they happen.
+  EventMetrics event_metrics_{*store_, notifier_, metrics_};
   AdminBackend admin_backend_;
   std::unique_ptr<rpc::Server> rpc_server_;
   asio::signal_set signals_;
