@@ -40,16 +40,28 @@ size_t ReplyCache::KeyHash::operator()(const Key& key) const {
   return static_cast<size_t>(h);
 }
 
-void ReplyCache::Unindex(Index::iterator it) {
-  slots_[it->second].indexed = false;
-  spare_nodes_.push_back(index_.extract(it));
+ReplyCache::ReplyCache(Options options) : options_(options) {
+  // No rehash ever (the index holds at most one entry per slot), so the slots' iterators stay
+  // valid.
+  index_.reserve(options_.max_entries);
+}
+
+void ReplyCache::Unindex(Slot& slot) {
+  slot.indexed = false;
+  spare_nodes_.push_back(index_.extract(slot.position));
+}
+
+ReplyCache::Slot* ReplyCache::Find(const Ticket& ticket) {
+  if (ticket.slot >= slots_.size()) return nullptr;
+  Slot& slot = slots_[ticket.slot];
+  return slot.indexed && slot.generation == ticket.generation ? &slot : nullptr;
 }
 
 ReplyCache::Lookup ReplyCache::Begin(const Key& key, std::vector<uint8_t>& reply,
-                                     std::chrono::steady_clock::time_point now) {
+                                     std::chrono::steady_clock::time_point now, Ticket& ticket) {
   auto it = index_.find(key);
   if (it != index_.end()) {
-    const Slot& slot = slots_[it->second];
+    Slot& slot = slots_[it->second];
     if (now - slot.created <= options_.max_age) {
       if (!slot.done) {
         ++dropped_in_progress_;
@@ -59,43 +71,44 @@ ReplyCache::Lookup ReplyCache::Begin(const Key& key, std::vector<uint8_t>& reply
       reply.insert(reply.end(), slot.reply.begin(), slot.reply.end());
       return Lookup::kReplay;
     }
-    Unindex(it);  // Too old: a new call.
+    Unindex(slot);  // Too old: a new call.
   }
+  ticket = Ticket{slots_.size(), 0};  // Names no slot: Finish and Abandon ignore it.
   if (options_.max_entries == 0) return Lookup::kNew;
   // The next slot of the ring; once the ring is full it holds the oldest entry, evicted now.
   size_t index = next_;
   next_ = (next_ + 1) % options_.max_entries;
   if (index == slots_.size()) slots_.emplace_back();
   Slot& slot = slots_[index];
-  if (slot.indexed) Unindex(index_.find(slot.key));
+  if (slot.indexed) Unindex(slot);
   slot.key = key;
   slot.indexed = true;
   slot.done = false;
+  ++slot.generation;
   slot.reply.clear();
   slot.created = now;
   if (spare_nodes_.empty()) {
-    index_.emplace(key, index);
+    slot.position = index_.emplace(key, index).first;
   } else {
     Index::node_type node = std::move(spare_nodes_.back());
     spare_nodes_.pop_back();
     node.key() = key;
     node.mapped() = index;
-    index_.insert(std::move(node));
+    slot.position = index_.insert(std::move(node)).position;
   }
+  ticket = Ticket{index, slot.generation};
   return Lookup::kNew;
 }
 
-void ReplyCache::Finish(const Key& key, std::span<const uint8_t> reply) {
-  auto it = index_.find(key);
-  if (it == index_.end()) return;  // Evicted while running: nothing to keep.
-  Slot& slot = slots_[it->second];
-  slot.done = true;
-  slot.reply.assign(reply.begin(), reply.end());
+void ReplyCache::Finish(const Ticket& ticket, std::span<const uint8_t> reply) {
+  Slot* slot = Find(ticket);
+  if (slot == nullptr) return;  // Evicted while running: nothing to keep.
+  slot->done = true;
+  slot->reply.assign(reply.begin(), reply.end());
 }
 
-void ReplyCache::Abandon(const Key& key) {
-  auto it = index_.find(key);
-  if (it != index_.end()) Unindex(it);
+void ReplyCache::Abandon(const Ticket& ticket) {
+  if (Slot* slot = Find(ticket)) Unindex(*slot);
 }
 
 }  // namespace nlockd::rpc

@@ -48,16 +48,23 @@ class ReplyCache {
     kReplay,      // Answered before: `reply` holds the cached reply.
   };
 
-  ReplyCache() : ReplyCache(Options{}) {}
-  explicit ReplyCache(Options options) : options_(options) {}
+  // Names the entry Begin recorded for a new call, so that Finish and Abandon find it without
+  // a second lookup. Stale (and ignored) once the entry was evicted or expired.
+  struct Ticket {
+    size_t slot = 0;
+    uint64_t generation = 0;
+  };
 
-  // Looks the call up; for a new call, records it as in progress.
+  ReplyCache() : ReplyCache(Options{}) {}
+  explicit ReplyCache(Options options);
+
+  // Looks the call up; for a new call, records it as in progress and sets `ticket`.
   Lookup Begin(const Key& key, std::vector<uint8_t>& reply,
-               std::chrono::steady_clock::time_point now);
+               std::chrono::steady_clock::time_point now, Ticket& ticket);
   // Stores the reply of a call that Begin reported as new.
-  void Finish(const Key& key, std::span<const uint8_t> reply);
+  void Finish(const Ticket& ticket, std::span<const uint8_t> reply);
   // Forgets a call that ended without a reply worth replaying.
-  void Abandon(const Key& key);
+  void Abandon(const Ticket& ticket);
 
   size_t size() const { return index_.size(); }
   uint64_t replays() const { return replays_; }
@@ -69,17 +76,22 @@ class ReplyCache {
   struct KeyHash {
     size_t operator()(const Key& key) const;
   };
+  using Index = std::unordered_map<Key, size_t, KeyHash>;  // Key -> slot.
   struct Slot {
     Key key;
     bool indexed = false;  // False once abandoned or found too old.
     bool done = false;
+    uint64_t generation = 0;  // Bumped each time the slot takes a new call.
+    // Its index entry while `indexed`: iterators stay valid because the index never rehashes
+    // (its buckets are reserved for max_entries up front).
+    Index::iterator position;
     std::vector<uint8_t> reply;  // Its capacity is kept when the slot is reused.
     std::chrono::steady_clock::time_point created;
   };
-  using Index = std::unordered_map<Key, size_t, KeyHash>;  // Key -> slot.
-
   // Removes an entry from the index, keeping its node for the next new call.
-  void Unindex(Index::iterator it);
+  void Unindex(Slot& slot);
+  // The slot a ticket names, if it still holds that call's entry.
+  Slot* Find(const Ticket& ticket);
 
   Options options_;
   Index index_;
