@@ -1,17 +1,10 @@
 #include "rpc/reply_cache.hpp"
 
+#include <cstring>
+
+#include "base/error.hpp"
 
 namespace nlockd::rpc {
-
-uint64_t ReplyCache::Checksum(std::span<const uint8_t> bytes) {
-  // FNV-1a: not cryptographic; it only tells different arguments apart.
-  uint64_t hash = 0xcbf29ce484222325ULL;
-  for (uint8_t byte : bytes) {
-    hash ^= byte;
-    hash *= 0x100000001b3ULL;
-  }
-  return hash;
-}
 
 namespace {
 // splitmix64's finaliser: every input bit affects every output bit.
@@ -23,7 +16,23 @@ uint64_t Mix(uint64_t x) {
 }
 }  // namespace
 
-size_t ReplyCache::KeyHash::operator()(const Key& key) const {
+uint64_t ReplyCache::Checksum(std::span<const uint8_t> bytes) {
+  // FNV-1a over 8-byte words, then a mix: not cryptographic; it only tells different arguments
+  // apart. A word at a time because it runs on every cached call (a byte at a time is a chain
+  // of ~100 dependent multiplications for a LOCK).
+  uint64_t hash = 0xcbf29ce484222325ULL ^ bytes.size();
+  size_t i = 0;
+  for (; i + 8 <= bytes.size(); i += 8) {
+    uint64_t word;
+    std::memcpy(&word, bytes.data() + i, sizeof(word));
+    hash = (hash ^ word) * 0x100000001b3ULL;
+  }
+  uint64_t tail = 0;
+  if (i < bytes.size()) std::memcpy(&tail, bytes.data() + i, bytes.size() - i);
+  return Mix(hash ^ tail);
+}
+
+uint64_t ReplyCache::Hash(const Key& key) {
   uint64_t h = Mix(key.args_checksum ^ (uint64_t{key.xid} << 32 | key.procedure));
   h = Mix(h ^ (uint64_t{key.program} << 32 | key.version));
   if (key.client.is_v4()) {
@@ -37,18 +46,46 @@ size_t ReplyCache::KeyHash::operator()(const Key& key) const {
     }
     h = Mix(Mix(h ^ high) ^ low);
   }
-  return static_cast<size_t>(h);
+  return h;
 }
 
 ReplyCache::ReplyCache(Options options) : options_(options) {
-  // No rehash ever (the index holds at most one entry per slot), so the slots' iterators stay
-  // valid.
-  index_.reserve(options_.max_entries);
+  NLOCKD_REQUIRE(options_.max_entries < (size_t{1} << 30), "reply cache too large");
+  size_t cells = 16;
+  while (cells < 2 * options_.max_entries) cells *= 2;
+  cells_.resize(cells);
+  mask_ = static_cast<uint32_t>(cells - 1);
+}
+
+uint32_t ReplyCache::Probe(const Key& key, uint64_t hash) const {
+  const auto fragment = static_cast<uint32_t>(hash);
+  for (uint32_t i = fragment & mask_;; i = (i + 1) & mask_) {
+    const Cell& cell = cells_[i];
+    if (cell.slot_plus_one == 0) return i;
+    if (cell.hash == fragment) {
+      const Slot& slot = slots_[cell.slot_plus_one - 1];
+      if (slot.hash == hash && slot.key == key) return i;
+    }
+  }
 }
 
 void ReplyCache::Unindex(Slot& slot) {
   slot.indexed = false;
-  spare_nodes_.push_back(index_.extract(slot.position));
+  --size_;
+  // Backward-shift deletion (linear probing): move later cells of the run back into the hole
+  // unless their home lies cyclically after the hole.
+  uint32_t hole = slot.cell;
+  for (uint32_t i = (hole + 1) & mask_;; i = (i + 1) & mask_) {
+    Cell& cell = cells_[i];
+    if (cell.slot_plus_one == 0) break;
+    const uint32_t home = cell.hash & mask_;
+    const bool stays = hole <= i ? (hole < home && home <= i) : (hole < home || home <= i);
+    if (stays) continue;
+    cells_[hole] = cell;
+    slots_[cell.slot_plus_one - 1].cell = hole;
+    hole = i;
+  }
+  cells_[hole] = Cell{};
 }
 
 ReplyCache::Slot* ReplyCache::Find(const Ticket& ticket) {
@@ -59,9 +96,10 @@ ReplyCache::Slot* ReplyCache::Find(const Ticket& ticket) {
 
 ReplyCache::Lookup ReplyCache::Begin(const Key& key, std::vector<uint8_t>& reply,
                                      std::chrono::steady_clock::time_point now, Ticket& ticket) {
-  auto it = index_.find(key);
-  if (it != index_.end()) {
-    Slot& slot = slots_[it->second];
+  const uint64_t hash = Hash(key);
+  uint32_t cell = Probe(key, hash);
+  if (cells_[cell].slot_plus_one != 0) {
+    Slot& slot = slots_[cells_[cell].slot_plus_one - 1];
     if (now - slot.created <= options_.max_age) {
       if (!slot.done) {
         ++dropped_in_progress_;
@@ -82,20 +120,17 @@ ReplyCache::Lookup ReplyCache::Begin(const Key& key, std::vector<uint8_t>& reply
   Slot& slot = slots_[index];
   if (slot.indexed) Unindex(slot);
   slot.key = key;
+  slot.hash = hash;
   slot.indexed = true;
   slot.done = false;
   ++slot.generation;
   slot.reply.clear();
   slot.created = now;
-  if (spare_nodes_.empty()) {
-    slot.position = index_.emplace(key, index).first;
-  } else {
-    Index::node_type node = std::move(spare_nodes_.back());
-    spare_nodes_.pop_back();
-    node.key() = key;
-    node.mapped() = index;
-    slot.position = index_.insert(std::move(node)).position;
-  }
+  // Removals may have shifted the run this key probes: find its empty cell again.
+  cell = Probe(key, hash);
+  cells_[cell] = Cell{static_cast<uint32_t>(index + 1), static_cast<uint32_t>(hash)};
+  slot.cell = cell;
+  ++size_;
   ticket = Ticket{index, slot.generation};
   return Lookup::kNew;
 }
