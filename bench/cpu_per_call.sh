@@ -18,7 +18,7 @@ run_one() {  # PID PORT WORKLOAD -> "calls/s us-per-call"
   after=$(cpu_ticks "$1")
   calls=$(sed -n 's/.*"calls":\([0-9]*\).*/\1/p' <<<"$json")
   awk -v c="$calls" -v s="$seconds" -v t=$((after - before)) -v hz="$ticks" \
-    'BEGIN {printf "%.0f %.2f", c / s, c > 0 ? t * 1e6 / hz / c : 0}'
+    'BEGIN {printf "%.0f %.2f", c / s, (c > 0 ? t * 1e6 / hz / c : 0)}'
 }
 for round in $(seq "$rounds"); do
   for bin in "$@"; do
@@ -38,7 +38,10 @@ for round in $(seq "$rounds"); do
     rm -rf "$dir"
     awk -v b="$bin" -v r="$round" -v nr="$null_rate" -v nc="$null_cpu" -v lr="$nlm_rate" \
       -v lc="$nlm_cpu" -v C="$connections" -v P="$pipeline" 'BEGIN {
-      printf "round %d C=%d P=%d %s: NULL %d calls/s %.2f us/call | LOCK+UNLOCK %d calls/s %.2f us/call | calls/s ratio %.2f  CPU ratio %.2f\n",
-        r, C, P, b, nr, nc, lr, lc, nr > 0 ? lr / nr : 0, nc > 0 ? lc / nc : 0 }'
+      printf "round %d C=%d P=%d %s\n", r, C, P, b
+      printf "  NULL        %7d calls/s  %6.2f us/call\n", nr, nc
+      printf "  LOCK+UNLOCK %7d calls/s  %6.2f us/call\n", lr, lc
+      printf "  ratios: calls/s %.2f  CPU per call %.2f\n", (nr > 0 ? lr / nr : 0),
+        (nc > 0 ? lc / nc : 0) }'
   done
 done
