@@ -7,8 +7,8 @@ set -euo pipefail
 build=${1:-build-bench}
 seconds=${2:-5}
 log=$(mktemp)
-"$build/src/cmd/nlockd" --listen 127.0.0.1:0 --rpcbind-register=false --grace 0 \
-  --log-level warn 2>"$log" &
+"$build/src/cmd/nlockd" --listen 127.0.0.1:0 --rpcbind-register=false --admin-listen off \
+  --grace 0 --log-level warn 2>"$log" &
 pid=$!
 trap 'kill $pid 2>/dev/null; rm -f "$log"' EXIT
 port=""

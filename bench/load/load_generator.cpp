@@ -31,6 +31,7 @@ struct Shared {
   std::vector<uint32_t> latencies_us;  // Calls that completed in the measured window.
   uint64_t errors = 0;
   size_t live_connections = 0;
+  uint64_t sent = 0;
 };
 
 // One connection: lanes queue calls, one writer sends them, one reader hands replies back.
@@ -92,6 +93,8 @@ asio::awaitable<void> Connection::Lane(std::shared_ptr<Connection> /*keep_alive*
   Pending pending;
   pending.signal = std::make_unique<asio::steady_timer>(socket_.get_executor());
   for (uint64_t seq = 0; !broken_ && Clock::now() < shared_.stop_at; ++seq) {
+    if (shared_.options.max_calls != 0 && shared_.sent >= shared_.options.max_calls) break;
+    ++shared_.sent;
     CallSpec call = shared_.workload.Next(index_, lane, seq);
     uint32_t xid = next_xid_++;
     std::vector<uint8_t> request;
@@ -198,7 +201,7 @@ std::string FixedWorkload::name() const {
 
 LoadResult RunLoad(const LoadOptions& options, Workload& workload) {
   asio::io_context io(1);
-  Shared shared{workload, options, {}, {}, {}, 0, 0};
+  Shared shared{workload, options, {}, {}, {}, 0, 0, 0};
   auto start = Clock::now();
   shared.measure_from = start + options.warmup;
   shared.stop_at = shared.measure_from + options.duration;

@@ -53,6 +53,9 @@ struct LoadOptions {
   // Bind connection i to its own loopback source address (127.1.x.y), so that a server sees
   // each connection as a different client host.
   bool distinct_sources = false;
+  // Stop once this many calls were sent in all (0: run for the duration). With a zero warm-up
+  // and a long duration, this makes a fixed number of calls (a prefill).
+  uint64_t max_calls = 0;
 };
 
 struct LoadResult {

@@ -23,6 +23,69 @@ std::vector<uint8_t> ParseHex(const std::string& hex) {
   return out;
 }
 
+void Print(const nlockd::bench::LoadOptions& options, const std::string& name,
+           const nlockd::bench::LoadResult& result, bool json) {
+  std::cout << (json ? nlockd::bench::ResultJson(options, name, result)
+                     : nlockd::bench::FormatResult(options, name, result));
+}
+
+// nlm4-test: per file size, fill a file of its own over the wire, then TEST it; NULL first as
+// the ceiling, and every row's calls/s as a ratio of the first file size's TEST.
+int RunTests(const std::string& address, uint16_t port, const std::vector<size_t>& connections,
+             const std::vector<size_t>& pipelines, double duration, double warmup, bool json,
+             const std::vector<uint64_t>& file_locks, uint64_t run) {
+  nlockd::bench::LoadOptions base;
+  base.target = asio::ip::make_address(address);
+  base.port = port;
+  base.duration = std::chrono::milliseconds(static_cast<int64_t>(duration * 1000));
+  base.warmup = std::chrono::milliseconds(static_cast<int64_t>(warmup * 1000));
+  std::vector<uint64_t> runs;
+  for (uint64_t locks : file_locks) {
+    nlockd::bench::NlmFillWorkload fill(run + runs.size());
+    nlockd::bench::LoadOptions options = base;
+    options.connections = 1;
+    options.pipeline = 16;
+    options.warmup = std::chrono::milliseconds(0);
+    options.duration = std::chrono::minutes(10);
+    options.max_calls = locks;
+    auto filled = nlockd::bench::RunLoad(options, fill);
+    if (filled.calls != locks || filled.errors != 0) {
+      std::cerr << "filling a file with " << locks << " locks failed: " << filled.calls
+                << " granted, " << filled.errors << " errors\n";
+      return EXIT_FAILURE;
+    }
+    runs.push_back(run + runs.size());
+  }
+  for (size_t pipeline : pipelines) {
+    for (size_t count : connections) {
+      nlockd::bench::LoadOptions options = base;
+      options.connections = count;
+      options.pipeline = pipeline;
+      nlockd::bench::FixedWorkload null_workload({100021, 4, 0, {}});
+      auto null_result = nlockd::bench::RunLoad(options, null_workload);
+      Print(options, "NULL", null_result, json);
+      std::cout << std::endl;
+      double first = 0;
+      for (size_t i = 0; i < file_locks.size(); ++i) {
+        nlockd::bench::NlmTestWorkload test(file_locks[i], runs[i]);
+        auto result = nlockd::bench::RunLoad(options, test);
+        Print(options, test.name(), result, json);
+        if (i == 0) first = result.calls_per_second;
+        if (first > 0) {
+          std::cout << (json ? "\n" : "  ") << "ratio to " << file_locks[0]
+                    << " lock(s): " << result.calls_per_second / first;
+        }
+        if (null_result.calls_per_second > 0) {
+          std::cout << "  to NULL: " << result.calls_per_second / null_result.calls_per_second;
+        }
+        std::cout << std::endl;
+        if (result.calls == 0 || result.errors != 0) return EXIT_FAILURE;
+      }
+    }
+  }
+  return EXIT_SUCCESS;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -36,6 +99,7 @@ int main(int argc, char** argv) {
   bool distinct_sources = false, json = false;
   std::string workload_name = "fixed";
   bool against_null = false;
+  std::vector<uint64_t> file_locks{1, 100'000};
   app.add_option("--target", target, "ADDR:PORT of the server (default 127.0.0.1:4045)");
   app.add_option("--connections", connections, "connection counts to run, e.g. 1,8,64")
       ->delimiter(',');
@@ -52,8 +116,12 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json, "one JSON object per run instead of a table");
   app.add_option("--workload", workload_name,
                  "fixed (the --program/--version/--procedure/--args-hex call, default NULL) or "
-                 "nlm4-lock-unlock (LOCK then UNLOCK of a distinct range per lane)")
-      ->check(CLI::IsMember({"fixed", "nlm4-lock-unlock"}));
+                 "nlm4-lock-unlock (LOCK then UNLOCK of a distinct range per lane) or "
+                 "nlm4-test (TEST against a file holding --file-locks locks)")
+      ->check(CLI::IsMember({"fixed", "nlm4-lock-unlock", "nlm4-test"}));
+  app.add_option("--file-locks", file_locks,
+                 "nlm4-test: locks held on the tested file, one run each (default 1,100000)")
+      ->delimiter(',');
   app.add_flag("--against-null", against_null,
                "before each run, measure RPC NULL (NLM v4) with the same connections and "
                "pipeline, and print the workload's calls/s as a ratio of it");
@@ -67,6 +135,11 @@ int main(int argc, char** argv) {
   nlockd::bench::CallSpec spec{program, version, procedure, ParseHex(args_hex)};
   nlockd::bench::FixedWorkload fixed(spec);
   uint64_t run = std::random_device{}();
+  if (workload_name == "nlm4-test") {
+    return RunTests(target.substr(0, colon),
+                    static_cast<uint16_t>(std::stoi(target.substr(colon + 1))), connections,
+                    pipelines, duration, warmup, json, file_locks, run);
+  }
   for (size_t pipeline : pipelines) {
     nlockd::bench::NlmLockUnlockWorkload nlm(pipeline, run++);
     nlockd::bench::Workload& workload =

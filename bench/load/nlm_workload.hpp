@@ -24,4 +24,36 @@ class NlmLockUnlockWorkload : public Workload {
   uint64_t run_;
 };
 
+// NLM version 4 LOCKs that fill one file with `locks` one-byte exclusive locks of one owner, at
+// every other byte (so that they never merge): the prefill of NlmTestWorkload.
+class NlmFillWorkload : public Workload {
+ public:
+  explicit NlmFillWorkload(uint64_t run) : run_(run) {}
+  std::string name() const override { return "NLM4 LOCK (fill)"; }
+  CallSpec Next(size_t connection, size_t lane, uint64_t seq) override;
+  bool Check(const CallSpec& call, std::span<const uint8_t> result) override;
+
+ private:
+  uint64_t run_;
+  uint64_t next_ = 0;
+};
+
+// NLM version 4 TEST of one byte of the file NlmFillWorkload(run) filled with `locks` locks, at
+// positions spread over the filled range: half of them hit a lock (DENIED with the holder),
+// half fall between two (GRANTED). Each lane tests as its own owner.
+class NlmTestWorkload : public Workload {
+ public:
+  NlmTestWorkload(uint64_t locks, uint64_t run) : locks_(locks), run_(run) {}
+  std::string name() const override;
+  CallSpec Next(size_t connection, size_t lane, uint64_t seq) override;
+  bool Check(const CallSpec& call, std::span<const uint8_t> result) override;
+
+ private:
+  uint64_t locks_;
+  uint64_t run_;
+};
+
+// The file handle the NLM workloads of run `run` use.
+std::string BenchFile(uint64_t run);
+
 }  // namespace nlockd::bench

@@ -23,6 +23,11 @@ FileState* LockManager::FindFile(const FileKey& key) {
   return it == files_.end() ? nullptr : &it->second;
 }
 
+const FileState* LockManager::FindFile(const FileKey& key) const {
+  auto it = files_.find(key);
+  return it == files_.end() ? nullptr : &it->second;
+}
+
 FileState& LockManager::UseFile(FileState* found, const FileKey& key) {
   if (found != nullptr) {
     if (found->idle) {

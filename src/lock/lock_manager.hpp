@@ -16,6 +16,7 @@
 #include "lock/host_registry.hpp"
 #include "lock/outcomes.hpp"
 #include "lock/owner_table.hpp"
+#include "lock/prior_state.hpp"
 #include "lock/requests.hpp"
 #include "lock/snapshot.hpp"
 
@@ -106,6 +107,21 @@ class LockManager {
   // The client accepted the grant: forget the waiter. False if the id is not a pending grant.
   bool AcknowledgeGrant(WaiterId id);
 
+  // --- Undo of a granted call (PriorLocks) -------------------------------------------------
+
+  // The owner's locks over the range of a LOCK about to be made, to undo it exactly if it must
+  // fail after the grant (lock_manager_undo.cpp). nullopt for a range Lock refuses anyway.
+  std::optional<PriorLocks> SnapshotLocks(const FileKey& file, const LockOwner& owner,
+                                          uint64_t offset, uint64_t length) const;
+  // Gives the owner back, over the snapshot's range, exactly the locks it held then, and serves
+  // the waiters this frees. Does nothing (restored=false) if another owner now holds a lock
+  // that conflicts with the prior ones; nothing either if the owner is gone (its host was
+  // released meanwhile: that release stands).
+  RestoreOutcome RestoreLocks(const PriorLocks& prior);
+  PriorShare SnapshotShare(const FileKey& file, const LockOwner& owner) const;
+  // The same for a SHARE: puts the prior reservation back, or removes the owner's if it had none.
+  RestoreOutcome RestoreShare(const PriorShare& prior);
+
   // --- Share reservations -------------------------------------------------------------------
 
   ShareOutcome Share(const ShareRequest& request);
@@ -162,6 +178,7 @@ class LockManager {
 
   // Lookups that never create.
   FileState* FindFile(const FileKey& key);
+  const FileState* FindFile(const FileKey& key) const;
   std::optional<OwnerId> FindOwner(const LockOwner& owner) const { return owners_.Find(owner); }
   // Get-or-create. `found` is what FindFile(key) returned. EnsureOwner returns nullopt when the
   // host registry is full; `known` and `known_host` are what earlier lookups found for this

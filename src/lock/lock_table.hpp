@@ -65,6 +65,15 @@ class LockTable {
         range, [&](const LockEntry& e) { return e.owner != owner && TypesConflict(e.type, type); });
   }
 
+  // Calls fn(const LockEntry&) for every entry that overlaps `range`, in (first, owner) order.
+  template <typename Fn>
+  void ForEachOverlapping(const ByteRange& range, Fn&& fn) const {
+    FindFirst(range, [&](const LockEntry& e) {
+      fn(e);
+      return false;
+    });
+  }
+
   // True if `owner` holds `type` (with this awaiting mark) over all of `range` in one entry.
   bool Holds(OwnerId owner, const ByteRange& range, LockType type, bool awaiting_reclaim) const;
 

@@ -133,6 +133,15 @@ struct DropOutcome {
   Grants grants;
 };
 
+// What putting an owner's prior locks or share back did (LockManager::RestoreLocks/RestoreShare).
+struct RestoreOutcome {
+  // False when another owner took, while the undone call was in flight, what that call gave up
+  // (it downgraded a lock or weakened a reservation): the prior state cannot come back without
+  // a conflict, so nothing was changed and the call's result stands.
+  bool restored = false;
+  Grants grants;  // Waiters granted because the restore released bytes the call had taken.
+};
+
 struct LoadOutcome {
   size_t locks = 0;     // Restored lock records installed.
   size_t shares = 0;    // Restored share records installed.

@@ -46,11 +46,13 @@ struct JournalEntry {
 // happened (the call's own change first, then the waiters it granted).
 //
 // Record returns false when the change could not be written (the store failed). NLM then fails
-// closed, as Linux lockd and NFS-Ganesha do: a LOCK, NM_LOCK or SHARE is undone and answered
-// DENIED_NOLOCKS, a granted waiter has its grant revoked instead of announced; a release (UNLOCK,
-// CANCEL, UNSHARE, FREE_ALL, a reboot) stays done in memory, and the persisted copy, which still
-// shows the released state, is corrected by the next entry for that owner and file or dropped
-// as an unreclaimed restored lock after a restart.
+// closed, as Linux lockd and NFS-Ganesha do: a LOCK, NM_LOCK or SHARE is undone (the owner gets
+// back exactly what it held before the call) and answered DENIED_NOLOCKS, unless it gave up
+// something another owner has taken since (then it stands and is answered GRANTED); a granted
+// waiter has its grant revoked instead of announced; a release (UNLOCK, CANCEL, UNSHARE,
+// FREE_ALL, a reboot) stays done in memory, and the persisted copy, which still shows the
+// released state, is corrected by the next entry for that owner and file or dropped as an
+// unreclaimed restored lock after a restart.
 //
 // With no journal set (NlmService::set_journal), nothing is persisted and nothing is awaited.
 class LockJournal {

@@ -171,6 +171,11 @@ asio::awaitable<nlm4_res> NlmService::Lock(const rpc::CallContext& context, nlm4
     if (!ok) co_return nlm4_res{std::move(args.cookie), NLM4_DENIED_NOLOCKS};
   }
   lock::LockRequest request = TakeLockRequest(context, std::move(host), args);
+  // What the owner held over the range, to undo exactly this call if it cannot be persisted.
+  std::optional<lock::PriorLocks> prior;
+  if (journal_ != nullptr) {
+    prior = locks_.SnapshotLocks(request.file, request.owner, request.offset, request.length);
+  }
   lock::LockOutcome outcome = ApplyLock(context, request);
   nlm4_stats stat = ToWire(outcome.status);
   const bool granted = outcome.status == LockStatus::kGranted;
@@ -182,16 +187,25 @@ asio::awaitable<nlm4_res> NlmService::Lock(const rpc::CallContext& context, nlm4
     persisted = co_await Persist(std::move(entries));
   }
   FinishGrants(std::move(outcome.grants), persisted);
-  if (!persisted && granted) {
+  if (!persisted && granted && prior) {
     // Fail closed (Linux lockd, NFS-Ganesha): a lock the store does not know is not granted.
-    // The owner's locks over the range are released, even ones it held before this call.
-    lock::UnlockOutcome undo =
-        locks_.Unlock(request.file, request.owner, request.offset, request.length);
+    // The owner gets back exactly what it held over the range before this call (an upgrade
+    // that fails leaves the shared lock it upgraded).
+    lock::RestoreOutcome undo = locks_.RestoreLocks(*prior);
     std::vector<JournalEntry> entries{JournalEntry::Locks(request.file, request.owner)};
     PersistInBackground(std::move(entries), std::move(undo.grants));
-    spdlog::warn("nlm lock host={} caller={} not persisted; answering DENIED_NOLOCKS",
-                 request.owner.host.value(), request.host_label);
-    stat = NLM4_DENIED_NOLOCKS;
+    if (undo.restored) {
+      spdlog::warn("nlm lock host={} caller={} not persisted; answering DENIED_NOLOCKS",
+                   request.owner.host.value(), request.host_label);
+      stat = NLM4_DENIED_NOLOCKS;
+    } else {
+      // The call was a downgrade and another owner already holds what it gave up: the lock as
+      // granted is the state everyone saw, so it stands and is answered as it is.
+      spdlog::warn(
+          "nlm lock host={} caller={} not persisted and not undoable (another owner "
+          "holds what it released); answering GRANTED",
+          request.owner.host.value(), request.host_label);
+    }
   }
   co_return nlm4_res{std::move(args.cookie), stat};
 }
@@ -298,6 +312,8 @@ asio::awaitable<nlm4_shareres> NlmService::Share(const rpc::CallContext& context
   request.deny = ToDeny(args.share.mode);
   request.reclaim = args.reclaim;
   request.host_label = args.share.caller_name;
+  std::optional<lock::PriorShare> prior;
+  if (journal_ != nullptr) prior = locks_.SnapshotShare(request.file, request.owner);
   lock::ShareOutcome outcome = locks_.Share(request);
   nlm4_stats stat = ToWire(outcome.status);
   const bool granted = outcome.status == LockStatus::kGranted;
@@ -309,12 +325,16 @@ asio::awaitable<nlm4_shareres> NlmService::Share(const rpc::CallContext& context
     persisted = co_await Persist(std::move(entries));
   }
   FinishGrants(std::move(outcome.grants), persisted);
-  if (!persisted && granted) {
-    // Fail closed, as for LOCK: the owner's reservation on the file is withdrawn.
-    lock::UnshareOutcome undo = locks_.Unshare(request.file, request.owner);
+  if (!persisted && granted && prior) {
+    // Fail closed, as for LOCK: the owner's reservation goes back to what it was (none, or
+    // the one this call replaced), unless another owner already uses what the call gave up.
+    lock::RestoreOutcome undo = locks_.RestoreShare(*prior);
     std::vector<JournalEntry> entries{JournalEntry::Share(request.file, request.owner)};
     PersistInBackground(std::move(entries), std::move(undo.grants));
-    stat = NLM4_DENIED_NOLOCKS;
+    if (undo.restored) stat = NLM4_DENIED_NOLOCKS;
+    spdlog::warn("nlm share host={} caller={} not persisted; answering {}",
+                 request.owner.host.value(), request.host_label,
+                 undo.restored ? "DENIED_NOLOCKS" : "GRANTED (not undoable)");
   }
   co_return nlm4_shareres{std::move(args.cookie), stat, 0};
 }

@@ -81,6 +81,69 @@ TEST_F(NlmJournalTest, AFailedWriteUndoesTheLockAndAnswersDeniedNolocks) {
   EXPECT_EQ(JLock(a, LockArgs("client-a", 1, 0, 10)).stat, NLM4_GRANTED);
 }
 
+// The owner's locks on file1 as "X [0,9], S [10,19]".
+std::string OwnerLocks(const lock::LockManager& locks, const char* host) {
+  std::string out;
+  locks.ForEachLock(
+      [&](const lock::LockView& v) {
+        if (!out.empty()) out += ", ";
+        out += (v.type == lock::LockType::kExclusive ? "X " : "S ") + v.range.ToString();
+      },
+      lock::StateFilter{lock::HostId(host), lock::FileKey("file1")});
+  return out;
+}
+
+TEST_F(NlmJournalTest, AFailedUpgradeKeepsTheSharedLockItUpgraded) {
+  auto a = From("192.0.2.1");
+  auto shared = LockArgs("client-a", 1, 0, 101);
+  shared.exclusive = false;
+  ASSERT_EQ(JLock(a, shared).stat, NLM4_GRANTED);
+  ASSERT_EQ(JLock(a, LockArgs("client-a", 1, 200, 10)).stat, NLM4_GRANTED);
+  journal_.succeed = false;
+  // The upgrade, and a lock overlapping both the shared lock and free bytes.
+  EXPECT_EQ(JLock(a, LockArgs("client-a", 1, 0, 101)).stat, NLM4_DENIED_NOLOCKS);
+  EXPECT_EQ(OwnerLocks(locks_, "192.0.2.1"), "S [0,100], X [200,209]");
+  EXPECT_EQ(JLock(a, LockArgs("client-a", 1, 50, 100)).stat, NLM4_DENIED_NOLOCKS);
+  EXPECT_EQ(OwnerLocks(locks_, "192.0.2.1"), "S [0,100], X [200,209]");
+  RunFor(std::chrono::milliseconds(10));
+  EXPECT_EQ(OwnerLocks(locks_, "192.0.2.1"), "S [0,100], X [200,209]");
+}
+
+TEST_F(NlmJournalTest, AFailedDowngradeThatAnotherOwnerUsedMeanwhileStandsAndIsGranted) {
+  auto a = From("192.0.2.1");
+  ASSERT_EQ(JLock(a, LockArgs("client-a", 1, 0, 10)).stat, NLM4_GRANTED);
+  journal_.succeed = false;
+  auto downgrade = LockArgs("client-a", 1, 0, 10);
+  downgrade.exclusive = false;
+  // While the write is in flight, another client takes a shared lock on what a gave up.
+  lock::LockRequest other;
+  other.file = lock::FileKey("file1");
+  other.owner = lock::LockOwner{lock::HostId("192.0.2.2"), 2, lock::OwnerHandle("2@b")};
+  other.length = 10;
+  other.type = lock::LockType::kShared;
+  journal_.on_record = [&](const std::vector<JournalEntry>&) {
+    EXPECT_EQ(locks_.Lock(other).status, lock::LockStatus::kGranted);
+    journal_.on_record = nullptr;
+  };
+  EXPECT_EQ(RunCoroutine(io_, service_->Lock(a, downgrade, true)).stat, NLM4_GRANTED)
+      << "a's exclusive lock cannot come back; the downgrade everyone saw stands";
+  EXPECT_EQ(OwnerLocks(locks_, "192.0.2.1"), "S [0,9]");
+  EXPECT_EQ(OwnerLocks(locks_, "192.0.2.2"), "S [0,9]");
+}
+
+TEST_F(NlmJournalTest, AFailedShareChangeKeepsTheReservationItReplaced) {
+  auto a = From("192.0.2.1");
+  nlm4_shareargs share{"s1", {"client-a", "file1", "oh-a", fsm_DW, fsa_R}, false};
+  ASSERT_EQ(Answered(service_->Share(a, share)).stat, NLM4_GRANTED);
+  journal_.succeed = false;
+  nlm4_shareargs wider{"s2", {"client-a", "file1", "oh-a", fsm_DRW, fsa_RW}, false};
+  EXPECT_EQ(Answered(service_->Share(a, wider)).stat, NLM4_DENIED_NOLOCKS);
+  std::vector<lock::ShareInfo> shares = locks_.ListShares();
+  ASSERT_EQ(shares.size(), 1u);
+  EXPECT_EQ(shares[0].access, lock::ShareAccess::kRead);
+  EXPECT_EQ(shares[0].deny, lock::ShareDeny::kWrite);
+}
+
 TEST_F(NlmJournalTest, UnlockRecordsTheOwnerThenTheWaiterItGrantedBeforeTheCallback) {
   auto a = From("192.0.2.1"), b = From("192.0.2.2");
   auto held = LockArgs("client-a", 1, 0, 10);

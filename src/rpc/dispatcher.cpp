@@ -149,11 +149,12 @@ asio::awaitable<bool> Dispatcher::Dispatch(CallContext context, std::span<const 
   }
   const Procedure& procedure = vers_it->procedures[context.procedure];
 
-  std::optional<ReplyCache::Key> cache_key;
+  std::optional<ReplyCache::Ticket> cache_ticket;
   if (cache_ != nullptr && procedure.options.cache_replies) {
     ReplyCache::Key key{context.peer_address, context.xid,       context.program,
                         context.version,      context.procedure, ReplyCache::Checksum(call.args)};
-    switch (cache_->Begin(key, reply, start)) {
+    ReplyCache::Ticket ticket;
+    switch (cache_->Begin(key, reply, start, ticket)) {
       case ReplyCache::Lookup::kInProgress:
         Observe(context, procedure.name, "duplicate_in_progress", start);
         co_return false;
@@ -161,7 +162,7 @@ asio::awaitable<bool> Dispatcher::Dispatch(CallContext context, std::span<const 
         Observe(context, procedure.name, "duplicate_replayed", start);
         co_return true;
       case ReplyCache::Lookup::kNew:
-        cache_key = key;
+        cache_ticket = ticket;
         break;
     }
   }
@@ -186,7 +187,7 @@ asio::awaitable<bool> Dispatcher::Dispatch(CallContext context, std::span<const 
                  args.failure()->field, xdr::ToString(args.failure()->error));
   }
   Observe(context, procedure.name, OutcomeName(status), start);
-  if (cache_key) {
+  if (cache_ticket) {
     // A system error may be transient (the store was down): let a retransmission try again.
     if (status == HandlerStatus::kSuccess || status == HandlerStatus::kGarbageArgs) {
       if (status == HandlerStatus::kGarbageArgs) {
@@ -194,9 +195,9 @@ asio::awaitable<bool> Dispatcher::Dispatch(CallContext context, std::span<const 
         out.PatchU32(reply_start + kAcceptStatOffset,
                      static_cast<uint32_t>(AcceptStat::kGarbageArgs));
       }
-      cache_->Finish(*cache_key, std::span(reply).subspan(reply_start));
+      cache_->Finish(*cache_ticket, std::span(reply).subspan(reply_start));
     } else {
-      cache_->Abandon(*cache_key);
+      cache_->Abandon(*cache_ticket);
     }
   }
   switch (status) {

@@ -4,7 +4,6 @@
 #include <cstdint>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include <asio/ip/address.hpp>
@@ -21,10 +20,12 @@ namespace nlockd::rpc {
 // The key leaves out the client port so that a TCP client that reconnects still matches; the
 // arguments' checksum keeps an xid reused by another process on the same host from matching.
 // Bounded in entries (least recently inserted evicted first) and in age. Entries live in a ring
-// of slots reused in insertion order, and their index nodes and reply buffers are reused with
-// them, so that a call costs no allocation once the ring is full (an abandoned entry's slot
-// waits for its turn, so abandoned calls lower the bound a little). One executor; not
-// thread-safe.
+// of slots reused in insertion order, with their reply buffers, so that a call costs no
+// allocation once the ring is full (an abandoned entry's slot waits for its turn, so abandoned
+// calls lower the bound a little). The index is an open-addressing table of slot numbers with
+// a hash fragment each: a lookup touches one table line and the matching slot, and evicting the
+// oldest entry touches its own cell (a node-based map cost a cold bucket walk for each, the
+// largest item of an NLM call's profile). One executor; not thread-safe.
 class ReplyCache {
  public:
   struct Options {
@@ -48,43 +49,62 @@ class ReplyCache {
     kReplay,      // Answered before: `reply` holds the cached reply.
   };
 
+  // Names the entry Begin recorded for a new call, so that Finish and Abandon find it without
+  // a second lookup. Stale (and ignored) once the entry was evicted or expired.
+  struct Ticket {
+    size_t slot = 0;
+    uint64_t generation = 0;
+  };
+
   ReplyCache() : ReplyCache(Options{}) {}
-  explicit ReplyCache(Options options) : options_(options) {}
+  explicit ReplyCache(Options options);
 
-  // Looks the call up; for a new call, records it as in progress.
+  // Looks the call up; for a new call, records it as in progress and sets `ticket`.
   Lookup Begin(const Key& key, std::vector<uint8_t>& reply,
-               std::chrono::steady_clock::time_point now);
+               std::chrono::steady_clock::time_point now, Ticket& ticket);
   // Stores the reply of a call that Begin reported as new.
-  void Finish(const Key& key, std::span<const uint8_t> reply);
+  void Finish(const Ticket& ticket, std::span<const uint8_t> reply);
   // Forgets a call that ended without a reply worth replaying.
-  void Abandon(const Key& key);
+  void Abandon(const Ticket& ticket);
 
-  size_t size() const { return index_.size(); }
+  size_t size() const { return size_; }
   uint64_t replays() const { return replays_; }
   uint64_t dropped_in_progress() const { return dropped_in_progress_; }
 
   static uint64_t Checksum(std::span<const uint8_t> bytes);
 
  private:
-  struct KeyHash {
-    size_t operator()(const Key& key) const;
-  };
+  static uint64_t Hash(const Key& key);
+
   struct Slot {
     Key key;
+    uint64_t hash = 0;
     bool indexed = false;  // False once abandoned or found too old.
     bool done = false;
+    uint64_t generation = 0;  // Bumped each time the slot takes a new call.
+    uint32_t cell = 0;        // Its cell in the index while `indexed`.
     std::vector<uint8_t> reply;  // Its capacity is kept when the slot is reused.
     std::chrono::steady_clock::time_point created;
   };
-  using Index = std::unordered_map<Key, size_t, KeyHash>;  // Key -> slot.
+  // An index cell: 0 for empty, else the slot number + 1, with the low bits of the key's hash
+  // so that probing needs no slot but the match.
+  struct Cell {
+    uint32_t slot_plus_one = 0;
+    uint32_t hash = 0;
+  };
 
-  // Removes an entry from the index, keeping its node for the next new call.
-  void Unindex(Index::iterator it);
+  // The cell of `key`, or the empty cell where it would go.
+  uint32_t Probe(const Key& key, uint64_t hash) const;
+  // Removes an entry from the index (backward-shift deletion keeps the probes short).
+  void Unindex(Slot& slot);
+  // The slot a ticket names, if it still holds that call's entry.
+  Slot* Find(const Ticket& ticket);
 
   Options options_;
-  Index index_;
+  std::vector<Cell> cells_;  // A power of two, at least twice max_entries: load <= 1/2.
+  uint32_t mask_ = 0;
+  size_t size_ = 0;
   std::vector<Slot> slots_;  // Grows to max_entries, then reused from next_ on.
-  std::vector<Index::node_type> spare_nodes_;  // Index nodes of forgotten entries, for reuse.
   size_t next_ = 0;          // The slot the next new call takes (the oldest once full).
   uint64_t replays_ = 0;
   uint64_t dropped_in_progress_ = 0;

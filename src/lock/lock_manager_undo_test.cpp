@@ -1,0 +1,164 @@
+// LockManager: undoing a granted LOCK or SHARE gives the owner back exactly its prior state.
+
+#include <gtest/gtest.h>
+
+#include "lock/lock_manager.hpp"
+#include "lock/test_util.hpp"
+
+namespace nlockd::lock {
+namespace {
+
+using namespace testing;  // NOLINT(google-build-using-namespace): test helpers.
+
+ByteRange R(uint64_t first, uint64_t last) { return ByteRange::FromFirstLast(first, last); }
+
+class LockManagerUndoTest : public ::testing::Test {
+ protected:
+  // Takes a snapshot, makes the LOCK, and returns the snapshot to undo it with.
+  PriorLocks LockThenSnapshot(const LockRequest& request, LockStatus expected) {
+    std::optional<PriorLocks> prior =
+        manager_.SnapshotLocks(request.file, request.owner, request.offset, request.length);
+    EXPECT_TRUE(prior.has_value());
+    EXPECT_EQ(manager_.Lock(request).status, expected);
+    return prior.value_or(PriorLocks{});
+  }
+
+  ShareRequest Shr(const LockOwner& owner, ShareAccess access, ShareDeny deny) {
+    ShareRequest request;
+    request.file = f_;
+    request.owner = owner;
+    request.access = access;
+    request.deny = deny;
+    return request;
+  }
+
+  // The shares of f_ as "oh access deny" joined by ", ".
+  std::string Shares() const {
+    std::string out;
+    for (const ShareInfo& share : manager_.ListShares()) {
+      if (!out.empty()) out += ", ";
+      out += share.owner.oh.value() + " " + std::string(ToString(share.access)) + " " +
+             std::string(ToString(share.deny));
+    }
+    return out;
+  }
+
+  ManualClock clock_;
+  LockManager manager_{clock_};
+  const FileKey f_ = File("fh1");
+  const LockOwner a_ = Owner("a");
+  const LockOwner b_ = Owner("b");
+};
+
+TEST_F(LockManagerUndoTest, UndoingAnUpgradeGivesBackTheSharedLock) {
+  manager_.Lock(Req(f_, a_, 0, 101, kS));
+  const PriorLocks prior = LockThenSnapshot(Req(f_, a_, 0, 101, kX), LockStatus::kGranted);
+  ASSERT_EQ(Locks(manager_, f_), "1@a X [0,100]");
+  const RestoreOutcome undo = manager_.RestoreLocks(prior);
+  EXPECT_TRUE(undo.restored);
+  EXPECT_EQ(Locks(manager_, f_), "1@a S [0,100]");
+  EXPECT_EQ(manager_.Counts().locks, 1u);
+}
+
+TEST_F(LockManagerUndoTest, UndoingAnOverlappingLockRestoresTheOldPiecesAndKeepsTheRest) {
+  manager_.Lock(Req(f_, a_, 0, 50, kX));   // [0,49]
+  manager_.Lock(Req(f_, a_, 60, 10, kS));  // [60,69]
+  manager_.Lock(Req(f_, a_, 90, 10, kS));  // [90,99], outside the undone range.
+  const PriorLocks prior = LockThenSnapshot(Req(f_, a_, 40, 40, kS), LockStatus::kGranted);
+  ASSERT_EQ(Locks(manager_, f_), "1@a X [0,39], 1@a S [40,79], 1@a S [90,99]");
+  EXPECT_TRUE(manager_.RestoreLocks(prior).restored);
+  EXPECT_EQ(Locks(manager_, f_), "1@a X [0,49], 1@a S [60,69], 1@a S [90,99]");
+  EXPECT_EQ(manager_.Counts().locks, 3u);
+}
+
+TEST_F(LockManagerUndoTest, UndoingANewLockReleasesItAndServesTheWaitersItBlocked) {
+  const PriorLocks prior = LockThenSnapshot(Req(f_, a_, 0, 10, kX), LockStatus::kGranted);
+  ASSERT_EQ(manager_.Lock(Blocking(f_, b_, 5, 10)).status, LockStatus::kBlocked);
+  const RestoreOutcome undo = manager_.RestoreLocks(prior);
+  EXPECT_TRUE(undo.restored);
+  EXPECT_EQ(Describe(undo.grants), "1:1@b X [5,14]");
+  EXPECT_EQ(Locks(manager_, f_), "1@b X [5,14]");
+}
+
+TEST_F(LockManagerUndoTest, AnUpgradeUndoGrantsNoWaiterTheBytesItGivesBack) {
+  manager_.Lock(Req(f_, a_, 0, 10, kS));
+  const PriorLocks prior = LockThenSnapshot(Req(f_, a_, 0, 20, kX), LockStatus::kGranted);
+  ASSERT_EQ(manager_.Lock(Blocking(f_, b_, 0, 20)).status, LockStatus::kBlocked);
+  const RestoreOutcome undo = manager_.RestoreLocks(prior);
+  EXPECT_TRUE(undo.grants.empty()) << "a still holds S [0,9]";
+  EXPECT_EQ(Locks(manager_, f_), "1@a S [0,9]");
+  EXPECT_EQ(manager_.ListWaiters().size(), 1u);
+}
+
+TEST_F(LockManagerUndoTest, ADowngradeAnotherOwnerUsedMeanwhileIsNotUndone) {
+  manager_.Lock(Req(f_, a_, 0, 10, kX));
+  const PriorLocks prior = LockThenSnapshot(Req(f_, a_, 0, 10, kS), LockStatus::kGranted);
+  ASSERT_EQ(manager_.Lock(Req(f_, b_, 0, 10, kS)).status, LockStatus::kGranted);
+  const RestoreOutcome undo = manager_.RestoreLocks(prior);
+  EXPECT_FALSE(undo.restored);
+  EXPECT_EQ(Locks(manager_, f_), "1@a S [0,9], 1@b S [0,9]");
+}
+
+TEST_F(LockManagerUndoTest, ADowngradeNobodyUsedIsUndone) {
+  manager_.Lock(Req(f_, a_, 0, 10, kX));
+  const PriorLocks prior = LockThenSnapshot(Req(f_, a_, 0, 10, kS), LockStatus::kGranted);
+  EXPECT_TRUE(manager_.RestoreLocks(prior).restored);
+  EXPECT_EQ(Locks(manager_, f_), "1@a X [0,9]");
+}
+
+TEST_F(LockManagerUndoTest, AHostReleasedMeanwhileGetsNothingBack) {
+  manager_.Lock(Req(f_, a_, 0, 10, kS));
+  const PriorLocks prior = LockThenSnapshot(Req(f_, a_, 0, 10, kX), LockStatus::kGranted);
+  manager_.ReleaseHost(a_.host);
+  EXPECT_TRUE(manager_.RestoreLocks(prior).restored);
+  EXPECT_EQ(Locks(manager_, f_), "");
+  EXPECT_EQ(manager_.Counts().locks, 0u);
+  EXPECT_EQ(manager_.Counts().owners, 0u);
+}
+
+TEST_F(LockManagerUndoTest, AnUndoneReclaimLeavesTheRestoredLockAwaiting) {
+  manager_.StartGrace(GraceMode::kFineGrained);
+  const std::vector<RestoredLock> locks = {{f_, a_, R(0, 9), kX}};
+  manager_.LoadRestored(locks, {});
+  const PriorLocks prior = LockThenSnapshot(Reclaim(f_, a_, 0, 5), LockStatus::kGranted);
+  ASSERT_EQ(Locks(manager_, f_), "1@a X [0,4], 1@a X [5,9]*");
+  EXPECT_TRUE(manager_.RestoreLocks(prior).restored);
+  EXPECT_EQ(Locks(manager_, f_), "1@a X [0,9]*");
+  EXPECT_EQ(manager_.AwaitingReclaimCount(), 1u);
+}
+
+TEST_F(LockManagerUndoTest, AnInvalidRangeHasNoSnapshot) {
+  EXPECT_FALSE(manager_.SnapshotLocks(f_, a_, ByteRange::kMaxOffset, 2).has_value());
+}
+
+TEST_F(LockManagerUndoTest, UndoingAShareChangeGivesBackThePriorReservation) {
+  manager_.Share(Shr(a_, ShareAccess::kRead, ShareDeny::kWrite));
+  const PriorShare prior = manager_.SnapshotShare(f_, a_);
+  ASSERT_EQ(manager_.Share(Shr(a_, ShareAccess::kReadWrite, ShareDeny::kReadWrite)).status,
+            LockStatus::kGranted);
+  EXPECT_TRUE(manager_.RestoreShare(prior).restored);
+  EXPECT_EQ(Shares(), "1@a read deny-write");
+  EXPECT_EQ(manager_.Counts().shares, 1u);
+}
+
+TEST_F(LockManagerUndoTest, UndoingAFirstShareRemovesIt) {
+  const PriorShare prior = manager_.SnapshotShare(f_, a_);
+  manager_.Share(Shr(a_, ShareAccess::kRead, ShareDeny::kWrite));
+  EXPECT_TRUE(manager_.RestoreShare(prior).restored);
+  EXPECT_EQ(Shares(), "");
+  EXPECT_EQ(manager_.Counts().shares, 0u);
+  EXPECT_EQ(manager_.Counts().owners, 0u);
+}
+
+TEST_F(LockManagerUndoTest, AWeakerShareAnotherOwnerUsedMeanwhileIsNotUndone) {
+  manager_.Share(Shr(a_, ShareAccess::kRead, ShareDeny::kWrite));
+  const PriorShare prior = manager_.SnapshotShare(f_, a_);
+  manager_.Share(Shr(a_, ShareAccess::kRead, ShareDeny::kNone));
+  ASSERT_EQ(manager_.Share(Shr(b_, ShareAccess::kWrite, ShareDeny::kNone)).status,
+            LockStatus::kGranted);
+  EXPECT_FALSE(manager_.RestoreShare(prior).restored);
+  EXPECT_EQ(Shares(), "1@a read deny-none, 1@b write deny-none");
+}
+
+}  // namespace
+}  // namespace nlockd::lock

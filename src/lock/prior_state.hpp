@@ -1,0 +1,42 @@
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "lock/lock_type.hpp"
+#include "lock/owner.hpp"
+#include "lock/range.hpp"
+#include "lock/share_table.hpp"
+
+namespace nlockd::lock {
+
+// What one owner held on one file before a LOCK or SHARE, so that the protocol layer can undo
+// that call exactly when it must still fail after the manager granted it (the lock journal
+// could not record it): LockManager::SnapshotLocks/SnapshotShare take it, RestoreLocks and
+// RestoreShare put it back. A plain value; it names the owner, not the manager's ids.
+struct PriorLocks {
+  FileKey file;
+  LockOwner owner;
+  ByteRange range;  // The call's range; `locks` are the owner's entries in it, clipped to it.
+  struct Entry {
+    ByteRange range;
+    LockType type = LockType::kExclusive;
+    bool awaiting_reclaim = false;
+
+    friend bool operator==(const Entry&, const Entry&) = default;
+  };
+  std::vector<Entry> locks;  // In offset order.
+};
+
+struct PriorShare {
+  FileKey file;
+  LockOwner owner;
+  struct Entry {
+    ShareAccess access = ShareAccess::kNone;
+    ShareDeny deny = ShareDeny::kNone;
+    bool awaiting_reclaim = false;
+  };
+  std::optional<Entry> share;  // nullopt: the owner had no reservation on the file.
+};
+
+}  // namespace nlockd::lock
