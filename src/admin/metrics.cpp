@@ -311,6 +311,10 @@ void Metrics::CountNotifications(NotificationResult result, uint64_t count) {
   if (count != 0) notifications_[Index(result)]->Increment(static_cast<double>(count));
 }
 
+void Metrics::ObserveNotificationDuration(double seconds) {
+  notification_duration_->Observe(seconds);
+}
+
 void Metrics::CrashDetected() { crashes_detected_->Increment(); }
 
 void Metrics::CrashCleanedUp(uint64_t locks) {
@@ -318,8 +322,8 @@ void Metrics::CrashCleanedUp(uint64_t locks) {
   locks_cleaned_on_crash_->Increment(static_cast<double>(locks));
 }
 
-void Metrics::ObserveCallback(CallbackKind kind, CallbackResult result) {
-  callbacks_[Index(kind)][Index(result)]->Increment();
+void Metrics::ObserveCallback(CallbackKind kind, CallbackResult result, uint64_t count) {
+  if (count != 0) callbacks_[Index(kind)][Index(result)]->Increment(static_cast<double>(count));
 }
 
 void Metrics::Reclaimed(uint64_t count) { reclaims_->Increment(static_cast<double>(count)); }

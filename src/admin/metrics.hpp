@@ -116,13 +116,15 @@ class Metrics {
   // Counts `count` attempts whose duration was not measured (exported from the notifier's
   // counters at scrape time); the duration histogram is left alone.
   void CountNotifications(NotificationResult result, uint64_t count);
+  // The duration of one attempt whose result is counted by CountNotifications.
+  void ObserveNotificationDuration(double seconds);
   // An SM_NOTIFY arrived (or a peer gave up on) for a monitored host: it rebooted.
   void CrashDetected();
   // The lock state of a crashed host was released: `locks` lock entries (and its shares and
   // waiters) dropped.
   void CrashCleanedUp(uint64_t locks);
 
-  void ObserveCallback(CallbackKind kind, CallbackResult result);
+  void ObserveCallback(CallbackKind kind, CallbackResult result, uint64_t count = 1);
   void Reclaimed(uint64_t count = 1);
 
   void ConnectionOpened();

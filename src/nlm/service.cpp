@@ -500,10 +500,14 @@ asio::awaitable<void> NlmService::SendRes(ClientAddress client, uint32_t version
                                           rpc::TaskGate::Pass /*pass*/) {
   rpc::CallResult result =
       co_await caller_.Call(client, version, procedure, std::move(body), options_.res_deadline);
+  // `procedure` is one of the five _RES procedures (the ServeMsg callers).
+  NlmStats::ResOutcomes& outcomes = stats_.res_by_procedure[procedure - NLM_TEST_RES];
   if (result.status == rpc::CallStatus::kOk) {
     ++stats_.res_sent;
+    ++outcomes.delivered;
   } else {
     ++stats_.res_failed;
+    ++(result.status == rpc::CallStatus::kTimedOut ? outcomes.timed_out : outcomes.failed);
     spdlog::info("nlm _RES procedure {} to {} failed: {} {}", procedure,
                  rpc::AddressToString(client.address), rpc::ToString(result.status),
                  result.detail);

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -50,6 +51,16 @@ struct NlmStats {
   uint64_t callbacks_failed = 0;  // Grants revoked because the client refused or vanished.
   uint64_t res_sent = 0;
   uint64_t res_failed = 0;
+  // The same _RES calls by procedure (index: procedure - NLM_TEST_RES, through NLM_GRANTED_RES)
+  // and how each ended.
+  struct ResOutcomes {
+    uint64_t delivered = 0;
+    uint64_t timed_out = 0;
+    uint64_t failed = 0;  // Any other error: unreachable, rejected, a bad reply.
+  };
+  static constexpr size_t kResProcedures = 5;
+  std::array<ResOutcomes, kResProcedures> res_by_procedure{};
+  uint64_t reclaims_granted = 0;  // LOCK, NM_LOCK and SHARE (or _MSG) with reclaim set, granted.
   uint64_t monitor_failures = 0;
   // FREE_ALL, procedure 16 or GRANTED_RES from a caller not entitled to it.
   uint64_t spoof_rejections = 0;
@@ -152,6 +163,10 @@ class NlmService {
   template <typename Args, typename Result, typename Now, typename Later>
   asio::awaitable<rpc::HandlerStatus> Serve(const rpc::CallContext& context, xdr::Decoder& in,
                                             xdr::Encoder& out, Now now, Later later);
+  // Records the reply's status in context.result (the result label of nlm_requests_total) and
+  // counts a granted reclaim.
+  template <typename Result>
+  void NoteResult(const rpc::CallContext& context, bool reclaim, const Result& result);
   // The _MSG form: an empty reply now, the result as a _RES call to the client.
   template <typename Args, typename Result, typename Method>
   asio::awaitable<rpc::HandlerStatus> ServeMsg(const rpc::CallContext& context, xdr::Decoder& in,

@@ -5,15 +5,37 @@
 
 namespace nlockd::nlm {
 
+namespace {
+
+// Whether the request reclaims a lock or share held before a restart (nlm_reclaims_total).
+bool Reclaims(const nlm4_lockargs& args) { return args.reclaim; }
+bool Reclaims(const nlm4_shareargs& args) { return args.reclaim; }
+template <typename Args>
+bool Reclaims(const Args& /*args*/) {
+  return false;
+}
+
+}  // namespace
+
+template <typename Result>
+void NlmService::NoteResult(const rpc::CallContext& context, bool reclaim, const Result& result) {
+  // The status on the wire: version 1 and 3 callers get (and are counted with) the mapped one.
+  const nlm4_stats stat = StatusForVersion(result.stat, context.version);
+  context.result = ToString(stat);
+  if (reclaim && stat == NLM4_GRANTED) ++stats_.reclaims_granted;
+}
+
 template <typename Args, typename Result, typename Now, typename Later>
 asio::awaitable<rpc::HandlerStatus> NlmService::Serve(const rpc::CallContext& context,
                                                       xdr::Decoder& in, xdr::Encoder& out,
                                                       Now now, Later later) {
   Args args;
   if (!Decode(in, context.version, args)) co_return rpc::HandlerStatus::kGarbageArgs;
+  const bool reclaim = Reclaims(args);
   std::optional<Result> result = now(context, args);
   if (!result) result = co_await later(context, std::move(args));
   Encode(out, context.version, *result);
+  NoteResult(context, reclaim, *result);
   co_return rpc::HandlerStatus::kSuccess;
 }
 
@@ -23,7 +45,9 @@ asio::awaitable<rpc::HandlerStatus> NlmService::ServeMsg(const rpc::CallContext&
                                                          uint32_t res_procedure, Method method) {
   Args args;
   Result result;
+  bool reclaim = false;
   if (Decode(in, context.version, args)) {
+    reclaim = Reclaims(args);
     result = co_await method(context, std::move(args));
   } else {
     // The caller still gets its empty reply; the failure goes in the _RES (PROTOCOL-NOTES §1.4).
@@ -32,6 +56,7 @@ asio::awaitable<rpc::HandlerStatus> NlmService::ServeMsg(const rpc::CallContext&
   std::vector<uint8_t> body;
   xdr::Encoder enc(body);
   Encode(enc, context.version, result);
+  NoteResult(context, reclaim, result);  // Counted with the status its _RES carries.
   SpawnRes(context, res_procedure, std::move(body));
   co_return rpc::HandlerStatus::kSuccess;
 }

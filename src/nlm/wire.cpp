@@ -86,6 +86,32 @@ nlm4_stats StatusForVersion(nlm4_stats stat, uint32_t version) {
   }
 }
 
+std::string_view ToString(nlm4_stats stat) {
+  switch (stat) {
+    case NLM4_GRANTED:
+      return "granted";
+    case NLM4_DENIED:
+      return "denied";
+    case NLM4_DENIED_NOLOCKS:
+      return "denied_nolocks";
+    case NLM4_BLOCKED:
+      return "blocked";
+    case NLM4_DENIED_GRACE_PERIOD:
+      return "denied_grace_period";
+    case NLM4_DEADLCK:
+      return "deadlck";
+    case NLM4_ROFS:
+      return "rofs";
+    case NLM4_STALE_FH:
+      return "stale_fh";
+    case NLM4_FBIG:
+      return "fbig";
+    case NLM4_FAILED:
+      return "failed";
+  }
+  return "unknown";
+}
+
 bool Decode(xdr::Decoder& dec, uint32_t version, nlm4_lockargs& out) {
   return DecodeCookie(dec, out.cookie) && dec.Bool(out.block, "block") &&
          dec.Bool(out.exclusive, "exclusive") && DecodeLock(dec, version, out.alock) &&

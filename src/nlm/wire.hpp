@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "xdr/decoder.hpp"
 #include "xdr/encoder.hpp"
@@ -184,5 +185,9 @@ void Encode(xdr::Encoder& enc, uint32_t version, const nlm4_unlockargs& args);
 // Versions 1 and 3 replies never carry version 4 codes: deadlock becomes denied and ROFS,
 // STALE_FH, FBIG and FAILED become denied_nolocks (PROTOCOL-NOTES.md §1.2, Linux's cast_status).
 nlm4_stats StatusForVersion(nlm4_stats stat, uint32_t version);
+
+// The status's name in lowercase without the prefix ("granted", "denied_grace_period", ...): the
+// result label of nlm_requests_total. A static string.
+std::string_view ToString(nlm4_stats stat);
 
 }  // namespace nlockd::nlm

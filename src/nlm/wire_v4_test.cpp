@@ -77,6 +77,16 @@ TEST(WireV4, DeniedTestResCarriesTheHolderInTheUnion) {
   EXPECT_EQ(short_bytes.size(), 4u + 4u + 4u);  // cookie, stat, no holder
 }
 
+TEST(WireV4, StatusNamesAreTheSpecsNamesInLowercase) {
+  EXPECT_EQ(ToString(NLM4_GRANTED), "granted");
+  EXPECT_EQ(ToString(NLM4_DENIED_NOLOCKS), "denied_nolocks");
+  EXPECT_EQ(ToString(NLM4_BLOCKED), "blocked");
+  EXPECT_EQ(ToString(NLM4_DENIED_GRACE_PERIOD), "denied_grace_period");
+  EXPECT_EQ(ToString(NLM4_DEADLCK), "deadlck");
+  EXPECT_EQ(ToString(NLM4_STALE_FH), "stale_fh");
+  EXPECT_EQ(ToString(NLM4_FAILED), "failed");
+}
+
 TEST(WireV4, VersionFourCodesPassThrough) {
   for (nlm4_stats stat : {NLM4_ROFS, NLM4_STALE_FH, NLM4_FBIG, NLM4_FAILED, NLM4_DEADLCK}) {
     nlm4_res res{"c", stat};

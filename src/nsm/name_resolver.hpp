@@ -6,8 +6,16 @@
 
 #include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>
+#include <asio/ip/address.hpp>
 
 namespace nlockd::nsm {
+
+// getaddrinfo on Asio's resolver thread, never on the executor, abandoned after `timeout`
+// (PROTOCOL-NOTES.md §2 #3, #4: DNS must never stall the monitor): the addresses of `name` (an
+// IP literal is its own), empty when it does not resolve in time.
+asio::awaitable<std::vector<asio::ip::address>> LookupWithin(asio::any_io_executor executor,
+                                                             std::string name,
+                                                             std::chrono::milliseconds timeout);
 
 // Looks up the addresses of a monitored host's name, so that an SM_NOTIFY from a host
 // registered by name (not by address) can be checked against where it came from. DNS lies
@@ -19,8 +27,7 @@ class NameResolver {
   virtual asio::awaitable<std::vector<std::string>> Resolve(std::string name) = 0;
 };
 
-// getaddrinfo on Asio's resolver thread, never on the executor, abandoned at `deadline`
-// (PROTOCOL-NOTES.md §2 #3, #4: DNS must never stall the monitor).
+// LookupWithin the configured deadline.
 class AsioNameResolver final : public NameResolver {
  public:
   AsioNameResolver(asio::any_io_executor executor, std::chrono::milliseconds deadline)
@@ -29,7 +36,6 @@ class AsioNameResolver final : public NameResolver {
   asio::awaitable<std::vector<std::string>> Resolve(std::string name) override;
 
  private:
-  asio::awaitable<std::vector<std::string>> Lookup(std::string name);
 
   asio::any_io_executor executor_;
   std::chrono::milliseconds deadline_;

@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "base/error.hpp"
+#include "nsm/name_resolver.hpp"
 #include "nsm/wire.hpp"
 #include "rpc/client.hpp"
 #include "rpc/rpcbind.hpp"
@@ -48,29 +49,9 @@ std::string Lower(std::string_view s) {
 asio::awaitable<std::optional<asio::ip::address>> ResolveWithin(asio::any_io_executor executor,
                                                                 std::string name,
                                                                 milliseconds timeout) {
-  asio::error_code ec;
-  auto literal = asio::ip::make_address(name, ec);
-  if (!ec) co_return literal;
-  struct State {
-    explicit State(const asio::any_io_executor& ex) : done(ex) {}
-    asio::steady_timer done;
-    std::optional<asio::ip::address> address;
-    bool finished = false;
-  };
-  auto state = std::make_shared<State>(executor);
-  auto resolver = std::make_shared<asio::ip::udp::resolver>(executor);
-  state->done.expires_after(timeout);
-  resolver->async_resolve(name, "",
-                          [state, resolver](const asio::error_code& resolve_ec,
-                                            const asio::ip::udp::resolver::results_type& results) {
-                            if (!resolve_ec && !results.empty())
-                              state->address = results.begin()->endpoint().address();
-                            state->finished = true;
-                            state->done.cancel();
-                          });
-  co_await state->done.async_wait(rpc::kUseTuple);
-  if (!state->finished) resolver->cancel();
-  co_return state->address;
+  auto addresses = co_await LookupWithin(std::move(executor), std::move(name), timeout);
+  if (addresses.empty()) co_return std::nullopt;
+  co_return addresses.front();
 }
 
 void LogSpawnFailure(std::exception_ptr error) {
@@ -228,6 +209,7 @@ asio::awaitable<void> Notifier::RunAttempt(NotifyAttempt attempt,
   asio::steady_timer hold(executor_);
   HoldSlot(hold, released);
   AttemptResult result;
+  const Clock::time_point started = clock_.Now();
   try {
     result = co_await Attempt(attempt);
   } catch (const std::exception& e) {
@@ -239,7 +221,10 @@ asio::awaitable<void> Notifier::RunAttempt(NotifyAttempt attempt,
     *released = true;
     --active_;
   }
-  Finish(attempt, result);
+  const NotifyAttemptReport::Outcome outcome = Finish(attempt, result);
+  if (on_attempt_) {
+    on_attempt_(NotifyAttemptReport{attempt.mon_name, outcome, clock_.Now() - started});
+  }
   wake_.cancel();
 }
 
@@ -363,13 +348,15 @@ bool Notifier::HasRoom() const {
   return active_ < options_.max_in_flight && schedule_.in_flight() < options_.max_open_attempts;
 }
 
-void Notifier::Finish(const NotifyAttempt& attempt, const AttemptResult& result) {
+NotifyAttemptReport::Outcome Notifier::Finish(const NotifyAttempt& attempt,
+                                              const AttemptResult& result) {
   using Failure = AttemptResult::Failure;
+  using Outcome = NotifyAttemptReport::Outcome;
   if (result.failure == Failure::kNone) {
     if (schedule_.Answered(attempt.mon_name, attempt.generation) ==
         NotifySchedule::Outcome::kStale) {
       ++stats_.stale_results;
-      return;
+      return Outcome::kAnswered;
     }
     ++stats_.answered;
     ++round_answered_;
@@ -377,7 +364,7 @@ void Notifier::Finish(const NotifyAttempt& attempt, const AttemptResult& result)
                   attempt.attempt);
     RemoveOwed(attempt.mon_name);
     if (on_answered_) on_answered_(attempt.mon_name);
-    return;
+    return Outcome::kAnswered;
   }
   ++stats_.failed_attempts;
   if (result.failure == Failure::kResolve) ++stats_.resolve_failures;
@@ -396,13 +383,14 @@ void Notifier::Finish(const NotifyAttempt& attempt, const AttemptResult& result)
           attempt.mon_name, attempt.attempt, result.detail);
       RemoveOwed(attempt.mon_name);
       if (on_given_up_) on_given_up_(attempt.mon_name);
-      break;
+      return Outcome::kGaveUp;
     case NotifySchedule::Outcome::kStale:
       ++stats_.stale_results;
       break;
     case NotifySchedule::Outcome::kDone:
       NLOCKD_ASSERT(false, "a failed attempt cannot complete a host");
   }
+  return Outcome::kFailed;
 }
 
 void Notifier::RemoveOwed(const std::string& mon_name) {
@@ -441,18 +429,16 @@ std::vector<NotifyTarget> MergeTargets(std::vector<NotifyTarget> owed,
   return merged;
 }
 
-std::vector<NotifyTarget> StartupTargets(const store::LoadedState& loaded) {
-  std::vector<NotifyTarget> owed;
-  owed.reserve(loaded.notify_owed.size());
-  for (const store::NotifyOwed& row : loaded.notify_owed) {
-    owed.push_back(NotifyTarget{row.mon_name, row.address});
+std::vector<NotifyTarget> MonitoredTargets(const Registry& registry,
+                                           const std::optional<std::string>& only) {
+  std::vector<NotifyTarget> targets;
+  for (const Registry::Peer& peer : registry.Peers()) {
+    if (only && FoldName(peer.name) != FoldName(*only)) continue;
+    // An address the host is known by saves a name lookup; a name-only host is resolved.
+    std::string address = peer.addresses.empty() ? std::string() : *peer.addresses.begin();
+    targets.push_back({peer.name, std::move(address)});
   }
-  std::vector<NotifyTarget> monitored;
-  monitored.reserve(loaded.registrations.size());
-  for (const store::Registration& registration : loaded.registrations) {
-    monitored.push_back(NotifyTarget{registration.mon_name, ""});
-  }
-  return MergeTargets(std::move(owed), std::move(monitored));
+  return targets;
 }
 
 }  // namespace nlockd::nsm

@@ -17,6 +17,7 @@
 #include "base/clock.hpp"
 #include "nsm/notify_channel.hpp"
 #include "nsm/notify_schedule.hpp"
+#include "nsm/registry.hpp"
 #include "rpc/call_context.hpp"
 #include "rpc/task_gate.hpp"
 
@@ -95,6 +96,18 @@ struct NotifierStats {
   static constexpr size_t kMaxRoundDurations = 32;
 };
 
+// One SM_NOTIFY attempt that ended (nsm_notification_duration_seconds).
+struct NotifyAttemptReport {
+  enum class Outcome {
+    kAnswered,  // The peer answered (even if a newer round had re-added it meanwhile).
+    kFailed,    // No answer; the host is retried (or was re-added meanwhile).
+    kGaveUp,    // No answer, and the host's budget ran out.
+  };
+  const std::string& mon_name;
+  Outcome outcome;
+  Clock::duration duration;  // Resolve, rpcbind GETPORT and the call, by the injected clock.
+};
+
 // Owns the schedule of hosts owed an SM_NOTIFY and the coroutines that notify them. Runs on
 // `executor`, which must be single-threaded (an io_context run by one thread, or a strand);
 // every callback runs there. executor, client, store and clock must outlive the Notifier.
@@ -122,6 +135,11 @@ class Notifier {
     on_given_up_ = std::move(callback);
   }
 
+  // Every attempt, once it ended (after on_answered / on_given_up for its host).
+  void set_on_attempt(std::function<void(const NotifyAttemptReport&)> callback) {
+    on_attempt_ = std::move(callback);
+  }
+
   NotifierStats stats() const;
   bool RoundActive() const { return round_start_.has_value(); }
   size_t Pending() const { return schedule_.size(); }
@@ -140,7 +158,7 @@ class Notifier {
                                                    std::chrono::steady_clock::time_point deadline);
   bool HasRoom() const;
   void HoldSlot(asio::steady_timer& hold, std::shared_ptr<bool> released);
-  void Finish(const NotifyAttempt& attempt, const AttemptResult& result);
+  NotifyAttemptReport::Outcome Finish(const NotifyAttempt& attempt, const AttemptResult& result);
   void RemoveOwed(const std::string& mon_name);
   void EndRound();
 
@@ -163,6 +181,7 @@ class Notifier {
   NotifierStats stats_;
   std::function<void(const std::string&)> on_answered_;
   std::function<void(const std::string&)> on_given_up_;
+  std::function<void(const NotifyAttemptReport&)> on_attempt_;
 };
 
 // The hosts to notify at start-up: every host still owed from an earlier run (its row's address
@@ -170,7 +189,9 @@ class Notifier {
 // mon_name compared case-insensitively; an entry with an address wins over one without.
 std::vector<NotifyTarget> MergeTargets(std::vector<NotifyTarget> owed,
                                        std::vector<NotifyTarget> monitored);
-// MergeTargets of the store's notify_owed rows and its registrations' mon_names.
-std::vector<NotifyTarget> StartupTargets(const store::LoadedState& loaded);
+// Every distinct monitored host (only the one named `only`, compared case-insensitively), with
+// an address it is known by when it has one.
+std::vector<NotifyTarget> MonitoredTargets(const Registry& registry,
+                                           const std::optional<std::string>& only = std::nullopt);
 
 }  // namespace nlockd::nsm

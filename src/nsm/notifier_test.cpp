@@ -164,6 +164,20 @@ class NotifierTest : public ::testing::Test {
     notifier_ = std::make_unique<Notifier>(io_.get_executor(), client_, store_, clock_, options);
     notifier_->set_on_answered([this](const std::string& name) { answered_.push_back(name); });
     notifier_->set_on_given_up([this](const std::string& name) { given_up_.push_back(name); });
+    notifier_->set_on_attempt([this](const NotifyAttemptReport& report) {
+      attempts_.push_back(Attempt{report.mon_name, report.outcome, report.duration});
+    });
+  }
+
+  struct Attempt {
+    std::string mon_name;
+    NotifyAttemptReport::Outcome outcome;
+    Clock::duration duration;
+  };
+  size_t CountAttempts(NotifyAttemptReport::Outcome outcome) const {
+    return static_cast<size_t>(
+        std::count_if(attempts_.begin(), attempts_.end(),
+                      [&](const Attempt& a) { return a.outcome == outcome; }));
   }
 
   // Runs the io_context until `done` holds; false after `timeout`.
@@ -204,6 +218,7 @@ class NotifierTest : public ::testing::Test {
   std::vector<Received> received_;
   std::vector<std::string> answered_;
   std::vector<std::string> given_up_;
+  std::vector<Attempt> attempts_;
   std::unique_ptr<Notifier> notifier_;
 };
 
@@ -278,6 +293,22 @@ TEST_F(NotifierTest, SilentPeersAreRetriedThenGivenUpAndTheirRowsRemoved) {
   EXPECT_GE(stats.failed_attempts, 4u);
   EXPECT_GE(stats.rpcbind_failures, 2u);  // the silent rpcbind
   EXPECT_EQ(stats.attempts, stats.failed_attempts + stats.answered);
+
+  // Every attempt was reported once it ended, with how long it took.
+  using Outcome = NotifyAttemptReport::Outcome;
+  EXPECT_EQ(attempts_.size(), stats.attempts);
+  EXPECT_EQ(CountAttempts(Outcome::kAnswered), 2u);
+  EXPECT_EQ(CountAttempts(Outcome::kGaveUp), 2u);
+  EXPECT_EQ(CountAttempts(Outcome::kFailed), stats.failed_attempts - 2);
+  for (const Attempt& attempt : attempts_) {
+    if (attempt.outcome == Outcome::kAnswered) {
+      EXPECT_LT(attempt.duration, options.attempt_deadline) << attempt.mon_name;
+    } else {
+      // A silent peer holds an attempt until its deadline.
+      EXPECT_GE(attempt.duration, options.attempt_deadline / 2) << attempt.mon_name;
+      EXPECT_TRUE(attempt.mon_name == "silent-udp" || attempt.mon_name == "silent-tcp");
+    }
+  }
 }
 
 TEST_F(NotifierTest, ConfiguredPortSkipsRpcbindAndTcpWorks) {
@@ -429,18 +460,23 @@ TEST(NotifierTargets, MergeKeepsOneEntryPerNameCaseInsensitivelyPreferringAnAddr
                 {"Client-A", "10.0.0.1"}, {"client-b", "10.0.0.2"}, {"client-c", ""}}));
 }
 
-TEST(NotifierTargets, StartupTargetsJoinOwedRowsOfACrashedRunWithRegistrations) {
-  store::LoadedState loaded;
-  loaded.notify_owed.push_back(store::NotifyOwed{"client-a", "192.0.2.1", 5, 3});
+TEST(NotifierTargets, MonitoredTargetsAreOnePerPeerWithAKnownAddress) {
+  Registry registry(10);
   store::Registration registration;
   registration.mon_name = "client-a";
-  loaded.registrations.push_back(registration);
-  registration.mon_name = "client-b";
-  loaded.registrations.push_back(registration);
+  registry.Put(registration);
   registration.my_id.my_proc = 2;  // a second registration of the same host
-  loaded.registrations.push_back(registration);
-  EXPECT_EQ(StartupTargets(loaded),
-            (std::vector<NotifyTarget>{{"client-a", "192.0.2.1"}, {"client-b", ""}}));
+  registry.Put(registration);
+  registry.AddPeerAddress("client-a", "192.0.2.1");
+  registration.mon_name = "Client-B";
+  registry.Put(registration);
+  std::vector<NotifyTarget> all = MonitoredTargets(registry);
+  std::sort(all.begin(), all.end(),
+            [](const auto& a, const auto& b) { return a.address > b.address; });
+  EXPECT_EQ(all, (std::vector<NotifyTarget>{{"client-a", "192.0.2.1"}, {"Client-B", ""}}));
+  EXPECT_EQ(MonitoredTargets(registry, "client-b"),
+            (std::vector<NotifyTarget>{{"Client-B", ""}}));
+  EXPECT_TRUE(MonitoredTargets(registry, "nobody").empty());
 }
 
 }  // namespace

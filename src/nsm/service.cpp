@@ -120,6 +120,7 @@ bool NsmService::CallerAllowed(const rpc::CallContext& context, SmProc procedure
     return true;
   }
   ++stats_.refused[procedure];
+  context.result = "denied";  // The result label of nsm_requests_total.
   spdlog::warn("nsm {} from {} refused: not loopback or on the allowlist", ProcedureName(procedure),
                context.peer);
   return false;

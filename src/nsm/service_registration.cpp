@@ -13,6 +13,14 @@ asio::awaitable<HandlerStatus> NullProc(const CallContext&, xdr::Decoder&, xdr::
   co_return HandlerStatus::kSuccess;
 }
 
+// The result label of nsm_requests_total (CallContext::result), unless the call was refused
+// (CallerAllowed recorded "denied"): the res of an sm_stat_res; an sm_stat carries none.
+void NoteResult(const CallContext& context, const sm_stat_res& result) {
+  if (!context.result.empty()) return;
+  context.result = result.res_stat == stat_succ ? "stat_succ" : "stat_fail";
+}
+void NoteResult(const CallContext& /*context*/, const sm_stat& /*result*/) {}
+
 // Decode, call, encode for the procedures with a result.
 template <typename Args, typename Result, typename Method>
 asio::awaitable<HandlerStatus> Serve(const CallContext& context, xdr::Decoder& in,
@@ -21,6 +29,7 @@ asio::awaitable<HandlerStatus> Serve(const CallContext& context, xdr::Decoder& i
   if (!Decode(in, args)) co_return HandlerStatus::kGarbageArgs;
   Result result = co_await method(context, std::move(args));
   Encode(out, result);
+  NoteResult(context, result);
   co_return HandlerStatus::kSuccess;
 }
 

@@ -129,6 +129,10 @@ TEST_F(NsmServiceTest, RemoteCallersAreRefusedAndCounted) {
   EXPECT_EQ(service_->stats().refused[SM_MON], 1u);
   EXPECT_EQ(service_->stats().refused[SM_UNMON], 1u);
   EXPECT_EQ(service_->stats().refused[SM_SIMU_CRASH], 1u);
+  // The result label of nsm_requests_total says why.
+  const rpc::CallContext remote = From("192.0.2.9");
+  testutil::RunCoroutine(io_, service_->UnmonAll(remote, my_id{"lockd", 100021, 4, 16}));
+  EXPECT_EQ(remote.result, "denied");
 }
 
 TEST(NsmServiceAllowlist, AllowlistedAddressMayMonitor) {

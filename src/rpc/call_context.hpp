@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <asio/ip/address.hpp>
 
@@ -29,6 +30,11 @@ struct CallContext {
   uint32_t version = 0;
   uint32_t procedure = 0;
   std::optional<AuthSys> auth_sys;  // Present for AUTH_SYS calls.
+  // The protocol status of the reply ("granted", "stat_fail", ...), for the dispatcher's
+  // observer (metrics). Handlers see the context as const, so it is mutable: the one field a
+  // handler writes. Empty: the RPC outcome stands for it. Must name a string with static
+  // storage (a fixed set of names: each is a metrics label value).
+  mutable std::string_view result;
 };
 
 }  // namespace nlockd::rpc

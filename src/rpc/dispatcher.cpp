@@ -77,7 +77,9 @@ void Dispatcher::Observe(const CallContext& context, std::string_view name,
                          std::string_view outcome,
                          std::chrono::steady_clock::time_point start) const {
   if (observer_) {
-    observer_(CallRecord{context, name, outcome, std::chrono::steady_clock::now() - start});
+    std::string_view result =
+        outcome == OutcomeName(HandlerStatus::kSuccess) ? context.result : std::string_view();
+    observer_(CallRecord{context, name, outcome, std::chrono::steady_clock::now() - start, result});
   }
 }
 

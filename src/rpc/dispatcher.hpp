@@ -32,6 +32,9 @@ struct CallRecord {
   std::string_view procedure_name;  // Empty when the procedure is unknown.
   std::string_view outcome;         // "success", "garbage_args", "prog_unavail", ...
   std::chrono::steady_clock::duration duration;
+  // What the handler recorded in CallContext::result for a "success" outcome; empty otherwise
+  // (and for handlers that record nothing).
+  std::string_view result = {};
 };
 
 struct ProcedureOptions {

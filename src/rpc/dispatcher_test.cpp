@@ -40,6 +40,16 @@ asio::awaitable<HandlerStatus> WhoAmI(const CallContext& context, xdr::Decoder&,
   co_return HandlerStatus::kSuccess;
 }
 
+// Records a protocol status for the observer: "granted" for a non-zero argument, else
+// "denied"; a missing argument is garbage (after the status was recorded).
+asio::awaitable<HandlerStatus> Judge(const CallContext& context, xdr::Decoder& args,
+                                     xdr::Encoder&) {
+  uint32_t value = 0;
+  const bool decoded = args.U32(value, "value");
+  context.result = value != 0 ? "granted" : "denied";
+  co_return decoded ? HandlerStatus::kSuccess : HandlerStatus::kGarbageArgs;
+}
+
 class DispatcherTest : public ::testing::Test {
  protected:
   DispatcherTest() {
@@ -49,17 +59,18 @@ class DispatcherTest : public ::testing::Test {
     dispatcher_.Register(kProg, 4, 2, "THROWS", Throws);
     dispatcher_.Register(kProg, 4, 3, "SILENT", Silent);
     dispatcher_.Register(kProg, 4, 5, "WHOAMI", WhoAmI);
+    dispatcher_.Register(kProg, 4, 8, "JUDGE", Judge);
     dispatcher_.SetObserver([this](const CallRecord& record) {
-      outcomes_.emplace_back(std::string(record.procedure_name) + ":" +
-                             std::string(record.outcome));
+      std::string line = std::string(record.procedure_name) + ":" + std::string(record.outcome);
+      if (!record.result.empty()) line += ":" + std::string(record.result);
+      outcomes_.push_back(std::move(line));
     });
   }
 
   // Returns the reply, or nullopt when the dispatcher sends none.
   std::optional<Bytes> Dispatch(const Bytes& message) {
     Bytes reply;
-    bool has_reply =
-        RunCoroutine(io_, dispatcher_.Dispatch(CallContext{}, message, reply));
+    bool has_reply = RunCoroutine(io_, dispatcher_.Dispatch(CallContext{}, message, reply));
     if (!has_reply) {
       EXPECT_TRUE(reply.empty());
       return std::nullopt;
@@ -95,6 +106,14 @@ TEST_F(DispatcherTest, SuccessCarriesTheHandlersResult) {
   EXPECT_EQ(outcomes_, (std::vector<std::string>{"ECHO:success"}));
 }
 
+TEST_F(DispatcherTest, TheObserverSeesTheProtocolStatusOfSuccessfulCallsOnly) {
+  Dispatch(Call(4, 8, {1}));
+  Dispatch(Call(4, 8, {0}));
+  Dispatch(Call(4, 8, {}));  // Garbage: the RPC outcome is what counts, not the status.
+  EXPECT_EQ(outcomes_, (std::vector<std::string>{"JUDGE:success:granted", "JUDGE:success:denied",
+                                                 "JUDGE:garbage_args"}));
+}
+
 TEST_F(DispatcherTest, TruncatedArgumentsAreGarbageArgsWithNoBody) {
   auto reply = Dispatch(Call(4, 1, {}));
   ASSERT_TRUE(reply);
@@ -124,8 +143,7 @@ TEST_F(DispatcherTest, UnknownProgramVersionAndProcedure) {
 
   EXPECT_EQ(DecodeReply(*Dispatch(Call(1, 2, {}))).accept_stat, AcceptStat::kProcUnavail);
   EXPECT_EQ(DecodeReply(*Dispatch(Call(4, 4, {}))).accept_stat, AcceptStat::kProcUnavail);
-  EXPECT_EQ(DecodeReply(*Dispatch(Call(4, 1000000, {}))).accept_stat,
-            AcceptStat::kProcUnavail);
+  EXPECT_EQ(DecodeReply(*Dispatch(Call(4, 1000000, {}))).accept_stat, AcceptStat::kProcUnavail);
 }
 
 TEST_F(DispatcherTest, WrongRpcVersionIsRpcMismatch) {

@@ -1,6 +1,7 @@
 #include "server/admin_backend.hpp"
 
 #include <algorithm>
+#include <array>
 #include <exception>
 #include <functional>
 #include <future>
@@ -74,13 +75,25 @@ admin::LockView ToView(const lock::LockInfo& info) {
   return view;
 }
 
+// The API's names of share modes (admin/backend.hpp, docs/api.md), one set for access and deny,
+// rather than lock::ToString's log spellings ("read-write", "deny-write"). Both enums are bit
+// sets: read 1, write 2.
+template <typename Mode>
+std::string ShareModeName(Mode mode) {
+  const auto bits = static_cast<unsigned>(mode);
+  if (bits == 3) return "read_write";
+  if (bits == 1) return "read";
+  if (bits == 2) return "write";
+  return "none";
+}
+
 admin::ShareView ToView(const lock::ShareInfo& info) {
   admin::ShareView view;
   view.file = info.file.value();
   view.host = info.owner.host.value();
   view.owner = info.owner.oh.value();
-  view.access = std::string(lock::ToString(info.access));
-  view.deny = std::string(lock::ToString(info.deny));
+  view.access = ShareModeName(info.access);
+  view.deny = ShareModeName(info.deny);
   view.awaiting_reclaim = info.awaiting_reclaim;
   return view;
 }
@@ -225,26 +238,43 @@ void AdminBackend::ExportCounters(const Counters& now) {
   uint64_t cleanups = Delta(now.crash_cleanups, before.crash_cleanups);
   uint64_t locks_cleaned = Delta(now.locks_cleaned, before.locks_cleaned);
   for (uint64_t i = 0; i < cleanups; ++i) metrics.CrashCleanedUp(i == 0 ? locks_cleaned : 0);
-  Repeat(Delta(now.nsm.callbacks_ok + now.nsm.callbacks_local,
-               before.nsm.callbacks_ok + before.nsm.callbacks_local),
-         [&] { metrics.ObserveCallback(CallbackKind::kStatus, CallbackResult::kOk); });
-  Repeat(Delta(now.nsm.callbacks_failed, before.nsm.callbacks_failed),
-         [&] { metrics.ObserveCallback(CallbackKind::kStatus, CallbackResult::kFailed); });
-  Repeat(Delta(now.nsm.callbacks_refused, before.nsm.callbacks_refused),
-         [&] { metrics.ObserveCallback(CallbackKind::kStatus, CallbackResult::kRefused); });
+  metrics.ObserveCallback(CallbackKind::kStatus, CallbackResult::kOk,
+                          Delta(now.nsm.callbacks_ok + now.nsm.callbacks_local,
+                                before.nsm.callbacks_ok + before.nsm.callbacks_local));
+  metrics.ObserveCallback(CallbackKind::kStatus, CallbackResult::kFailed,
+                          Delta(now.nsm.callbacks_failed, before.nsm.callbacks_failed));
+  metrics.ObserveCallback(CallbackKind::kStatus, CallbackResult::kRefused,
+                          Delta(now.nsm.callbacks_refused, before.nsm.callbacks_refused));
 
   metrics.CountNotifications(NotificationResult::kDelivered,
                              Delta(now.notifications_answered, before.notifications_answered));
+  // failed_attempts counts the last attempt of a host given up too: that one is gave_up.
   metrics.CountNotifications(NotificationResult::kFailed,
-                             Delta(now.notifications_failed, before.notifications_failed));
+                             Delta(now.notifications_failed - now.notifications_given_up,
+                                   before.notifications_failed - before.notifications_given_up));
   metrics.CountNotifications(NotificationResult::kGaveUp,
                              Delta(now.notifications_given_up, before.notifications_given_up));
 
   CallbackKind granted = parts_.granted_msg ? CallbackKind::kGrantedMsg : CallbackKind::kGranted;
-  Repeat(Delta(now.nlm.callbacks_acknowledged, before.nlm.callbacks_acknowledged),
-         [&] { metrics.ObserveCallback(granted, CallbackResult::kOk); });
-  Repeat(Delta(now.nlm.callbacks_failed, before.nlm.callbacks_failed),
-         [&] { metrics.ObserveCallback(granted, CallbackResult::kFailed); });
+  metrics.ObserveCallback(granted, CallbackResult::kOk,
+                          Delta(now.nlm.callbacks_acknowledged, before.nlm.callbacks_acknowledged));
+  metrics.ObserveCallback(granted, CallbackResult::kFailed,
+                          Delta(now.nlm.callbacks_failed, before.nlm.callbacks_failed));
+  // The _RES calls answering _MSG calls, in procedure order from NLM_TEST_RES.
+  constexpr std::array<CallbackKind, nlm::NlmStats::kResProcedures> kResKinds = {
+      CallbackKind::kTestRes, CallbackKind::kLockRes, CallbackKind::kCancelRes,
+      CallbackKind::kUnlockRes, CallbackKind::kGrantedRes};
+  for (size_t i = 0; i < kResKinds.size(); ++i) {
+    const nlm::NlmStats::ResOutcomes& res_now = now.nlm.res_by_procedure[i];
+    const nlm::NlmStats::ResOutcomes& res_before = before.nlm.res_by_procedure[i];
+    metrics.ObserveCallback(kResKinds[i], CallbackResult::kOk,
+                            Delta(res_now.delivered, res_before.delivered));
+    metrics.ObserveCallback(kResKinds[i], CallbackResult::kTimedOut,
+                            Delta(res_now.timed_out, res_before.timed_out));
+    metrics.ObserveCallback(kResKinds[i], CallbackResult::kFailed,
+                            Delta(res_now.failed, res_before.failed));
+  }
+  metrics.Reclaimed(Delta(now.nlm.reclaims_granted, before.nlm.reclaims_granted));
 
   const rpc::ServerStats& rpc_now = now.rpc;
   const rpc::ServerStats& rpc_before = before.rpc;
@@ -459,12 +489,7 @@ admin::GraceView AdminBackend::EndGrace() {
 
 admin::NotifyResult AdminBackend::Notify(const std::optional<std::string>& host) {
   auto queued = OnExecutor([this, host]() -> std::optional<uint64_t> {
-    std::vector<nsm::NotifyTarget> targets;
-    for (const auto& peer : parts_.nsm.registry().Peers()) {
-      if (host && nsm::FoldName(peer.name) != nsm::FoldName(*host)) continue;
-      std::string address = peer.addresses.empty() ? std::string() : *peer.addresses.begin();
-      targets.push_back({peer.name, std::move(address)});
-    }
+    std::vector<nsm::NotifyTarget> targets = nsm::MonitoredTargets(parts_.nsm.registry(), host);
     if (host && targets.empty()) return std::nullopt;
     uint64_t count = targets.size();
     int32_t state = parts_.nsm.state();

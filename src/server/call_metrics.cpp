@@ -5,6 +5,8 @@
 #include <string_view>
 
 #include "admin/metrics.hpp"
+#include "nsm/notifier.hpp"
+#include "store/store.hpp"
 
 namespace nlockd::server {
 
@@ -25,10 +27,13 @@ std::optional<admin::MalformedReason> MalformedReasonOf(std::string_view outcome
   return std::nullopt;
 }
 
-// The result label: the metrics' known names where one fits.
-std::string_view ResultOf(std::string_view outcome) {
-  if (outcome == "success") return "ok";
-  return outcome;
+// The result label: the protocol status the handler recorded ("granted", "stat_fail", ...);
+// "ok" for a handled call that records none (void results); else the RPC outcome
+// ("garbage_args", "system_err", "duplicate_replayed", ...).
+std::string_view ResultOf(const rpc::CallRecord& record) {
+  if (!record.result.empty()) return record.result;
+  if (record.outcome == "success") return "ok";
+  return record.outcome;
 }
 
 }  // namespace
@@ -43,8 +48,7 @@ void CallMetrics::Observe(const rpc::CallRecord& record) {
   }
   admin::RequestMetrics* request = Resolve(record);
   if (request == nullptr) return;
-  request->Observe(ResultOf(record.outcome),
-                   std::chrono::duration<double>(record.duration).count());
+  request->Observe(ResultOf(record), std::chrono::duration<double>(record.duration).count());
 }
 
 admin::RequestMetrics* CallMetrics::Resolve(const rpc::CallRecord& record) {
@@ -60,6 +64,23 @@ admin::RequestMetrics* CallMetrics::Resolve(const rpc::CallRecord& record) {
   }
   procedures_.emplace(key, request);
   return request;
+}
+
+EventMetrics::EventMetrics(store::Store& store, nsm::Notifier& notifier, admin::Metrics& metrics)
+    : store_(store), notifier_(notifier) {
+  store_.SetCommitObserver([&metrics](const store::CommitRecord& commit) {
+    metrics.ObserveStoreCommit(std::chrono::duration<double>(commit.duration).count(),
+                               commit.writes);
+  });
+  notifier_.set_on_attempt([&metrics](const nsm::NotifyAttemptReport& attempt) {
+    metrics.ObserveNotificationDuration(std::chrono::duration<double>(attempt.duration).count());
+  });
+}
+
+EventMetrics::~EventMetrics() {
+  // The store's writer may be committing now: once this returns it no longer calls us.
+  store_.SetCommitObserver({});
+  notifier_.set_on_attempt({});
 }
 
 }  // namespace nlockd::server

@@ -225,13 +225,8 @@ asio::awaitable<void> Server::StopAdmin() {
 void Server::Restarted(int32_t state) { StartNotificationRound(state, {}); }
 
 void Server::StartNotificationRound(int32_t state, std::vector<nsm::NotifyTarget> owed) {
-  std::vector<nsm::NotifyTarget> monitored;
-  for (const auto& peer : nsm_.registry().Peers()) {
-    // An address the host is known by saves a name lookup; a name-only host is resolved.
-    std::string address = peer.addresses.empty() ? std::string() : *peer.addresses.begin();
-    monitored.push_back({peer.name, std::move(address)});
-  }
-  std::vector<nsm::NotifyTarget> targets = nsm::MergeTargets(std::move(owed), std::move(monitored));
+  std::vector<nsm::NotifyTarget> targets =
+      nsm::MergeTargets(std::move(owed), nsm::MonitoredTargets(nsm_.registry()));
   spdlog::info("nsm notifying {} hosts of state {} as {}", targets.size(), state, config_.name);
   if (targets.empty()) return;
   notifier_.StartRound(config_.name, state, std::move(targets));

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -17,6 +18,15 @@ namespace nlockd::store {
 // otherwise). SQL stores call it on their writer thread, the memory store before the write call
 // returns; either way it must be cheap and must not throw: post the result to your own executor.
 using Done = std::function<void(std::exception_ptr)>;
+
+// One write transaction of a SQL store's writer thread (its group commit).
+struct CommitRecord {
+  std::chrono::steady_clock::duration duration{};  // Applying the batch and committing it.
+  size_t writes = 0;                               // The writes it carried: the batch size.
+};
+// Called on the writer thread after each committed transaction, before the Done of its writes;
+// must be cheap and must not throw (e.g. update thread-safe metrics).
+using CommitObserver = std::function<void(const CommitRecord&)>;
 
 // What the store knew when it was opened; decides the grace period (DESIGN.md, "Grace period").
 struct StartupInfo {
@@ -104,6 +114,12 @@ class Store {
   void RemoveNotifyOwed(std::string mon_name, Done done);
   // Records that the lock table again holds every granted lock (the grace period is over).
   void MarkLockTableComplete(Done done);
+
+  // Reports every committed transaction to `observer` from now on (an empty function: none).
+  // Once it returns, the previous observer is neither running nor called again, so that it may
+  // be destroyed. Transactions that fail are not reported. The memory store has no transactions
+  // and reports nothing.
+  virtual void SetCommitObserver(CommitObserver observer) { (void)observer; }
 
  protected:
   Store() = default;

@@ -396,6 +396,22 @@ TEST_P(PersistentStore, ReopenKeepsEverything) {
   EXPECT_EQ(store_->BumpState(), 3);
 }
 
+TEST_P(PersistentStore, ReportsEachCommittedTransactionToItsCommitObserver) {
+  std::mutex mu;
+  std::vector<size_t> batch_sizes;
+  store_->SetCommitObserver([&](const CommitRecord& record) {
+    std::lock_guard lock(mu);
+    batch_sizes.push_back(record.writes);
+  });
+  Put(MakeRegistration("a", "lockd"));
+  Apply({PutLock{MakeLock("f", "h", 1, 0, 10)}, PutShare{MakeShare("f", "h", 1, 1)}});
+  store_->SetCommitObserver({});
+  Put(MakeRegistration("b", "lockd"));
+  std::lock_guard lock(mu);
+  // Each write ran alone (its Done was awaited before the next): two transactions of one.
+  EXPECT_EQ(batch_sizes, (std::vector<size_t>{1, 1}));
+}
+
 TEST_P(PersistentStore, UncleanRestartOnTheSameBootTrustsTheLockTable) {
   Apply({PutLock{MakeLock("f", "h", 1, 0, 10)}});
   Reopen("boot-1");  // the process crashed; the kernel kept its page cache

@@ -175,8 +175,16 @@ TEST(AdminApi, ReflectsAndSteersNlmLocksAndNsmRegistrations) {
   // Metrics: the traffic above, and a format promtool accepts.
   Answer metrics = admin.Get("/metrics");
   ASSERT_EQ(metrics.status, 200);
-  EXPECT_GE(Sample(metrics.body, "nlm_requests_total", "procedure=\"LOCK\""), 2) << metrics.body;
-  EXPECT_GE(Sample(metrics.body, "nsm_requests_total", "procedure=\"SM_MON\""), 1);
+  EXPECT_GE(Sample(metrics.body, "nlm_requests_total", "procedure=\"LOCK\""), 1) << metrics.body;
+  // The result label is the status of the reply.
+  EXPECT_EQ(Sample(metrics.body, "nlm_requests_total",
+                   R"(procedure="LOCK",result="granted",version="4")"),
+            1);
+  EXPECT_EQ(Sample(metrics.body, "nlm_requests_total",
+                   R"(procedure="LOCK",result="blocked",version="4")"),
+            1);
+  EXPECT_EQ(Sample(metrics.body, "nsm_requests_total", R"(procedure="SM_MON",result="stat_succ")"),
+            1);
   EXPECT_EQ(Sample(metrics.body, "nlm_locks_held", ""), 1);
   EXPECT_EQ(Sample(metrics.body, "nlm_waiters", ""), 1);
   EXPECT_EQ(Sample(metrics.body, "nsm_clients_registered", ""), 2);
@@ -216,6 +224,12 @@ TEST(AdminApi, ReflectsAndSteersNlmLocksAndNsmRegistrations) {
 
   EXPECT_EQ(admin.Post("/api/v1/grace/end").status, 409);
   EXPECT_EQ(admin.Get("/api/v1/nothing").status, 404);
+  // Bad requests: a body that is not JSON, a bad query, a method the path does not take.
+  EXPECT_EQ(admin.Post("/api/v1/notify", "{not json").status, 400);
+  EXPECT_EQ(admin.Post("/api/v1/notify", R"({"host":7})").status, 400);
+  EXPECT_EQ(admin.Get("/api/v1/locks?limit=0").status, 400);
+  EXPECT_EQ(admin.Get("/api/v1/locks?file=zz").status, 400);
+  EXPECT_EQ(admin.Delete("/api/v1/status").status, 405);
   nlm.reset();
   EXPECT_EQ(nlockd->Stop(), 0) << nlockd->process().output();
 }
@@ -279,6 +293,87 @@ TEST(AdminApi, NlockctlDrivesTheRunningServer) {
   run = Nlockctl(port, {"locks", "list"});
   EXPECT_EQ(run.status, 0) << run.output;
   EXPECT_NE(run.output.find(Hex("fh-ctl")), std::string::npos) << run.output;
+  nlm.reset();
+  EXPECT_EQ(nlockd->Stop(), 0) << nlockd->process().output();
+}
+
+TEST(AdminApi, EveryNlockctlCommandWorksAgainstTheRunningServer) {
+  auto nlockd = StartNlockd(0);
+  const uint16_t port = nlockd->admin_port();
+  NsmRpcgenClient nsm("127.0.0.1", nlockd->port(), true);
+  auto mon = nsm.Mon("client-a", NsmMyId{});
+  ASSERT_TRUE(mon && mon->succeeded) << nsm.error();
+  auto nlm = NlmClient(*nlockd);
+  ASSERT_NE(nlm, nullptr) << NlmRpcgenClient::CreateError();
+  const std::string fh = "fh-every";
+  EXPECT_EQ(Outcome(nlm->Lock(Owner(fh, 1, 0, 100), NlmLockFlags{}, "a"), *nlm), "granted");
+  EXPECT_EQ(Outcome(nlm->Lock(Owner(fh, 2, 50, 10), NlmLockFlags{.block = true}, "b"), *nlm),
+            "blocked");
+
+  CtlRun run = Nlockctl(port, {"hosts", "list"});
+  EXPECT_EQ(run.status, 0) << run.output;
+  EXPECT_NE(run.output.find("127.0.0.1"), std::string::npos) << run.output;
+  run = Nlockctl(port, {"--json", "hosts", "list", "--limit", "1"});
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_EQ(json::parse(run.output)["hosts"][0]["locks"], 1) << run.output;
+  run = Nlockctl(port, {"hosts", "show", "127.0.0.1"});
+  EXPECT_EQ(run.status, 0) << run.output;
+  EXPECT_NE(run.output.find(Hex(fh)), std::string::npos) << run.output;
+  EXPECT_EQ(Nlockctl(port, {"hosts", "show", "10.9.9.9"}).status, 1);
+
+  run = Nlockctl(port, {"--json", "waiters", "list", "--file", Hex(fh)});
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_EQ(json::parse(run.output)["waiters"][0]["svid"], 2) << run.output;
+  run = Nlockctl(port, {"waiters", "list", "--host", "127.0.0.1"});
+  EXPECT_EQ(run.status, 0) << run.output;
+  EXPECT_NE(run.output.find(Hex(fh)), std::string::npos) << run.output;
+  run = Nlockctl(port, {"--json", "locks", "list", "--host", "127.0.0.1"});
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_EQ(json::parse(run.output)["total"], 1) << run.output;
+
+  run = Nlockctl(port, {"grace", "show"});
+  EXPECT_EQ(run.status, 0) << run.output;
+  EXPECT_NE(run.output.find("active: no"), std::string::npos) << run.output;
+  run = Nlockctl(port, {"notify"});
+  EXPECT_EQ(run.status, 0) << run.output;
+  EXPECT_NE(run.output.find("queued SM_NOTIFY to 2 hosts"), std::string::npos) << run.output;
+  run = Nlockctl(port, {"notify", "client-a"});
+  EXPECT_EQ(run.status, 0) << run.output;
+  EXPECT_NE(run.output.find("queued SM_NOTIFY to 1 hosts"), std::string::npos) << run.output;
+  EXPECT_EQ(Nlockctl(port, {"notify", "nobody"}).status, 1);
+
+  run = Nlockctl(port, {"--json", "clients", "list", "--mon-name", "client-a"});
+  ASSERT_EQ(run.status, 0) << run.output;
+  const std::string id = json::parse(run.output)["clients"][0]["id"];
+  run = Nlockctl(port, {"clients", "show", id});
+  EXPECT_EQ(run.status, 0) << run.output;
+  EXPECT_NE(run.output.find("client-a"), std::string::npos) << run.output;
+  run = Nlockctl(port, {"clients", "delete", id});
+  EXPECT_EQ(run.status, 0) << run.output;
+  EXPECT_NE(run.output.find("deleted registration " + id), std::string::npos) << run.output;
+  EXPECT_EQ(Nlockctl(port, {"clients", "delete", id}).status, 1);
+  // nlockd's own registration of the client host: 409, exit 1.
+  run = Nlockctl(port, {"--json", "clients", "list", "--my-name", "nlockd-nlm"});
+  ASSERT_EQ(run.status, 0) << run.output;
+  run = Nlockctl(port, {"clients", "delete", json::parse(run.output)["clients"][0]["id"]});
+  EXPECT_EQ(run.status, 1) << run.output;
+  EXPECT_NE(run.output.find("409"), std::string::npos) << run.output;
+
+  run = Nlockctl(port, {"hosts", "release", "127.0.0.1"});
+  EXPECT_EQ(run.status, 0) << run.output;
+  EXPECT_NE(run.output.find("released 1 locks, 0 shares, 1 waiters of 127.0.0.1"),
+            std::string::npos)
+      << run.output;
+  EXPECT_EQ(json::parse(Nlockctl(port, {"--json", "locks", "list"}).output)["total"], 0);
+
+  // Help and usage errors never reach the server; an unreachable server is exit 3.
+  run = Nlockctl(port, {"hosts", "--help"});
+  EXPECT_EQ(run.status, 0) << run.output;
+  EXPECT_NE(run.output.find("release"), std::string::npos) << run.output;
+  EXPECT_EQ(Nlockctl(port, {"hosts"}).status, 2);
+  EXPECT_EQ(Nlockctl(port, {"locks", "list", "--limit", "x"}).status, 2);
+  EXPECT_EQ(
+      testutil::RunCommand({NLOCKCTL_BINARY, "--server", "http://127.0.0.1:1", "status"}).first, 3);
   nlm.reset();
   EXPECT_EQ(nlockd->Stop(), 0) << nlockd->process().output();
 }

@@ -4,6 +4,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "store/postgres/pg_pool.hpp"
@@ -35,6 +36,9 @@ class PgStore final : public Store {
   std::vector<StateChange> StateHistory() override;
 
   GroupCommitter::Stats writer_stats() const { return committer_->stats(); }
+  void SetCommitObserver(CommitObserver observer) override {
+    committer_->SetObserver(std::move(observer));
+  }
 
  protected:
   void Submit(WriteOp op, Done done) override;

@@ -1,6 +1,7 @@
 #include "store/sql/group_commit.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <utility>
 
 #include <spdlog/spdlog.h>
@@ -106,19 +107,37 @@ void GroupCommitter::Run() {
   }
 }
 
+void GroupCommitter::SetObserver(CommitObserver observer) {
+  std::lock_guard lock(observer_mu_);
+  observer_ = std::move(observer);
+}
+
+void GroupCommitter::Report(const CommitRecord& record) {
+  std::lock_guard lock(observer_mu_);
+  if (!observer_) return;
+  try {
+    observer_(record);
+  } catch (const std::exception& e) {
+    spdlog::error("store: the commit observer threw (it must not): {}", e.what());
+  }
+}
+
 void GroupCommitter::CommitAndComplete(std::vector<QueuedWrite>& batch) {
   std::exception_ptr error;
+  const auto start = std::chrono::steady_clock::now();
   try {
     commit_(batch, BatchDurability(batch));
   } catch (...) {
     error = std::current_exception();
   }
   if (!error) {
+    const auto took = std::chrono::steady_clock::now() - start;
     {
       std::lock_guard lock(mu_);
       ++stats_.transactions;
       stats_.writes += batch.size();
     }
+    Report(CommitRecord{took, batch.size()});
     Complete(batch, nullptr);
     return;
   }

@@ -54,12 +54,16 @@ class GroupCommitter {
 
   Stats stats() const;
 
+  // See Store::SetCommitObserver.
+  void SetObserver(CommitObserver observer);
+
  private:
   void Run();
   // Commits batch and completes its writes. If a batch of several fails with kFailed (which may
   // be one write's fault), commits them one by one so that one bad write fails alone; any other
   // failure (database gone or locked) fails the whole batch.
   void CommitAndComplete(std::vector<QueuedWrite>& batch);
+  void Report(const CommitRecord& record);
   void Complete(std::vector<QueuedWrite>& batch, const std::exception_ptr& error);
 
   const CommitFn commit_;
@@ -70,6 +74,11 @@ class GroupCommitter {
   std::deque<QueuedWrite> queue_;
   bool stopping_ = false;
   Stats stats_;
+
+  // Held while the observer runs (on the writer thread) and while it is replaced, so that a
+  // replaced observer is never running once SetObserver returns.
+  std::mutex observer_mu_;
+  CommitObserver observer_;  // guarded by observer_mu_
 
   std::thread writer_;  // started last, in the constructor body
 };

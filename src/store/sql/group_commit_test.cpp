@@ -167,6 +167,65 @@ TEST(GroupCommitter, AFailedBatchIsRetriedWriteByWriteSoOnlyTheBadWriteFails) {
   EXPECT_EQ(db.batches(), (std::vector<std::string>{"a,", "b,", "c,"}));
 }
 
+// Records the batch size of each transaction the observer is told of.
+class CommitLog {
+ public:
+  CommitObserver Observer() {
+    return [this](const CommitRecord& record) {
+      std::lock_guard lock(mu_);
+      sizes_.push_back(record.writes);
+      EXPECT_GE(record.duration.count(), 0);
+    };
+  }
+  std::vector<size_t> sizes() {
+    std::lock_guard lock(mu_);
+    return sizes_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<size_t> sizes_;
+};
+
+TEST(GroupCommitter, TheObserverSeesEachCommittedTransactionBeforeItsWritesComplete) {
+  FakeDatabase db;
+  CommitLog log;
+  GroupCommitter committer(db.Fn(), GroupCommitOptions{});
+  committer.SetObserver(log.Observer());
+  {
+    Outcomes outcomes;
+    db.Hold();
+    committer.Submit(Named("a"), outcomes.Expect());
+    db.WaitForCalls(1);
+    // A batch of three that fails on "bad" is retried write by write: two commits of one.
+    for (const char* name : {"b", "bad", "c"}) committer.Submit(Named(name), outcomes.Expect());
+    db.Release();
+    outcomes.Wait();
+  }
+  EXPECT_EQ(log.sizes(), (std::vector<size_t>{1, 1, 1}));
+
+  committer.SetObserver({});
+  Outcomes outcomes;
+  committer.Submit(Named("d"), outcomes.Expect());
+  outcomes.Wait();
+  EXPECT_EQ(log.sizes().size(), 3U) << "a removed observer is not called";
+}
+
+TEST(GroupCommitter, TheObserverSeesTheBatchSize) {
+  FakeDatabase db;
+  CommitLog log;
+  Outcomes outcomes;
+  GroupCommitter committer(db.Fn(), GroupCommitOptions{});
+  committer.SetObserver(log.Observer());
+  db.Hold();
+  committer.Submit(Named("a"), outcomes.Expect());
+  db.WaitForCalls(1);
+  for (const char* name : {"b", "c", "d"}) committer.Submit(Named(name), outcomes.Expect());
+  db.Release();
+  outcomes.Wait();
+  EXPECT_EQ(log.sizes(), (std::vector<size_t>{1, 3}));
+}
+
 TEST(GroupCommitter, ALostOrLockedDatabaseFailsTheWholeBatchWithoutRetries) {
   FakeDatabase db;
   Outcomes outcomes;

@@ -1,0 +1,107 @@
+// What NlmService tells the metrics through the dispatcher: the protocol status of each reply
+// (CallContext::result), granted reclaims, and the _RES calls by procedure and outcome.
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "lock/grace_period.hpp"
+#include "nlm/service.hpp"
+#include "nlm/service_test_fixture.hpp"
+#include "rpc/dispatcher.hpp"
+#include "rpc/message.hpp"
+#include "testutil/run_coroutine.hpp"
+
+namespace nlockd::nlm {
+namespace {
+
+using test_support::NlmServiceTest;
+using testutil::RunCoroutine;
+
+class NlmServiceMetricsTest : public NlmServiceTest {
+ protected:
+  NlmServiceMetricsTest() {
+    service_->Register(dispatcher_);
+    dispatcher_.SetObserver([this](const rpc::CallRecord& record) {
+      results_.push_back(std::string(record.procedure_name) + ":" +
+                         std::string(record.result.empty() ? record.outcome : record.result));
+    });
+  }
+
+  // Dispatches one call of `procedure` with `args` (or truncated arguments when `garbage`).
+  template <typename Args>
+  void Dispatch(uint32_t version, uint32_t procedure, const Args& args, bool garbage = false) {
+    std::vector<uint8_t> message;
+    xdr::Encoder enc(message);
+    rpc::EncodeCallHeader(enc, ++xid_, NLM_PROG, version, procedure);
+    if (!garbage) Encode(enc, version, args);
+    std::vector<uint8_t> reply;
+    RunCoroutine(io_, dispatcher_.Dispatch(From("192.0.2.1", version), message, reply));
+    RunFor(std::chrono::milliseconds(5));  // The _RES call runs in the background.
+  }
+
+  rpc::Dispatcher dispatcher_;
+  std::vector<std::string> results_;
+  uint32_t xid_ = 0;
+};
+
+TEST_F(NlmServiceMetricsTest, ResultsAreTheStatusesOnTheWire) {
+  Dispatch(NLM4_VERS, NLM_LOCK, LockArgs("a", 1, 0, 10));
+  Dispatch(NLM4_VERS, NLM_LOCK, LockArgs("a", 2, 5, 10));  // Conflicts, does not block.
+  Dispatch(NLM4_VERS, NLM_LOCK, LockArgs("a", 3, 5, 10, /*block=*/true));
+  Dispatch(NLM4_VERS, NLM_TEST, nlm4_testargs{"t", true, LockArgs("a", 4, 100, 1).alock});
+  Dispatch(NLM4_VERS, NLM_UNLOCK, nlm4_unlockargs{"u", LockArgs("a", 1, 0, 10).alock});
+  Dispatch(NLM4_VERS, NLM_LOCK, nlm4_lockargs{}, /*garbage=*/true);
+  Dispatch(NLM4_VERS, NLM_NULL, nlm4_lockargs{}, /*garbage=*/true);  // NULL takes nothing.
+  EXPECT_EQ(results_,
+            (std::vector<std::string>{"LOCK:granted", "LOCK:denied", "LOCK:blocked", "TEST:granted",
+                                      "UNLOCK:granted", "LOCK:garbage_args", "NULL:success"}));
+}
+
+TEST_F(NlmServiceMetricsTest, MsgCallsCountTheStatusOfTheirResAndEachResByOutcome) {
+  Dispatch(NLM4_VERS, NLM_LOCK_MSG, LockArgs("a", 1, 0, 10));
+  Dispatch(NLM4_VERS, NLM_TEST_MSG, nlm4_testargs{"t", true, LockArgs("a", 2, 0, 1).alock});
+  caller_.reachable = false;
+  Dispatch(NLM4_VERS, NLM_UNLOCK_MSG, nlm4_unlockargs{"u", LockArgs("a", 1, 0, 10).alock});
+  // Arguments that do not decode: an empty reply now, FAILED in the _RES.
+  Dispatch(NLM4_VERS, NLM_CANCEL_MSG, nlm4_cancargs{}, /*garbage=*/true);
+  EXPECT_EQ(results_, (std::vector<std::string>{"LOCK_MSG:granted", "TEST_MSG:denied",
+                                                "UNLOCK_MSG:granted", "CANCEL_MSG:failed"}));
+
+  const NlmStats& stats = service_->stats();
+  const auto& res = stats.res_by_procedure;
+  EXPECT_EQ(res[NLM_LOCK_RES - NLM_TEST_RES].delivered, 1u);
+  EXPECT_EQ(res[NLM_TEST_RES - NLM_TEST_RES].delivered, 1u);
+  EXPECT_EQ(res[NLM_UNLOCK_RES - NLM_TEST_RES].timed_out, 1u);
+  EXPECT_EQ(res[NLM_CANCEL_RES - NLM_TEST_RES].timed_out, 1u);
+  EXPECT_EQ(res[NLM_GRANTED_RES - NLM_TEST_RES].delivered, 0u);
+  EXPECT_EQ(stats.res_sent, 2u);
+  EXPECT_EQ(stats.res_failed, 2u);
+}
+
+TEST_F(NlmServiceMetricsTest, VersionOneCallersAreCountedWithTheMappedStatus) {
+  // FAILED is a version 4 code: a version 1 _RES carries DENIED_NOLOCKS (StatusForVersion).
+  Dispatch(NLM_VERS, NLM_CANCEL_MSG, nlm4_cancargs{}, /*garbage=*/true);
+  Dispatch(NLM4_VERS, NLM_CANCEL_MSG, nlm4_cancargs{}, /*garbage=*/true);
+  EXPECT_EQ(results_, (std::vector<std::string>{"CANCEL_MSG:denied_nolocks", "CANCEL_MSG:failed"}));
+}
+
+TEST_F(NlmServiceMetricsTest, OnlyGrantedReclaimsAreCounted) {
+  locks_.StartGrace(lock::GraceMode::kClassic);
+  nlm4_lockargs reclaim = LockArgs("a", 1, 0, 10);
+  reclaim.reclaim = true;
+  Dispatch(NLM4_VERS, NLM_LOCK, reclaim);
+  nlm4_lockargs conflicting = LockArgs("a", 2, 5, 10);
+  conflicting.reclaim = true;
+  Dispatch(NLM4_VERS, NLM_LOCK, conflicting);  // Denied: not counted.
+  nlm4_lockargs reclaim_msg = LockArgs("a", 3, 20, 10);
+  reclaim_msg.reclaim = true;
+  Dispatch(NLM4_VERS, NLM_LOCK_MSG, reclaim_msg);
+  Dispatch(NLM4_VERS, NLM_LOCK, LockArgs("a", 4, 40, 10));  // Not a reclaim, in grace.
+  EXPECT_EQ(results_, (std::vector<std::string>{"LOCK:granted", "LOCK:denied", "LOCK_MSG:granted",
+                                                "LOCK:denied_grace_period"}));
+  EXPECT_EQ(service_->stats().reclaims_granted, 2u);
+}
+
+}  // namespace
+}  // namespace nlockd::nlm
