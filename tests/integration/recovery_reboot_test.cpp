@@ -11,8 +11,8 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
-#include "integration/nsm_hosts.hpp"
 #include "integration/recovery_support.hpp"
+#include "integration/test_hosts.hpp"
 #include "testutil/netns.hpp"
 
 namespace nlockd::integration::recovery {
@@ -48,11 +48,11 @@ class RecoveryReboot : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!testutil::NetNamespace::Available()) GTEST_SKIP() << "needs root and ip netns";
-    hosts_ = std::make_unique<NsmHosts>(2);
+    hosts_ = std::make_unique<TestHosts>("rcv", 197, 2);
   }
   std::string Nlm(int client, const std::string& operation) {
     auto [status, lines] = hosts_->Run(
-        client, {NLM_CLIENT_BINARY, "--server", NsmHosts::ServerAddress(client), operation});
+        client, {NLM_CLIENT_BINARY, "--server", hosts_->ServerAddressOf(client), operation});
     EXPECT_EQ(status, 0) << ::testing::PrintToString(lines);
     return lines.empty() ? "(no output)" : lines.back();
   }
@@ -63,9 +63,9 @@ class RecoveryReboot : public ::testing::Test {
     const std::string dir = state_dir_.path() + "/client" + std::to_string(client);
     std::filesystem::create_directories(dir + "/sm");
     std::filesystem::create_directories(dir + "/sm.bak");
-    std::ofstream(dir + "/sm/" + NsmHosts::ServerAddress(client))
+    std::ofstream(dir + "/sm/" + hosts_->ServerAddressOf(client))
         << "0100007f 000186b5 00000004 00000010 " << std::string(32, '0') << " "
-        << NsmHosts::ServerAddress(client) << " client" << client << "\n";
+        << hosts_->ServerAddressOf(client) << " client" << client << "\n";
     std::ofstream(dir + "/state", std::ios::binary)
         .write(reinterpret_cast<const char*>(&state), sizeof state);
     auto [status, lines] = hosts_->Run(client, {"sm-notify", "-f", "-d", "-n", "-P", dir, "-m", "1"},
@@ -74,7 +74,7 @@ class RecoveryReboot : public ::testing::Test {
   }
 
   TempDir state_dir_;
-  std::unique_ptr<NsmHosts> hosts_;
+  std::unique_ptr<TestHosts> hosts_;
 };
 
 TEST_F(RecoveryReboot, ARebootedClientLosesItsLocksEverywhereAndItsWaiterIsGranted) {
@@ -109,7 +109,7 @@ TEST_F(RecoveryReboot, ARebootedClientLosesItsLocksEverywhereAndItsWaiterIsGrant
   EXPECT_EQ(hosts_->nlockd().Stop(), 0);
 
   // Nothing of client 1 is left for a restart to restore.
-  const std::string client2 = NsmHosts::ClientAddress(2);
+  const std::string client2 = hosts_->ClientAddressOf(2);
   EXPECT_EQ(RowsPerHost(db, "locks"), std::vector<std::string>{client2 + "=2"});
   EXPECT_EQ(RowsPerHost(db, "shares"), std::vector<std::string>{client2 + "=1"});
 }
