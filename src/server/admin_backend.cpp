@@ -190,7 +190,10 @@ admin::GraceView AdminBackend::GraceNow() const {
   // Of the restored locks and shares the window started with, those no longer awaiting their
   // reclaim (once grace is over, the rest were dropped).
   view.reclaims_expected = reclaims_expected_;
-  if (view.active) {
+  if (parts_.grace != nullptr) {
+    view.reclaims_expected = parts_.grace->expected();
+    view.reclaims_counted = parts_.grace->reclaimed();
+  } else if (view.active) {
     view.reclaims_counted = Delta(reclaims_expected_, parts_.locks.AwaitingReclaimCount());
   }
   return view;
@@ -477,9 +480,12 @@ admin::GraceView AdminBackend::Grace() {
 admin::GraceView AdminBackend::EndGrace() {
   auto ended = OnExecutor([this]() -> std::optional<admin::GraceView> {
     if (!parts_.locks.grace().IsActive()) return std::nullopt;
+    spdlog::info("grace period ended by the admin API");
+    if (parts_.grace != nullptr) {
+      parts_.grace->End(lock::GraceEndReason::kAdmin);
+      return GraceNow();
+    }
     lock::DropOutcome dropped = parts_.locks.EndGrace(lock::GraceEndReason::kAdmin);
-    spdlog::info("grace period ended by the admin API; dropped locks={} shares={} grants={}",
-                 dropped.locks, dropped.shares, dropped.grants.size());
     parts_.nlm.SendGrants(std::move(dropped.grants));
     return GraceNow();
   });

@@ -17,6 +17,7 @@
 #include "nsm/notifier.hpp"
 #include "nsm/service.hpp"
 #include "rpc/server.hpp"
+#include "server/grace_controller.hpp"
 #include "store/records.hpp"
 
 namespace nlockd::lock {
@@ -42,6 +43,9 @@ struct AdminBackendParts {
   admin::Metrics& metrics;
   std::string server_name;
   bool granted_msg = true;  // Blocked locks are granted with GRANTED_MSG (else GRANTED).
+  // The start-up grace period: its reclaim counts, and ending it (so that what it drops is
+  // counted and the restored rows settled). Null: the LockManager's grace alone.
+  GraceController* grace = nullptr;
 };
 
 // admin::Backend over the running server. Called on the admin server's HTTP threads: each call

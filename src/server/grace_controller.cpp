@@ -1,5 +1,6 @@
 #include "server/grace_controller.hpp"
 
+#include <algorithm>
 #include <set>
 
 #include <asio/co_spawn.hpp>
@@ -73,13 +74,13 @@ void GraceController::Begin(const GracePlan& plan, const store::LoadedState& loa
                  load.rejected);
   }
   hooks_.send_grants(std::move(load.grants));
-  DropUnmonitored(loaded);
   expected_ = locks_.AwaitingReclaimCount();
+  DropUnmonitored(loaded);
   spdlog::info(
       "grace period started mode={} seconds={} restored_locks={} restored_shares={} "
       "awaiting={} reason=\"{}\"",
-      KindName(plan.kind), options_.duration.count(), load.locks, load.shares, expected_,
-      plan.reason);
+      KindName(plan.kind), options_.duration.count(), load.locks, load.shares,
+      locks_.AwaitingReclaimCount(), plan.reason);
   timer_.emplace(executor_);
   asio::co_spawn(executor_, Watch(), asio::detached);
 }
@@ -132,6 +133,18 @@ void GraceController::HostUnreachable(const std::string& mon_name) {
       asio::detached);
 }
 
+bool GraceController::End(lock::GraceEndReason reason) {
+  if (!locks_.grace().IsActive()) return false;
+  lock::DropOutcome dropped = locks_.EndGrace(reason);
+  CountDropped(dropped);
+  return true;
+}
+
+uint64_t GraceController::reclaimed() const {
+  const uint64_t settled = expected_ - std::min<uint64_t>(expected_, locks_.AwaitingReclaimCount());
+  return settled - std::min(settled, dropped_);
+}
+
 bool GraceController::MayEndEarly() const {
   if (!options_.end_early || locks_.AwaitingReclaimCount() > 0) return false;
   if (plan_.kind == GracePlan::Kind::kFineGrained) return true;
@@ -167,11 +180,8 @@ asio::awaitable<void> GraceController::Watch() {
 
 asio::awaitable<void> GraceController::Finish() {
   const auto reason = locks_.grace().last_end_reason();
-  // The admin API ends grace on the LockManager directly; what it dropped is counted here as
-  // whatever neither a reclaim nor this controller accounted for.
-  const uint64_t reclaimed = expected_ > dropped_ ? expected_ - dropped_ : 0;
   spdlog::info("grace period ended reason={} reclaimed={} dropped={} seconds={:.3f}",
-               reason ? lock::ToString(*reason) : "unknown", reclaimed, dropped_,
+               reason ? lock::ToString(*reason) : "unknown", reclaimed(), dropped_,
                SecondsSince(clock_, started_));
   if (journal_ == nullptr) co_return;
   if (!co_await journal_->SettleRestored()) co_return;

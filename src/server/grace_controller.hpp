@@ -71,9 +71,18 @@ class GraceController {
   // Stops the watcher (shutdown). Grace is left as it is: the store keeps the restored rows.
   void Stop();
 
+  // Ends the window now (the admin API): drops what awaits a reclaim and serves its waiters;
+  // the watcher then settles the store. False if no window is open.
+  bool End(lock::GraceEndReason reason);
+
   const GracePlan& plan() const { return plan_; }
-  // Restored locks and shares dropped unreclaimed (timer, unreachable or unmonitored host).
+  // Restored locks and shares awaiting a reclaim when the window opened.
+  uint64_t expected() const { return expected_; }
+  // Restored locks and shares dropped unreclaimed (timer, admin, unreachable, unmonitored).
   uint64_t dropped() const { return dropped_; }
+  // Of those expected, how many are back with their owners (reclaimed, or released by the owner
+  // itself, e.g. a reboot notification).
+  uint64_t reclaimed() const;
 
  private:
   asio::awaitable<void> Watch();

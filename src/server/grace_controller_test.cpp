@@ -172,6 +172,22 @@ TEST_F(GraceControllerTest, HostsNobodyMonitorsAreNotAwaited) {
   Begin(GracePlan::Kind::kFineGrained, {"10.0.0.1"});
   EXPECT_EQ(locks_.AwaitingReclaimCount(), 2u);
   EXPECT_EQ(controller_.dropped(), 1u);
+  EXPECT_EQ(controller_.expected(), 3u);
+  EXPECT_EQ(locks_.Lock(Reclaim(f_, a_, 0, 10)).status, LockStatus::kGranted);
+  EXPECT_EQ(controller_.reclaimed(), 1u);
+}
+
+TEST_F(GraceControllerTest, EndingByTheAdminCountsWhatItDrops) {
+  PersistPreCrashTable();
+  Begin(GracePlan::Kind::kFineGrained);
+  EXPECT_EQ(locks_.Lock(Reclaim(f_, a_, 0, 10)).status, LockStatus::kGranted);
+  ASSERT_TRUE(controller_.End(lock::GraceEndReason::kAdmin));
+  EXPECT_FALSE(controller_.End(lock::GraceEndReason::kAdmin));
+  EXPECT_EQ(controller_.dropped(), 2u);
+  EXPECT_EQ(controller_.reclaimed(), 1u);
+  // The watcher settles the store: the dropped rows go.
+  ASSERT_TRUE(RunUntil([&] { return PersistedLocksOf("10.0.0.2") == 0; }));
+  EXPECT_EQ(PersistedLocksOf("10.0.0.1"), 1u);
 }
 
 TEST_F(GraceControllerTest, NoGraceClearsTheStaleTable) {

@@ -128,7 +128,8 @@ Server::Server(Config config)
              GraceOptionsFrom(config_)),
       call_metrics_(metrics_),
       admin_backend_(AdminBackendParts{io_.get_executor(), clock_, locks_, nsm_, notifier_, nlm_,
-                                       bridge_, metrics_, config_.name, config_.nlm_granted_msg}),
+                                       bridge_, metrics_, config_.name, config_.nlm_granted_msg,
+                                       &grace_}),
       signals_(io_, SIGINT, SIGTERM) {
   bridge_.Attach(nsm_, nlm_);
   nsm_.SetRestartHook(this);
