@@ -35,6 +35,8 @@ constexpr std::string_view kCallbackKindNames[] = {"granted",     "granted_msg",
                                                    "lock_res",    "cancel_res",  "unlock_res",
                                                    "granted_res", "status"};
 constexpr std::string_view kCallbackResultNames[] = {"ok", "refused", "failed", "timed_out"};
+// lock::ToString(GraceEndReason) spellings, as GraceView carries them.
+constexpr std::array<std::string_view, 3> kGraceEndReasons = {"timer", "all-reclaimed", "admin"};
 constexpr std::string_view kMalformedReasonNames[] = {
     "record_too_large", "bad_message",   "rpc_mismatch", "auth_error",
     "prog_unavail",     "prog_mismatch", "proc_unavail", "garbage_args"};
@@ -211,6 +213,26 @@ Metrics::Metrics() : registry_(std::make_unique<prometheus::Registry>()) {
                              .Help("Seconds until the grace period ends by its timer.")
                              .Register(registry)
                              .Add({});
+  grace_reclaims_expected_ =
+      &BuildGauge()
+           .Name("nlm_grace_reclaims_expected")
+           .Help("Restored locks and shares awaiting a reclaim when the last grace period began.")
+           .Register(registry)
+           .Add({});
+  grace_reclaims_counted_ =
+      &BuildGauge()
+           .Name("nlm_grace_reclaims_counted")
+           .Help("Of those, how many are back with their owners.")
+           .Register(registry)
+           .Add({});
+  auto& last_end = BuildGauge()
+                       .Name("nlm_grace_last_end")
+                       .Help("1 for the reason the last grace period ended (timer, "
+                             "all-reclaimed, admin), 0 for the others.")
+                       .Register(registry);
+  for (size_t i = 0; i < kGraceEndReasons.size(); ++i) {
+    grace_last_end_[i] = &last_end.Add({{"reason", std::string(kGraceEndReasons[i])}});
+  }
   reclaims_ = &BuildCounter()
                    .Name("nlm_reclaims_total")
                    .Help("Locks and shares reclaimed during grace.")
@@ -352,6 +374,11 @@ void Metrics::Refresh(const StatusView& status) {
   pending_grants_->Set(static_cast<double>(status.pending_grants));
   grace_active_->Set(status.grace.active ? 1 : 0);
   grace_seconds_left_->Set(status.grace.active ? status.grace.seconds_left : 0);
+  grace_reclaims_expected_->Set(static_cast<double>(status.grace.reclaims_expected));
+  grace_reclaims_counted_->Set(static_cast<double>(status.grace.reclaims_counted));
+  for (size_t i = 0; i < kGraceEndReasons.size(); ++i) {
+    grace_last_end_[i]->Set(status.grace.last_end_reason == kGraceEndReasons[i] ? 1 : 0);
+  }
   uptime_->Set(status.uptime_seconds);
 }
 

@@ -184,6 +184,10 @@ class Metrics {
   prometheus::Gauge* pending_grants_;
   prometheus::Gauge* grace_active_;
   prometheus::Gauge* grace_seconds_left_;
+  prometheus::Gauge* grace_reclaims_expected_;
+  prometheus::Gauge* grace_reclaims_counted_;
+  // nlm_grace_last_end{reason}: 1 for why the last grace period ended, 0 for the others.
+  std::array<prometheus::Gauge*, 3> grace_last_end_{};
   prometheus::Gauge* uptime_;
 
   std::mutex procedures_mutex_;

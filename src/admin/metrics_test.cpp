@@ -58,6 +58,9 @@ void UpdateEverything(Metrics& metrics) {
   status.pending_grants = 1;
   status.grace.active = true;
   status.grace.seconds_left = 42.5;
+  status.grace.reclaims_expected = 20;
+  status.grace.reclaims_counted = 7;
+  status.grace.last_end_reason = "all-reclaimed";  // of an earlier window
   metrics.Refresh(status);
 }
 
@@ -94,6 +97,10 @@ TEST(Metrics, ExposesEveryFamilyWithItsValues) {
            "nlm_callbacks_total{kind=\"status\",result=\"failed\"} 1",
            "nlm_grace_active 1",
            "nlm_grace_seconds_left 42.5",
+           "nlm_grace_reclaims_expected 20",
+           "nlm_grace_reclaims_counted 7",
+           "nlm_grace_last_end{reason=\"all-reclaimed\"} 1",
+           "nlm_grace_last_end{reason=\"timer\"} 0",
            "nlm_reclaims_total 3",
            "rpc_connections 1",
            "rpc_bytes_received_total 1000",
