@@ -158,6 +158,11 @@ asio::awaitable<bool> NsmService::PutRegistration(store::Registration registrati
   if (const auto* existing = registry_.Find(registration.mon_name, registration.my_id)) {
     before = *existing;
   }
+  // The store stamps its own copy; the one in memory (the admin API lists it) gets the same
+  // meaning: created at the first SM_MON, updated at this one.
+  const auto now = std::chrono::floor<std::chrono::microseconds>(std::chrono::system_clock::now());
+  registration.updated = now;
+  registration.created = before ? before->created : now;
   // Applied before it is durable so that concurrent SM_MONs count against the limit; undone if
   // the write fails. A callback that matches it meanwhile is harmless.
   if (registry_.Put(registration) == Registry::PutResult::kFull) {

@@ -234,6 +234,19 @@ TEST_F(NsmServiceTest, NotifyRejectsUnmonitoredWrongAddressAndReplayedState) {
   EXPECT_EQ(local_.rebooted, std::vector<std::string>{"client@5"});
 }
 
+TEST_F(NsmServiceTest, RegistrationsInMemoryCarryTheirCreationAndUpdateTimes) {
+  const auto before = std::chrono::system_clock::now() - std::chrono::seconds(1);
+  CallMon(Mon("client", 1));
+  auto first = service_->registry().All();
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_GT(first[0].created, before);
+  EXPECT_EQ(first[0].updated, first[0].created);
+  CallMon(Mon("client", 2));
+  auto second = service_->registry().All();
+  EXPECT_EQ(second[0].created, first[0].created);
+  EXPECT_GE(second[0].updated, first[0].updated);
+}
+
 TEST_F(NsmServiceTest, APeersLastStateSurvivesARestartSoAReplayIsStillIgnored) {
   testutil::RunCoroutine(io_,
                          service_->MonitorLocal("client", asio::ip::make_address("10.0.0.5"), 3));
