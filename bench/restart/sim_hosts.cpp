@@ -8,7 +8,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+
 #include "nlm/wire.hpp"
+#include "tests/testutil/udp_pktinfo.hpp"
 #include "xdr/decoder.hpp"
 #include "xdr/encoder.hpp"
 
@@ -184,25 +186,12 @@ void StatusMonitors::Run() {
 
 void StatusMonitors::Serve() {
   uint8_t buffer[4096];
-  sockaddr_in from{};
-  iovec iov{buffer, sizeof buffer};
-  alignas(cmsghdr) char control[256];
-  msghdr message{};
-  message.msg_name = &from;
-  message.msg_namelen = sizeof from;
-  message.msg_iov = &iov;
-  message.msg_iovlen = 1;
-  message.msg_control = control;
-  message.msg_controllen = sizeof control;
-  ssize_t n = ::recvmsg(fd_, &message, MSG_DONTWAIT);
-  if (n <= 0) return;
-  in_addr destination{};
-  for (cmsghdr* c = CMSG_FIRSTHDR(&message); c != nullptr; c = CMSG_NXTHDR(&message, c)) {
-    if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
-      destination = reinterpret_cast<in_pktinfo*>(CMSG_DATA(c))->ipi_addr;
-    }
-  }
-  xdr::Decoder dec(std::span<const uint8_t>(buffer, static_cast<size_t>(n)));
+  auto datagram = testutil::ReceiveAddressed(fd_, buffer);
+  if (!datagram) return;
+  const size_t n = datagram->size;
+  const sockaddr_in& from = datagram->from;
+  const in_addr destination = datagram->destination;
+  xdr::Decoder dec(std::span<const uint8_t>(buffer, n));
   uint32_t xid = 0, type = 0, rpcvers = 0, prog = 0, vers = 0, proc = 0, flavor = 0;
   std::string credential, verifier, mon_name;
   int32_t state = 0;
@@ -219,21 +208,7 @@ void StatusMonitors::Serve() {
   std::vector<uint8_t> reply;
   xdr::Encoder enc(reply);
   for (uint32_t word : {xid, 1u, 0u, 0u, 0u, 0u}) enc.U32(word);  // accepted, SUCCESS, void
-  iovec out{reply.data(), reply.size()};
-  alignas(cmsghdr) char out_control[CMSG_SPACE(sizeof(in_pktinfo))] = {};
-  msghdr answer{};
-  answer.msg_name = &from;
-  answer.msg_namelen = sizeof from;
-  answer.msg_iov = &out;
-  answer.msg_iovlen = 1;
-  answer.msg_control = out_control;
-  answer.msg_controllen = sizeof out_control;
-  cmsghdr* c = CMSG_FIRSTHDR(&answer);
-  c->cmsg_level = IPPROTO_IP;
-  c->cmsg_type = IP_PKTINFO;
-  c->cmsg_len = CMSG_LEN(sizeof(in_pktinfo));
-  reinterpret_cast<in_pktinfo*>(CMSG_DATA(c))->ipi_spec_dst = destination;
-  ::sendmsg(fd_, &answer, 0);
+  testutil::SendFrom(fd_, from, destination, reply);
   if (!notify) return;
   ++notifications_;
   last_ns_ = Clock::now().time_since_epoch().count();

@@ -8,6 +8,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "testutil/udp_pktinfo.hpp"
+
 #include "integration/raw_rpc.hpp"
 
 namespace nlockd::integration {
@@ -129,25 +131,11 @@ void LoopbackPeers::Run() {
 
 void LoopbackPeers::Serve() {
   std::vector<uint8_t> buffer(9000);
-  sockaddr_in from{};
-  iovec iov{buffer.data(), buffer.size()};
-  alignas(cmsghdr) char control[256];
-  msghdr message{};
-  message.msg_name = &from;
-  message.msg_namelen = sizeof from;
-  message.msg_iov = &iov;
-  message.msg_iovlen = 1;
-  message.msg_control = control;
-  message.msg_controllen = sizeof control;
-  ssize_t n = ::recvmsg(fd_, &message, MSG_DONTWAIT);
-  if (n <= 0) return;
-  buffer.resize(static_cast<size_t>(n));
-  in_addr destination{};
-  for (cmsghdr* c = CMSG_FIRSTHDR(&message); c != nullptr; c = CMSG_NXTHDR(&message, c)) {
-    if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
-      destination = reinterpret_cast<in_pktinfo*>(CMSG_DATA(c))->ipi_addr;
-    }
-  }
+  auto datagram = testutil::ReceiveAddressed(fd_, buffer);
+  if (!datagram) return;
+  buffer.resize(datagram->size);
+  const sockaddr_in& from = datagram->from;
+  const in_addr destination = datagram->destination;
   char text[INET_ADDRSTRLEN] = {};
   ::inet_ntop(AF_INET, &destination, text, sizeof text);
   const std::string host = text;
@@ -169,21 +157,7 @@ void LoopbackPeers::Serve() {
   }
   // SM_NOTIFY's result is void; answer from the address the call was sent to.
   std::vector<uint8_t> reply = BuildSuccessReply(call->xid);
-  iovec out{reply.data(), reply.size()};
-  alignas(cmsghdr) char out_control[CMSG_SPACE(sizeof(in_pktinfo))] = {};
-  msghdr answer{};
-  answer.msg_name = &from;
-  answer.msg_namelen = sizeof from;
-  answer.msg_iov = &out;
-  answer.msg_iovlen = 1;
-  answer.msg_control = out_control;
-  answer.msg_controllen = sizeof out_control;
-  cmsghdr* c = CMSG_FIRSTHDR(&answer);
-  c->cmsg_level = IPPROTO_IP;
-  c->cmsg_type = IP_PKTINFO;
-  c->cmsg_len = CMSG_LEN(sizeof(in_pktinfo));
-  reinterpret_cast<in_pktinfo*>(CMSG_DATA(c))->ipi_spec_dst = destination;
-  ::sendmsg(fd_, &answer, 0);
+  testutil::SendFrom(fd_, from, destination, reply);
 }
 
 std::optional<NlmStat> LoopbackPeers::Lock(const std::string& address, uint16_t port,
