@@ -129,9 +129,12 @@ void LockManager::ServeWaiters(FileState& file, ByteRange released, Grants& gran
   while (again) {
     again = false;
     for (auto it = file.waiters.begin(); it != file.waiters.end(); ++it) {
-      const Waiter& waiter = *it;
+      Waiter& waiter = *it;
       if (waiter.state != Waiter::State::kQueued || !waiter.range.Overlaps(released)) continue;
       if (file.locks.FindConflict(waiter.owner, waiter.range, waiter.type) != nullptr) continue;
+      // What a Cancel or RevokeGrant of this grant gives back.
+      waiter.undo.seq = next_grant_seq_++;
+      waiter.undo.prior = OwnerLocksOver(file, waiter.owner, waiter.range);
       const TableDelta delta = file.locks.Lock(waiter.owner, waiter.range, waiter.type, false);
       AddLockCounts(waiter.owner, delta);
       HostInfo& info = *HostOf(waiter.owner).info;
@@ -239,7 +242,7 @@ LockOutcome LockManager::Lock(const LockRequest& request) {
     }
     const WaiterId id(next_waiter_id_++);
     auto it = file->waiters.Append(
-        Waiter{id, ref->id, *range, request.type, Waiter::State::kQueued, clock_.Now()});
+        Waiter{id, ref->id, *range, request.type, Waiter::State::kQueued, clock_.Now(), {}});
     waiter_index_.emplace(id.value(), WaiterLocation{file, it});
     HostInfo& info = *HostOf(ref->id).info;
     ++info.waiters;
@@ -270,8 +273,12 @@ LockOutcome LockManager::Lock(const LockRequest& request) {
   const TableDelta delta = target.locks.Lock(ref->id, *range, request.type, false);
   AddLockCounts(ref->id, delta);
   int64_t records = delta.entries;
-  // The client holds the lock now whatever happened to a GRANTED callback for it.
-  if (!target.waiters.empty()) records += SettlePendingGrant(target, ref->id, *range, request.type);
+  // The owner's own LOCK decides these bytes from now on, whatever its pending grants there
+  // become; and the client holds the lock now whatever happened to a GRANTED callback for it.
+  if (!target.waiters.empty()) {
+    SettleOwnerGrants(target, ref->id, *range);
+    records += SettlePendingGrant(target, ref->id, *range, request.type);
+  }
   NoteHost(*HostOf(ref->id).info, request.nsm_state, request.host_label);
   if (delta.released) ServeWaiters(target, *delta.released, out.grants);
   Account(target, ref->id, records);
@@ -328,7 +335,11 @@ UnlockOutcome LockManager::Unlock(const FileKey& file_key, const LockOwner& lock
   for (auto it = file->waiters.begin(); it != file->waiters.end();) {
     auto next = std::next(it);
     if (it->owner == *owner && it->range.Overlaps(*range)) {
-      if (it->state == Waiter::State::kQueued) ++out.waiters_cancelled;
+      if (it->state == Waiter::State::kQueued) {
+        ++out.waiters_cancelled;
+      } else {
+        SettleOlderGrants(*file, *it);  // The rest of the grant stands.
+      }
       EraseWaiter(*file, it);
       --records;
     }
@@ -366,8 +377,7 @@ CancelOutcome LockManager::Cancel(const LockRequest& request) {
   it = file->waiters.Find(*owner, *range, request.type, Waiter::State::kGranted);
   if (it == file->waiters.end()) return out;
   // CANCEL of a block that was already granted undoes the grant (PROTOCOL-NOTES 1.5).
-  EraseWaiter(*file, it);
-  const int64_t records = -1 + ReleaseRange(*file, *owner, *range, out.grants);
+  const int64_t records = UndoGrant(*file, it, out.grants);
   Account(*file, *owner, records);
   ReleaseFileIfEmpty(*file);
   out.result = CancelResult::kGrantUndone;
@@ -382,10 +392,9 @@ RevokeOutcome LockManager::RevokeGrant(WaiterId id) {
     return out;
   }
   FileState& file = *found->second.file;
-  const Waiter waiter = *found->second.it;
-  EraseWaiter(file, found->second.it);
-  const int64_t records = -1 + ReleaseRange(file, waiter.owner, waiter.range, out.grants);
-  Account(file, waiter.owner, records);
+  const OwnerId owner = found->second.it->owner;
+  const int64_t records = UndoGrant(file, found->second.it, out.grants);
+  Account(file, owner, records);
   ReleaseFileIfEmpty(file);
   out.revoked = true;
   return out;
@@ -398,6 +407,7 @@ bool LockManager::AcknowledgeGrant(WaiterId id) {
   }
   FileState& file = *found->second.file;
   const OwnerId owner = found->second.it->owner;
+  SettleOlderGrants(file, *found->second.it);
   EraseWaiter(file, found->second.it);
   Account(file, owner, -1);
   ReleaseFileIfEmpty(file);

@@ -66,8 +66,13 @@ struct LockManagerOptions {
 //   older waiters would let an owner wait for an owner that waits for it (a deadlock that
 //   POSIX programs do not expect). Readers can therefore overtake a waiting writer.
 // - Unlock cancels the owner's queued waiters over the range (PROTOCOL-NOTES 1.5), and forgets
-//   its granted-unacknowledged ones there. A granted block is undone (its range unlocked for
-//   the owner) by Cancel or RevokeGrant.
+//   its granted-unacknowledged ones there. A granted block is undone by Cancel or RevokeGrant:
+//   the owner gets back what it held over the range just before the grant (an undone upgrade
+//   leaves the shared lock), except on bytes it changed itself since (its own LOCK, or a grant
+//   of it acknowledged since), which stay as they are, and on bytes where that prior lock would
+//   now conflict with another owner's (the grant downgraded it and someone took the bytes),
+//   which keep the grant's shared lock. An owner's pending grants stack in grant order; undoing
+//   one below a later one hands its prior state to the later one.
 // - Grace (PROTOCOL-NOTES 1.6): reclaims are served only during grace (else kDeniedGrace) and
 //   are granted unless they conflict; a reclaim takes over its owner's restored locks over the
 //   range. New Lock/Test/Share get kDeniedGrace during classic grace, and during fine-grained
@@ -98,11 +103,12 @@ class LockManager {
   TestOutcome Test(const LockRequest& request);
   UnlockOutcome Unlock(const FileKey& file, const LockOwner& owner, uint64_t offset,
                        uint64_t length);
-  // CANCEL of the blocked request (file, owner, range, type); undoes it if already granted.
+  // CANCEL of the blocked request (file, owner, range, type); undoes it if already granted
+  // (see the class comment for what the owner gets back).
   CancelOutcome Cancel(const LockRequest& request);
-  // The client refused the grant or could not be reached: releases the granted lock (the
-  // owner's locks over the waiter's range). Does nothing for an unknown or already
-  // acknowledged id, or for a waiter the owner's own Lock or Unlock already settled.
+  // The client refused the grant or could not be reached: undoes the grant as Cancel does. Does
+  // nothing for an unknown or already acknowledged id, or for a waiter the owner's own Lock or
+  // Unlock already settled.
   RevokeOutcome RevokeGrant(WaiterId id);
   // The client accepted the grant: forget the waiter. False if the id is not a pending grant.
   bool AcknowledgeGrant(WaiterId id);
@@ -116,7 +122,10 @@ class LockManager {
   // Gives the owner back, over the snapshot's range, exactly the locks it held then, and serves
   // the waiters this frees. Does nothing (restored=false) if another owner now holds a lock
   // that conflicts with the prior ones; nothing either if the owner is gone (its host was
-  // released meanwhile: that release stands).
+  // released meanwhile: that release stands). Like the owner's own Lock, it settles the bytes of
+  // the owner's pending grants over the range.
+  // REQUIRES: the owner made no other call on this file since the snapshot (NLM serialises an
+  // owner's calls while one awaits its journal write).
   RestoreOutcome RestoreLocks(const PriorLocks& prior);
   PriorShare SnapshotShare(const FileKey& file, const LockOwner& owner) const;
   // The same for a SHARE: puts the prior reservation back, or removes the owner's if it had none.
@@ -212,6 +221,19 @@ class LockManager {
   void EraseWaiter(FileState& file, WaiterQueue::iterator it);
   // Forgets the owner's granted-unacknowledged record of exactly this lock, if any.
   int64_t SettlePendingGrant(FileState& file, OwnerId owner, const ByteRange& range, LockType type);
+
+  // Undo of granted blocks (lock_manager_undo.cpp).
+  // The owner's locks over `range`, clipped to it.
+  static std::vector<PriorLocks::Entry> OwnerLocksOver(const FileState& file, OwnerId owner,
+                                                       const ByteRange& range);
+  // The owner changed its locks over `range` itself: its pending grants no longer decide there.
+  void SettleOwnerGrants(FileState& file, OwnerId owner, const ByteRange& range);
+  // `grant` stands (acknowledged, or kept by an Unlock): the owner's older pending grants no
+  // longer decide the bytes it still decides.
+  void SettleOlderGrants(FileState& file, const Waiter& grant);
+  // Takes back a granted waiter (Cancel, RevokeGrant), erases it and serves the waiters this
+  // frees; returns the record delta of its owner.
+  int64_t UndoGrant(FileState& file, WaiterQueue::iterator grant, Grants& grants);
   // Releases the owner's locks over `range` and serves waiters; returns the record delta.
   int64_t ReleaseRange(FileState& file, OwnerId owner, const ByteRange& range, Grants& grants);
 
@@ -242,6 +264,7 @@ class LockManager {
   std::unordered_map<const HostInfo*, HostState> host_states_;
   std::unordered_map<uint64_t, WaiterLocation> waiter_index_;
   uint64_t next_waiter_id_ = 1;
+  uint64_t next_grant_seq_ = 1;
   uint64_t files_created_ = 0;  // Seeds each file's tree differently.
   size_t idle_files_ = 0;
   size_t locks_ = 0;

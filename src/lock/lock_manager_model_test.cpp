@@ -7,8 +7,16 @@
 // ends inside it, so it behaves as one byte), which models "length 0 = to the end" faithfully.
 // The high domain is the 64 bytes ending at UINT64_MAX, where lengths that overflow are also
 // generated and must be rejected.
+//
+// Undoing a granted block (Cancel, RevokeGrant) is modelled per cell as a stack of the owner's
+// pending grants: each remembers the owner's type in each cell before it and whether it still
+// decides the cell. The owner's own LOCK stops every pending grant of it from deciding the
+// cells it covers; an acknowledged grant (or one an UNLOCK kept) stops the older ones. Undoing
+// a grant in a cell where a later one sits on top hands its prior type to that one; elsewhere
+// the cell gets the prior type back, unless another owner's lock conflicts with it now.
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <random>
@@ -53,6 +61,14 @@ struct ModelWaiter {
   int lo, hi;
   LockType type;
   bool granted;
+  // Set when granted, per cell from lo: the owner's type before the grant, and whether the
+  // grant still decides the cell.
+  uint64_t seq = 0;
+  std::vector<int> prior = {};
+  std::vector<bool> live = {};
+
+  bool Decides(int cell) const { return cell >= lo && cell <= hi && live[Idx(cell - lo)]; }
+  static size_t Idx(int i) { return static_cast<size_t>(i); }
 };
 
 struct ModelGrant {
@@ -119,6 +135,10 @@ class Model {
       again = false;
       for (ModelWaiter& w : waiters_) {
         if (w.granted || HasConflict(w.owner, w.lo, w.hi, w.type)) continue;
+        w.seq = next_seq_++;
+        w.prior.clear();
+        for (int c = w.lo; c <= w.hi; ++c) w.prior.push_back(held_[Idx(c)][Idx(w.owner)]);
+        w.live.assign(static_cast<size_t>(w.hi - w.lo + 1), true);
         Set(w.owner, w.lo, w.hi, w.type);
         w.granted = true;
         grants.push_back(ModelGrant{w.id, w.owner, w.lo, w.hi, w.type});
@@ -126,6 +146,52 @@ class Model {
         break;
       }
     }
+  }
+
+  // The owner's own change of cells [lo, hi]: its pending grants no longer decide them.
+  void SettleOwner(int owner, int lo, int hi) {
+    for (ModelWaiter& w : waiters_) {
+      if (!w.granted || w.owner != owner) continue;
+      for (int c = std::max(lo, w.lo); c <= std::min(hi, w.hi); ++c) w.live[Idx(c - w.lo)] = false;
+    }
+  }
+
+  // `grant` stands: the owner's older pending grants no longer decide the cells it decides.
+  void SettleOlder(const ModelWaiter& grant) {
+    for (ModelWaiter& w : waiters_) {
+      if (!w.granted || w.owner != grant.owner || w.seq >= grant.seq) continue;
+      for (int c = w.lo; c <= w.hi; ++c) {
+        if (grant.Decides(c)) w.live[Idx(c - w.lo)] = false;
+      }
+    }
+  }
+
+  // Takes back the granted waiter at `index`, erases it and serves the waiters this frees.
+  void Undo(size_t index, std::vector<ModelGrant>& grants) {
+    const ModelWaiter grant = waiters_[index];
+    waiters_.erase(waiters_.begin() + static_cast<std::ptrdiff_t>(index));
+    for (int c = grant.lo; c <= grant.hi; ++c) {
+      if (!grant.Decides(c)) continue;
+      const int prior = grant.prior[Idx(c - grant.lo)];
+      ModelWaiter* above = nullptr;
+      for (ModelWaiter& w : waiters_) {
+        if (w.granted && w.owner == grant.owner && w.seq > grant.seq && w.Decides(c) &&
+            (above == nullptr || w.seq < above->seq)) {
+          above = &w;
+        }
+      }
+      if (above != nullptr) {
+        above->prior[Idx(c - above->lo)] = prior;
+        continue;
+      }
+      bool conflicts = false;
+      for (int p = 0; p < kOwners; ++p) {
+        conflicts |= p != grant.owner && prior != kNone &&
+                     Conflicts(held_[Idx(c)][Idx(p)], static_cast<LockType>(prior));
+      }
+      if (!conflicts) held_[Idx(c)][Idx(grant.owner)] = prior;
+    }
+    Serve(grants);
   }
 
   std::vector<ModelWaiter>::iterator FindWaiter(int owner, int lo, int hi, LockType type,
@@ -146,6 +212,7 @@ class Model {
   std::vector<std::vector<int>> held_;  // [cell][owner] -> LockType or kNone.
   std::vector<ModelWaiter> waiters_;
   uint64_t next_id_ = 1;
+  uint64_t next_seq_ = 1;
 };
 
 class ModelTest {
@@ -276,6 +343,7 @@ class ModelTest {
     } else {
       EXPECT_EQ(out.status, LockStatus::kGranted);
       model_.Set(owner, lo, hi, type);
+      model_.SettleOwner(owner, lo, hi);
       auto granted = model_.FindWaiter(owner, lo, hi, type, true);
       if (granted != model_.waiters().end()) model_.waiters().erase(granted);
       model_.Serve(grants);
@@ -294,13 +362,18 @@ class ModelTest {
     EXPECT_EQ(out.status, LockStatus::kGranted);
     size_t cancelled = 0;
     auto& waiters = model_.waiters();
-    waiters.erase(std::remove_if(waiters.begin(), waiters.end(),
-                                 [&](const ModelWaiter& w) {
-                                   const bool hit = w.owner == owner && w.lo <= hi && lo <= w.hi;
-                                   if (hit && !w.granted) ++cancelled;
-                                   return hit;
-                                 }),
-                  waiters.end());
+    const auto hit = [&](const ModelWaiter& w) {
+      return w.owner == owner && w.lo <= hi && lo <= w.hi;
+    };
+    for (const ModelWaiter& w : waiters) {
+      if (!hit(w)) continue;
+      if (w.granted) {
+        model_.SettleOlder(w);  // The rest of the grant stands.
+      } else {
+        ++cancelled;
+      }
+    }
+    waiters.erase(std::remove_if(waiters.begin(), waiters.end(), hit), waiters.end());
     EXPECT_EQ(out.waiters_cancelled, cancelled);
     model_.Set(owner, lo, hi, std::nullopt);
     std::vector<ModelGrant> grants;
@@ -345,9 +418,7 @@ class ModelTest {
       model_.waiters().erase(queued);
     } else if (granted != model_.waiters().end()) {
       EXPECT_EQ(out.result, CancelResult::kGrantUndone);
-      model_.waiters().erase(granted);
-      model_.Set(owner, lo, hi, std::nullopt);
-      model_.Serve(grants);
+      model_.Undo(static_cast<size_t>(granted - model_.waiters().begin()), grants);
     } else {
       EXPECT_EQ(out.result, CancelResult::kNotFound);
     }
@@ -379,18 +450,16 @@ class ModelTest {
     const bool pending = it != waiters.end();
     if (Rand(2) == 0) {
       EXPECT_EQ(manager_.AcknowledgeGrant(WaiterId(id)), pending);
-      if (pending) waiters.erase(it);
+      if (pending) {
+        model_.SettleOlder(*it);
+        waiters.erase(it);
+      }
       return;
     }
     const RevokeOutcome out = manager_.RevokeGrant(WaiterId(id));
     EXPECT_EQ(out.revoked, pending);
     std::vector<ModelGrant> grants;
-    if (pending) {
-      const ModelWaiter w = *it;
-      waiters.erase(it);
-      model_.Set(w.owner, w.lo, w.hi, std::nullopt);
-      model_.Serve(grants);
-    }
+    if (pending) model_.Undo(static_cast<size_t>(it - waiters.begin()), grants);
     ExpectGrants(out.grants, grants);
   }
 

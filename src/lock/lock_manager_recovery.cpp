@@ -3,6 +3,7 @@
 #include <exception>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "base/error.hpp"
 #include "lock/lock_manager.hpp"
@@ -44,7 +45,14 @@ LockManager::Removal LockManager::RemoveFromFile(FileState& file,
   std::unordered_map<uint32_t, int64_t> records;
   std::optional<ByteRange> released;
 
-  if (!awaiting_only) {
+  if (awaiting_only) {
+    // A pending grant that replaced a restored lock now dropped gives nothing back there.
+    for (Waiter& waiter : file.waiters) {
+      if (waiter.state != Waiter::State::kGranted || !owner_match(waiter.owner)) continue;
+      std::erase_if(waiter.undo.prior,
+                    [](const PriorLocks::Entry& e) { return e.awaiting_reclaim; });
+    }
+  } else {
     for (auto it = file.waiters.begin(); it != file.waiters.end();) {
       auto next = std::next(it);
       if (owner_match(it->owner)) {
@@ -122,7 +130,10 @@ DropOutcome LockManager::DropRestored(const HostId& host) {
   if (state == host_states_.end()) return {};
   std::vector<FileState*> files;
   for (const auto& [file, records] : state->second.files) {
-    if (file->locks.awaiting_count() != 0 || file->shares.awaiting_count() != 0) {
+    // Also where a pending grant may have replaced a restored lock (its undo must not bring
+    // that back).
+    const bool grants = file->waiters.size() > file->waiters.queued_count();
+    if (file->locks.awaiting_count() != 0 || file->shares.awaiting_count() != 0 || grants) {
       files.push_back(file);
     }
   }
@@ -156,6 +167,7 @@ LoadOutcome LockManager::LoadRestored(std::span<const RestoredLock> locks,
         EnsureOwner(lock.owner, owner, nullptr, HostRegistry::Admission::kForce);
     NLOCKD_ASSERT(ref.has_value());
     FileState& target = UseFile(file, lock.file);
+    if (!target.waiters.empty()) SettleOwnerGrants(target, ref->id, lock.range);
     const TableDelta delta = target.locks.Lock(ref->id, lock.range, lock.type, true);
     AddLockCounts(ref->id, delta);
     if (delta.released) ServeWaiters(target, *delta.released, out.grants);

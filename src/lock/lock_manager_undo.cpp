@@ -1,12 +1,70 @@
-// LockManager: undoing a LOCK or SHARE that was granted but must still fail (the protocol
-// layer could not persist it). The undo gives the owner back exactly what it held before over
-// the call's range, not nothing: an upgrade that fails leaves the shared lock it upgraded.
+// LockManager: undoing a change that was granted but must not stand. A LOCK or SHARE the
+// protocol layer could not persist, and a granted block taken back (CANCEL, a revoked grant),
+// give the owner back exactly what it held before over the range, not nothing: an upgrade that
+// is undone leaves the shared lock it upgraded.
 
 #include <algorithm>
+#include <utility>
 
 #include "lock/lock_manager.hpp"
 
 namespace nlockd::lock {
+
+namespace {
+
+using PriorEntries = std::vector<PriorLocks::Entry>;
+
+// Replaces the entries of `prior` over `piece` by those of `below` over it.
+void HandDown(PriorEntries& prior, const ByteRange& piece, const PriorEntries& below) {
+  PriorEntries out;
+  out.reserve(prior.size() + below.size() + 1);
+  for (const PriorLocks::Entry& e : prior) {
+    if (!e.range.Overlaps(piece)) {
+      out.push_back(e);
+      continue;
+    }
+    if (e.range.first() < piece.first()) {
+      out.push_back({ByteRange::FromFirstLast(e.range.first(), piece.first() - 1), e.type,
+                     e.awaiting_reclaim});
+    }
+    if (e.range.last() > piece.last()) {
+      out.push_back(
+          {ByteRange::FromFirstLast(piece.last() + 1, e.range.last()), e.type, e.awaiting_reclaim});
+    }
+  }
+  for (const PriorLocks::Entry& e : below) {
+    if (std::optional<ByteRange> both = Intersect(e.range, piece)) {
+      out.push_back({*both, e.type, e.awaiting_reclaim});
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const PriorLocks::Entry& a, const PriorLocks::Entry& b) {
+    return a.range.first() < b.range.first();
+  });
+  prior = std::move(out);
+}
+
+// The bytes of `grant`'s range that it still decides.
+RangeSet Undecided(const Waiter& grant) {
+  RangeSet live(grant.range);
+  live.Subtract(grant.undo.settled);
+  return live;
+}
+
+bool IsGrantOf(const Waiter& waiter, OwnerId owner) {
+  return waiter.state == Waiter::State::kGranted && waiter.owner == owner;
+}
+
+}  // namespace
+
+PriorEntries LockManager::OwnerLocksOver(const FileState& file, OwnerId owner,
+                                         const ByteRange& range) {
+  PriorEntries locks;
+  file.locks.ForEachOverlapping(range, [&](const LockEntry& e) {
+    if (e.owner != owner) return;
+    locks.push_back(PriorLocks::Entry{*Intersect(e.range, range), e.type, e.awaiting_reclaim});
+  });
+  return locks;
+}
 
 std::optional<PriorLocks> LockManager::SnapshotLocks(const FileKey& file_key,
                                                      const LockOwner& lock_owner, uint64_t offset,
@@ -17,13 +75,92 @@ std::optional<PriorLocks> LockManager::SnapshotLocks(const FileKey& file_key,
   const FileState* file = FindFile(file_key);
   const std::optional<OwnerId> owner = FindOwner(lock_owner);
   if (file == nullptr || !owner) return prior;
-  file->locks.ForEachOverlapping(*range, [&](const LockEntry& e) {
-    if (e.owner != *owner) return;
-    const ByteRange clipped = ByteRange::FromFirstLast(std::max(e.range.first(), range->first()),
-                                                       std::min(e.range.last(), range->last()));
-    prior.locks.push_back(PriorLocks::Entry{clipped, e.type, e.awaiting_reclaim});
-  });
+  prior.locks = OwnerLocksOver(*file, *owner, *range);
   return prior;
+}
+
+void LockManager::SettleOwnerGrants(FileState& file, OwnerId owner, const ByteRange& range) {
+  for (Waiter& waiter : file.waiters) {
+    if (!IsGrantOf(waiter, owner)) continue;
+    if (std::optional<ByteRange> both = Intersect(waiter.range, range)) {
+      waiter.undo.settled.Add(*both);
+    }
+  }
+}
+
+void LockManager::SettleOlderGrants(FileState& file, const Waiter& grant) {
+  const auto older = [&](const Waiter& w) {
+    return &w != &grant && IsGrantOf(w, grant.owner) && w.undo.seq < grant.undo.seq &&
+           w.range.Overlaps(grant.range);
+  };
+  if (std::none_of(file.waiters.begin(), file.waiters.end(), older)) return;
+  const RangeSet decided = Undecided(grant);
+  for (Waiter& waiter : file.waiters) {
+    if (!older(waiter)) continue;
+    for (const ByteRange& piece : decided.Within(waiter.range)) waiter.undo.settled.Add(piece);
+  }
+}
+
+int64_t LockManager::UndoGrant(FileState& file, WaiterQueue::iterator grant, Grants& grants) {
+  const OwnerId owner = grant->owner;
+  const PriorEntries prior = std::move(grant->undo.prior);
+  RangeSet top = Undecided(*grant);
+  // Later grants of the owner sit on top of this one where they overlap: the table stays as
+  // they made it, and what this grant replaced becomes what they give back if undone.
+  std::vector<Waiter*> later;
+  for (Waiter& waiter : file.waiters) {
+    if (&waiter != &*grant && IsGrantOf(waiter, owner) && waiter.undo.seq > grant->undo.seq &&
+        waiter.range.Overlaps(grant->range)) {
+      later.push_back(&waiter);
+    }
+  }
+  std::sort(later.begin(), later.end(),
+            [](const Waiter* a, const Waiter* b) { return a->undo.seq < b->undo.seq; });
+  for (Waiter* above : later) {
+    const RangeSet covered = top.Within(Undecided(*above));
+    for (const ByteRange& piece : covered) HandDown(above->undo.prior, piece, prior);
+    top.Subtract(covered);
+  }
+  EraseWaiter(file, grant);
+  int64_t records = -1;
+  if (top.empty()) return records;
+
+  // A restored lock the grant replaced comes back only while grace lasts (its end dropped the
+  // unclaimed ones). A prior lock another owner's lock now conflicts with stays as the grant
+  // left it (shared): the grant downgraded it and someone took what it gave up.
+  const bool grace = grace_.IsActive();
+  const auto restorable = [&](const PriorLocks::Entry& e) { return grace || !e.awaiting_reclaim; };
+  for (const PriorLocks::Entry& e : prior) {
+    if (!restorable(e)) continue;
+    for (const ByteRange& piece : top.Within(e.range)) {
+      file.locks.ForEachOverlapping(piece, [&](const LockEntry& held) {
+        if (held.owner != owner && TypesConflict(held.type, e.type)) {
+          top.Subtract(*Intersect(held.range, piece));
+        }
+      });
+    }
+  }
+  // Replace the owner's locks before any waiter is served, so that no waiter is granted bytes
+  // the owner takes back.
+  std::optional<ByteRange> released;
+  for (const ByteRange& piece : top) {
+    const TableDelta removed = file.locks.Unlock(owner, piece);
+    AddLockCounts(owner, removed);
+    records += removed.entries;
+    if (removed.released) {
+      released = released ? released->Hull(*removed.released) : *removed.released;
+    }
+  }
+  for (const PriorLocks::Entry& e : prior) {
+    if (!restorable(e)) continue;
+    for (const ByteRange& piece : top.Within(e.range)) {
+      const TableDelta added = file.locks.Lock(owner, piece, e.type, e.awaiting_reclaim);
+      AddLockCounts(owner, added);
+      records += added.entries;
+    }
+  }
+  if (released) ServeWaiters(file, *released, grants);
+  return records;
 }
 
 RestoreOutcome LockManager::RestoreLocks(const PriorLocks& prior) {
@@ -41,6 +178,7 @@ RestoreOutcome LockManager::RestoreLocks(const PriorLocks& prior) {
       return out;
     }
   }
+  if (!file->waiters.empty()) SettleOwnerGrants(*file, *owner, prior.range);
   // Replace the owner's entries over the range by the prior ones before any waiter is served,
   // so that no waiter is granted bytes the owner takes back.
   const TableDelta removed = file->locks.Unlock(*owner, prior.range);

@@ -3,18 +3,32 @@
 #include <cstddef>
 #include <cstdint>
 #include <list>
+#include <vector>
 
 #include "base/clock.hpp"
 #include "base/strong_id.hpp"
 #include "lock/lock_type.hpp"
 #include "lock/owner_table.hpp"
+#include "lock/prior_state.hpp"
 #include "lock/range.hpp"
+#include "lock/range_set.hpp"
 
 namespace nlockd::lock {
 
 // Names one blocked request, unique for the life of a LockManager (never reused). The NLM layer
 // maps it to the cookie of its GRANTED callback (PROTOCOL-NOTES 1.5: a server-unique cookie).
 using WaiterId = StrongId<struct WaiterIdTag, uint64_t>;
+
+// How to take back a grant (CANCEL of a granted block, a revoked grant): what the owner held over
+// the waiter's range just before it. The owner's pending grants on a file stack up in grant order;
+// see LockManager::UndoGrant for the rules.
+struct GrantUndo {
+  uint64_t seq = 0;  // Grant order within the manager: a later grant sits on top of this one.
+  // Bytes whose locks the owner itself changed after the grant (its own LOCK, UNLOCK, or a grant
+  // of it that was acknowledged since): the undo leaves them alone.
+  RangeSet settled;
+  std::vector<PriorLocks::Entry> prior;  // The owner's locks over the range, in offset order.
+};
 
 // A blocked lock request. It is queued until a release makes it grantable; then the manager
 // takes the lock for it and the record stays, state kGranted, until the protocol layer
@@ -28,6 +42,7 @@ struct Waiter {
   LockType type = LockType::kExclusive;
   State state = State::kQueued;
   Clock::time_point since;  // When it was queued, or granted.
+  GrantUndo undo;           // Set when granted.
 };
 
 // The waiter records of one file in arrival order. Iterators stay valid until their record is

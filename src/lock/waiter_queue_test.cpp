@@ -8,8 +8,13 @@ namespace nlockd::lock {
 namespace {
 
 Waiter MakeWaiter(uint64_t id, uint32_t owner, uint64_t first, uint64_t last) {
-  return Waiter{WaiterId(id),         OwnerId(owner),         ByteRange::FromFirstLast(first, last),
-                LockType::kExclusive, Waiter::State::kQueued, Clock::time_point{}};
+  return Waiter{WaiterId(id),
+                OwnerId(owner),
+                ByteRange::FromFirstLast(first, last),
+                LockType::kExclusive,
+                Waiter::State::kQueued,
+                Clock::time_point{},
+                {}};
 }
 
 TEST(WaiterQueue, KeepsArrivalOrder) {

@@ -13,6 +13,7 @@ namespace {
 using test_support::FakeCaller;
 using test_support::GrantedArgs;
 using test_support::NlmServiceTest;
+using test_support::OwnerLocks;
 using test_support::RecordingJournal;
 using test_support::Render;
 using test_support::RunCoroutine;
@@ -79,18 +80,6 @@ TEST_F(NlmJournalTest, AFailedWriteUndoesTheLockAndAnswersDeniedNolocks) {
             "locks f=file1 h=192.0.2.1 svid=1 | locks f=file1 h=192.0.2.1 svid=1");
   journal_.succeed = true;
   EXPECT_EQ(JLock(a, LockArgs("client-a", 1, 0, 10)).stat, NLM4_GRANTED);
-}
-
-// The owner's locks on file1 as "X [0,9], S [10,19]".
-std::string OwnerLocks(const lock::LockManager& locks, const char* host) {
-  std::string out;
-  locks.ForEachLock(
-      [&](const lock::LockView& v) {
-        if (!out.empty()) out += ", ";
-        out += (v.type == lock::LockType::kExclusive ? "X " : "S ") + v.range.ToString();
-      },
-      lock::StateFilter{lock::HostId(host), lock::FileKey("file1")});
-  return out;
 }
 
 TEST_F(NlmJournalTest, AFailedUpgradeKeepsTheSharedLockItUpgraded) {

@@ -93,6 +93,18 @@ inline std::string Render(const std::vector<std::vector<JournalEntry>>& batches)
   return out;
 }
 
+// A host's locks on file1 as "X [0,9], S [10,19]".
+inline std::string OwnerLocks(const lock::LockManager& locks, const char* host) {
+  std::string out;
+  locks.ForEachLock(
+      [&](const lock::LockView& v) {
+        if (!out.empty()) out += ", ";
+        out += (v.type == lock::LockType::kExclusive ? "X " : "S ") + v.range.ToString();
+      },
+      lock::StateFilter{lock::HostId(host), lock::FileKey("file1")});
+  return out;
+}
+
 // The GRANTED / GRANTED_MSG arguments of a recorded call.
 inline nlm4_testargs GrantedArgs(const FakeCaller::Sent& sent) {
   nlm4_testargs args;
