@@ -73,6 +73,7 @@ NlmService::NlmService(asio::any_io_executor executor, lock::LockManager& locks,
       caller_(caller),
       options_(options),
       gate_(executor),
+      turns_(executor),
       cookies_(options.cookie_key ? *options.cookie_key : RandomKey()) {}
 
 NlmService::~NlmService() = default;
@@ -171,9 +172,15 @@ asio::awaitable<nlm4_res> NlmService::Lock(const rpc::CallContext& context, nlm4
     if (!ok) co_return nlm4_res{std::move(args.cookie), NLM4_DENIED_NOLOCKS};
   }
   lock::LockRequest request = TakeLockRequest(context, std::move(host), args);
+  std::optional<OwnerTurns::Turn> turn;
   // What the owner held over the range, to undo exactly this call if it cannot be persisted.
   std::optional<lock::PriorLocks> prior;
   if (journal_ != nullptr) {
+    // An earlier call of this owner on this file, still awaiting its write, may undo itself:
+    // this one changes the state only after that (the undo must not overwrite this call).
+    const size_t slot = OwnerTurns::SlotOf(request.file, request.owner);
+    turn = turns_.TryTake(slot);
+    if (!turn) turn.emplace(co_await turns_.Take(slot));
     prior = locks_.SnapshotLocks(request.file, request.owner, request.offset, request.length);
   }
   lock::LockOutcome outcome = ApplyLock(context, request);
@@ -244,6 +251,12 @@ asio::awaitable<bool> NlmService::EnsureMonitored(const rpc::CallContext& contex
 asio::awaitable<nlm4_res> NlmService::Cancel(const rpc::CallContext& context, nlm4_cancargs args) {
   lock::LockRequest request = ToRequest(context, args.alock, args.exclusive);
   request.block = args.block;
+  std::optional<OwnerTurns::Turn> turn;
+  if (journal_ != nullptr) {
+    const size_t slot = OwnerTurns::SlotOf(request.file, request.owner);
+    turn = turns_.TryTake(slot);
+    if (!turn) turn.emplace(co_await turns_.Take(slot));
+  }
   lock::CancelOutcome outcome = locks_.Cancel(request);
   ForgetGoneWaiters(request.owner.host.value(), request.file);
   if (journal_ != nullptr &&
@@ -263,29 +276,39 @@ asio::awaitable<nlm4_res> NlmService::Cancel(const rpc::CallContext& context, nl
   co_return nlm4_res{std::move(args.cookie), stat};
 }
 
-NlmService::Unlocked NlmService::ApplyUnlock(const rpc::CallContext& context,
-                                             nlm4_unlockargs& args) {
-  Unlocked unlocked{lock::FileKey(std::move(args.alock.fh)),
-                    lock::LockOwner{lock::HostId(HostKeyFor(context, args.alock.caller_name)),
-                                    args.alock.svid, lock::OwnerHandle(std::move(args.alock.oh))},
-                    {}};
+NlmService::Unlocked NlmService::TakeUnlock(const rpc::CallContext& context,
+                                            nlm4_unlockargs& args) const {
+  return Unlocked{lock::FileKey(std::move(args.alock.fh)),
+                  lock::LockOwner{lock::HostId(HostKeyFor(context, args.alock.caller_name)),
+                                  args.alock.svid, lock::OwnerHandle(std::move(args.alock.oh))},
+                  {}};
+}
+
+void NlmService::ApplyUnlock(Unlocked& unlocked, const nlm4_unlockargs& args) {
   unlocked.outcome =
       locks_.Unlock(unlocked.file, unlocked.owner, args.alock.l_offset, args.alock.l_len);
   ForgetGoneWaiters(unlocked.owner.host.value(), unlocked.file);
-  return unlocked;
 }
 
 std::optional<nlm4_res> NlmService::TryUnlock(const rpc::CallContext& context,
                                               nlm4_unlockargs& args) {
   if (journal_ != nullptr) return std::nullopt;
-  Unlocked unlocked = ApplyUnlock(context, args);
+  Unlocked unlocked = TakeUnlock(context, args);
+  ApplyUnlock(unlocked, args);
   FinishGrants(std::move(unlocked.outcome.grants), true);
   return nlm4_res{std::move(args.cookie), ToWire(unlocked.outcome.status)};
 }
 
 asio::awaitable<nlm4_res> NlmService::Unlock(const rpc::CallContext& context,
                                              nlm4_unlockargs args) {
-  Unlocked unlocked = ApplyUnlock(context, args);
+  Unlocked unlocked = TakeUnlock(context, args);
+  std::optional<OwnerTurns::Turn> turn;
+  if (journal_ != nullptr) {
+    const size_t slot = OwnerTurns::SlotOf(unlocked.file, unlocked.owner);
+    turn = turns_.TryTake(slot);
+    if (!turn) turn.emplace(co_await turns_.Take(slot));
+  }
+  ApplyUnlock(unlocked, args);
   bool persisted = true;
   if (journal_ != nullptr && unlocked.outcome.status == LockStatus::kGranted) {
     std::vector<JournalEntry> entries{JournalEntry::Locks(unlocked.file, unlocked.owner)};
@@ -312,8 +335,15 @@ asio::awaitable<nlm4_shareres> NlmService::Share(const rpc::CallContext& context
   request.deny = ToDeny(args.share.mode);
   request.reclaim = args.reclaim;
   request.host_label = args.share.caller_name;
+  std::optional<OwnerTurns::Turn> turn;
   std::optional<lock::PriorShare> prior;
-  if (journal_ != nullptr) prior = locks_.SnapshotShare(request.file, request.owner);
+  if (journal_ != nullptr) {
+    // As for LOCK: an earlier SHARE of this owner may still undo itself.
+    const size_t slot = OwnerTurns::SlotOf(request.file, request.owner);
+    turn = turns_.TryTake(slot);
+    if (!turn) turn.emplace(co_await turns_.Take(slot));
+    prior = locks_.SnapshotShare(request.file, request.owner);
+  }
   lock::ShareOutcome outcome = locks_.Share(request);
   nlm4_stats stat = ToWire(outcome.status);
   const bool granted = outcome.status == LockStatus::kGranted;
@@ -344,6 +374,12 @@ asio::awaitable<nlm4_shareres> NlmService::Unshare(const rpc::CallContext& conte
   lock::FileKey file(args.share.fh);
   lock::LockOwner owner{lock::HostId(HostKeyFor(context, args.share.caller_name)), 0,
                         lock::OwnerHandle(args.share.oh)};
+  std::optional<OwnerTurns::Turn> turn;
+  if (journal_ != nullptr) {
+    const size_t slot = OwnerTurns::SlotOf(file, owner);
+    turn = turns_.TryTake(slot);
+    if (!turn) turn.emplace(co_await turns_.Take(slot));
+  }
   lock::UnshareOutcome outcome = locks_.Unshare(file, owner);
   bool persisted = true;
   if (journal_ != nullptr) {

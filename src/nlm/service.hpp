@@ -18,6 +18,7 @@
 #include "nlm/grant_cookies.hpp"
 #include "nlm/host_monitor.hpp"
 #include "nlm/lock_journal.hpp"
+#include "nlm/owner_turns.hpp"
 #include "nlm/wire.hpp"
 #include "rpc/dispatcher.hpp"
 #include "rpc/task_gate.hpp"
@@ -82,7 +83,9 @@ class NlmService {
   NlmService& operator=(const NlmService&) = delete;
 
   // Persists every change of the lock and share table through `journal` from now on (see
-  // LockJournal); nullptr (the default) persists nothing.
+  // LockJournal); nullptr (the default) persists nothing. With a journal, the calls of one owner
+  // on one file that change state (LOCK, NM_LOCK, UNLOCK, CANCEL, SHARE, UNSHARE) run one at a
+  // time: each waits for the previous one's write and undo (OwnerTurns).
   // REQUIRES: called before the service serves calls.
   void set_journal(LockJournal* journal) { journal_ = journal; }
 
@@ -180,7 +183,9 @@ class NlmService {
                                     nlm4_lockargs& args);
   // Asks the lock manager; keeps or forgets the waiter record.
   lock::LockOutcome ApplyLock(const rpc::CallContext& context, const lock::LockRequest& request);
-  Unlocked ApplyUnlock(const rpc::CallContext& context, nlm4_unlockargs& args);
+  // The owner and file of an UNLOCK, its strings moved out of `args`.
+  Unlocked TakeUnlock(const rpc::CallContext& context, nlm4_unlockargs& args) const;
+  void ApplyUnlock(Unlocked& unlocked, const nlm4_unlockargs& args);
   asio::awaitable<bool> EnsureMonitored(const rpc::CallContext& context, std::string host,
                                         nlm4_lockargs args);
 
@@ -220,6 +225,7 @@ class NlmService {
   ClientCaller& caller_;
   NlmOptions options_;
   rpc::TaskGate gate_;
+  OwnerTurns turns_;  // Used while a journal is set.
   NlmStats stats_;
   std::unordered_set<std::string> monitored_;
   // Hosts whose first SM_MON is in flight; later first locks wait on it.

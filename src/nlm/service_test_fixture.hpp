@@ -9,10 +9,12 @@
 #include <vector>
 
 #include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
 #include <gtest/gtest.h>
 
 #include "base/clock.hpp"
 #include "nlm/service.hpp"
+#include "rpc/use_tuple.hpp"
 #include "testutil/run_coroutine.hpp"
 
 namespace nlockd::nlm::test_support {
@@ -64,6 +66,42 @@ class RecordingJournal : public LockJournal {
   std::vector<std::vector<JournalEntry>> batches;
   bool succeed = true;
   std::function<void(const std::vector<JournalEntry>&)> on_record;
+};
+
+// A journal whose writes stay in flight until the test completes them, oldest first, with
+// success or failure.
+class ManualJournal : public LockJournal {
+ public:
+  struct Write {
+    explicit Write(asio::any_io_executor executor)
+        : done(std::move(executor), asio::steady_timer::time_point::max()) {}
+    std::vector<JournalEntry> entries;
+    asio::steady_timer done;
+    bool ok = false;
+  };
+  explicit ManualJournal(asio::any_io_executor executor) : executor_(std::move(executor)) {}
+
+  asio::awaitable<bool> Record(std::vector<JournalEntry> entries) override {
+    auto write = std::make_shared<Write>(executor_);
+    write->entries = std::move(entries);
+    writes.push_back(write);
+    co_await write->done.async_wait(rpc::kUseTuple);
+    co_return write->ok;
+  }
+
+  // Completes the oldest write still in flight.
+  void CompleteNext(bool ok) {
+    ASSERT_FALSE(writes.empty());
+    std::shared_ptr<Write> write = writes.front();
+    writes.erase(writes.begin());
+    write->ok = ok;
+    write->done.cancel();
+  }
+
+  std::vector<std::shared_ptr<Write>> writes;  // In flight, oldest first.
+
+ private:
+  asio::any_io_executor executor_;
 };
 
 // Renders journal batches as text: "locks f=file1 h=192.0.2.1 svid=1; share ...; released h=..."
