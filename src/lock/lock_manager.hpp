@@ -122,8 +122,9 @@ class LockManager {
   // Gives the owner back, over the snapshot's range, exactly the locks it held then, and serves
   // the waiters this frees. Does nothing (restored=false) if another owner now holds a lock
   // that conflicts with the prior ones; nothing either if the owner is gone (its host was
-  // released meanwhile: that release stands). Like the owner's own Lock, it settles the bytes of
-  // the owner's pending grants over the range.
+  // released meanwhile: that release stands). Bytes that a grant of the owner's blocked
+  // request made since the snapshot still decides stay as that grant made them (its undo gives
+  // back the snapshot's state there).
   // REQUIRES: the owner made no other call on this file since the snapshot (NLM serialises an
   // owner's calls while one awaits its journal write).
   RestoreOutcome RestoreLocks(const PriorLocks& prior);
@@ -231,6 +232,16 @@ class LockManager {
   // `grant` stands (acknowledged, or kept by an Unlock): the owner's older pending grants no
   // longer decide the bytes it still decides.
   void SettleOlderGrants(FileState& file, const Waiter& grant);
+  // The owner's pending grants overlapping `range` from grant number `first_seq` on, oldest
+  // first: the ones that sit on top of a grant or call made before them.
+  static std::vector<Waiter*> LaterGrants(FileState& file, OwnerId owner, uint64_t first_seq,
+                                          const ByteRange& range);
+  // Replaces the owner's locks over `bytes` by the `prior` ones there (restored locks awaiting
+  // their reclaim only if `with_awaiting`); widens `released` by what became weaker. Returns
+  // the record delta. Serve the waiters after.
+  int64_t ReplaceOwnerLocks(FileState& file, OwnerId owner, const RangeSet& bytes,
+                            const std::vector<PriorLocks::Entry>& prior, bool with_awaiting,
+                            std::optional<ByteRange>& released);
   // Takes back a granted waiter (Cancel, RevokeGrant), erases it and serves the waiters this
   // frees; returns the record delta of its owner.
   int64_t UndoGrant(FileState& file, WaiterQueue::iterator grant, Grants& grants);

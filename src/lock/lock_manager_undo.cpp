@@ -71,7 +71,7 @@ std::optional<PriorLocks> LockManager::SnapshotLocks(const FileKey& file_key,
                                                      uint64_t length) const {
   const std::optional<ByteRange> range = ByteRange::FromOffsetLength(offset, length);
   if (!range) return std::nullopt;
-  PriorLocks prior{file_key, lock_owner, *range, {}};
+  PriorLocks prior{file_key, lock_owner, *range, {}, next_grant_seq_};
   const FileState* file = FindFile(file_key);
   const std::optional<OwnerId> owner = FindOwner(lock_owner);
   if (file == nullptr || !owner) return prior;
@@ -101,22 +101,49 @@ void LockManager::SettleOlderGrants(FileState& file, const Waiter& grant) {
   }
 }
 
+std::vector<Waiter*> LockManager::LaterGrants(FileState& file, OwnerId owner, uint64_t first_seq,
+                                              const ByteRange& range) {
+  std::vector<Waiter*> later;
+  for (Waiter& waiter : file.waiters) {
+    if (IsGrantOf(waiter, owner) && waiter.undo.seq >= first_seq && waiter.range.Overlaps(range)) {
+      later.push_back(&waiter);
+    }
+  }
+  std::sort(later.begin(), later.end(),
+            [](const Waiter* a, const Waiter* b) { return a->undo.seq < b->undo.seq; });
+  return later;
+}
+
+int64_t LockManager::ReplaceOwnerLocks(FileState& file, OwnerId owner, const RangeSet& bytes,
+                                       const std::vector<PriorLocks::Entry>& prior,
+                                       bool with_awaiting, std::optional<ByteRange>& released) {
+  int64_t records = 0;
+  for (const ByteRange& piece : bytes) {
+    const TableDelta removed = file.locks.Unlock(owner, piece);
+    AddLockCounts(owner, removed);
+    records += removed.entries;
+    if (removed.released) {
+      released = released ? released->Hull(*removed.released) : *removed.released;
+    }
+  }
+  for (const PriorLocks::Entry& e : prior) {
+    if (e.awaiting_reclaim && !with_awaiting) continue;
+    for (const ByteRange& piece : bytes.Within(e.range)) {
+      const TableDelta added = file.locks.Lock(owner, piece, e.type, e.awaiting_reclaim);
+      AddLockCounts(owner, added);
+      records += added.entries;
+    }
+  }
+  return records;
+}
+
 int64_t LockManager::UndoGrant(FileState& file, WaiterQueue::iterator grant, Grants& grants) {
   const OwnerId owner = grant->owner;
   const PriorEntries prior = std::move(grant->undo.prior);
   RangeSet top = Undecided(*grant);
   // Later grants of the owner sit on top of this one where they overlap: the table stays as
   // they made it, and what this grant replaced becomes what they give back if undone.
-  std::vector<Waiter*> later;
-  for (Waiter& waiter : file.waiters) {
-    if (&waiter != &*grant && IsGrantOf(waiter, owner) && waiter.undo.seq > grant->undo.seq &&
-        waiter.range.Overlaps(grant->range)) {
-      later.push_back(&waiter);
-    }
-  }
-  std::sort(later.begin(), later.end(),
-            [](const Waiter* a, const Waiter* b) { return a->undo.seq < b->undo.seq; });
-  for (Waiter* above : later) {
+  for (Waiter* above : LaterGrants(file, owner, grant->undo.seq + 1, grant->range)) {
     const RangeSet covered = top.Within(Undecided(*above));
     for (const ByteRange& piece : covered) HandDown(above->undo.prior, piece, prior);
     top.Subtract(covered);
@@ -129,9 +156,8 @@ int64_t LockManager::UndoGrant(FileState& file, WaiterQueue::iterator grant, Gra
   // unclaimed ones). A prior lock another owner's lock now conflicts with stays as the grant
   // left it (shared): the grant downgraded it and someone took what it gave up.
   const bool grace = grace_.IsActive();
-  const auto restorable = [&](const PriorLocks::Entry& e) { return grace || !e.awaiting_reclaim; };
   for (const PriorLocks::Entry& e : prior) {
-    if (!restorable(e)) continue;
+    if (e.awaiting_reclaim && !grace) continue;
     for (const ByteRange& piece : top.Within(e.range)) {
       file.locks.ForEachOverlapping(piece, [&](const LockEntry& held) {
         if (held.owner != owner && TypesConflict(held.type, e.type)) {
@@ -143,22 +169,7 @@ int64_t LockManager::UndoGrant(FileState& file, WaiterQueue::iterator grant, Gra
   // Replace the owner's locks before any waiter is served, so that no waiter is granted bytes
   // the owner takes back.
   std::optional<ByteRange> released;
-  for (const ByteRange& piece : top) {
-    const TableDelta removed = file.locks.Unlock(owner, piece);
-    AddLockCounts(owner, removed);
-    records += removed.entries;
-    if (removed.released) {
-      released = released ? released->Hull(*removed.released) : *removed.released;
-    }
-  }
-  for (const PriorLocks::Entry& e : prior) {
-    if (!restorable(e)) continue;
-    for (const ByteRange& piece : top.Within(e.range)) {
-      const TableDelta added = file.locks.Lock(owner, piece, e.type, e.awaiting_reclaim);
-      AddLockCounts(owner, added);
-      records += added.entries;
-    }
-  }
+  records += ReplaceOwnerLocks(file, owner, top, prior, grace, released);
   if (released) ServeWaiters(file, *released, grants);
   return records;
 }
@@ -170,26 +181,33 @@ RestoreOutcome LockManager::RestoreLocks(const PriorLocks& prior) {
   const std::optional<OwnerId> owner = FindOwner(prior.owner);
   out.restored = true;
   if (file == nullptr || !owner) return out;  // Nothing held now; a host release stands.
+  // Grants of the owner's blocked requests made since the snapshot sit on top of the call: the
+  // bytes they decide stay as they made them, and they inherit the prior state there.
+  const std::vector<Waiter*> later = LaterGrants(*file, *owner, prior.next_grant, prior.range);
+  RangeSet top(prior.range);
+  std::vector<RangeSet> covered;
+  covered.reserve(later.size());
+  for (const Waiter* above : later) {
+    covered.push_back(top.Within(Undecided(*above)));
+    top.Subtract(covered.back());
+  }
   // While the call was in flight the owner held at least the call's lock over the range, so
   // only what the call gave up (a downgrade's exclusivity) can have been taken by others.
   for (const PriorLocks::Entry& e : prior.locks) {
-    if (file->locks.FindConflict(*owner, e.range, e.type) != nullptr) {
-      out.restored = false;
-      return out;
+    for (const ByteRange& piece : top.Within(e.range)) {
+      if (file->locks.FindConflict(*owner, piece, e.type) != nullptr) {
+        out.restored = false;
+        return out;
+      }
     }
   }
-  if (!file->waiters.empty()) SettleOwnerGrants(*file, *owner, prior.range);
-  // Replace the owner's entries over the range by the prior ones before any waiter is served,
-  // so that no waiter is granted bytes the owner takes back.
-  const TableDelta removed = file->locks.Unlock(*owner, prior.range);
-  AddLockCounts(*owner, removed);
-  int64_t records = removed.entries;
-  for (const PriorLocks::Entry& e : prior.locks) {
-    const TableDelta added = file->locks.Lock(*owner, e.range, e.type, e.awaiting_reclaim);
-    AddLockCounts(*owner, added);
-    records += added.entries;
+  for (size_t i = 0; i < later.size(); ++i) {
+    for (const ByteRange& piece : covered[i]) HandDown(later[i]->undo.prior, piece, prior.locks);
   }
-  if (removed.released) ServeWaiters(*file, *removed.released, out.grants);
+  std::optional<ByteRange> released;
+  const int64_t records =
+      ReplaceOwnerLocks(*file, *owner, top, prior.locks, /*with_awaiting=*/true, released);
+  if (released) ServeWaiters(*file, *released, out.grants);
   Account(*file, *owner, records);
   ReleaseFileIfEmpty(*file);
   return out;

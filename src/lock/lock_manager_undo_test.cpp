@@ -127,6 +127,20 @@ TEST_F(LockManagerUndoTest, AnUndoneReclaimLeavesTheRestoredLockAwaiting) {
   EXPECT_EQ(manager_.AwaitingReclaimCount(), 1u);
 }
 
+TEST_F(LockManagerUndoTest, AGrantOfTheOwnerMadeSinceTheSnapshotIsNotOverwritten) {
+  manager_.Lock(Req(f_, b_, 10, 10, kX));
+  const WaiterId id = *manager_.Lock(Blocking(f_, a_, 5, 15, kS)).waiter;  // a waits for S [5,19].
+  const PriorLocks prior = LockThenSnapshot(Req(f_, a_, 0, 10, kX), LockStatus::kGranted);
+  // While a's LOCK awaits its write, b's release grants a's block over part of that LOCK.
+  EXPECT_EQ(Describe(manager_.Unlock(f_, b_, 0, 0).grants), "1:1@a S [5,19]");
+  ASSERT_EQ(Locks(manager_, f_), "1@a X [0,4], 1@a S [5,19]");
+  EXPECT_TRUE(manager_.RestoreLocks(prior).restored);
+  EXPECT_EQ(Locks(manager_, f_), "1@a S [5,19]") << "the grant announced to the client stays";
+  // Taking that grant back now gives back what a held before the undone LOCK: nothing.
+  EXPECT_TRUE(manager_.RevokeGrant(id).revoked);
+  EXPECT_EQ(Locks(manager_, f_), "");
+}
+
 TEST_F(LockManagerUndoTest, AnInvalidRangeHasNoSnapshot) {
   EXPECT_FALSE(manager_.SnapshotLocks(f_, a_, ByteRange::kMaxOffset, 2).has_value());
 }

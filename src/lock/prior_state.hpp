@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <vector>
 
@@ -26,6 +27,9 @@ struct PriorLocks {
     friend bool operator==(const Entry&, const Entry&) = default;
   };
   std::vector<Entry> locks;  // In offset order.
+  // The first grant sequence number after the snapshot: grants of blocked requests of the owner
+  // made since sit on top of the call, and RestoreLocks leaves their bytes alone.
+  uint64_t next_grant = 0;
 };
 
 struct PriorShare {
