@@ -71,11 +71,16 @@ std::optional<PriorLocks> LockManager::SnapshotLocks(const FileKey& file_key,
                                                      uint64_t length) const {
   const std::optional<ByteRange> range = ByteRange::FromOffsetLength(offset, length);
   if (!range) return std::nullopt;
-  PriorLocks prior{file_key, lock_owner, *range, {}, next_grant_seq_};
+  PriorLocks prior{file_key, lock_owner, *range, {}, next_grant_seq_, {}};
   const FileState* file = FindFile(file_key);
   const std::optional<OwnerId> owner = FindOwner(lock_owner);
   if (file == nullptr || !owner) return prior;
   prior.locks = OwnerLocksOver(*file, *owner, *range);
+  for (const Waiter& below : file->waiters) {
+    if (!IsGrantOf(below, *owner) || !below.range.Overlaps(*range)) continue;
+    RangeSet decided = Undecided(below).Within(*range);
+    if (!decided.empty()) prior.grants_below.emplace_back(below.id.value(), std::move(decided));
+  }
   return prior;
 }
 
@@ -203,6 +208,11 @@ RestoreOutcome LockManager::RestoreLocks(const PriorLocks& prior) {
   }
   for (size_t i = 0; i < later.size(); ++i) {
     for (const ByteRange& piece : covered[i]) HandDown(later[i]->undo.prior, piece, prior.locks);
+  }
+  for (const auto& [id, decided] : prior.grants_below) {
+    auto found = waiter_index_.find(id);
+    if (found == waiter_index_.end() || !IsGrantOf(*found->second.it, *owner)) continue;
+    for (const ByteRange& piece : decided) found->second.it->undo.settled.Subtract(piece);
   }
   std::optional<ByteRange> released;
   const int64_t records =

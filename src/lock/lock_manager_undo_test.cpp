@@ -141,6 +141,19 @@ TEST_F(LockManagerUndoTest, AGrantOfTheOwnerMadeSinceTheSnapshotIsNotOverwritten
   EXPECT_EQ(Locks(manager_, f_), "");
 }
 
+TEST_F(LockManagerUndoTest, AnUndoneLockHandsItsBytesBackToTheGrantItWasMadeOver) {
+  manager_.Lock(Req(f_, b_, 0, 10, kX));
+  const WaiterId id = *manager_.Lock(Blocking(f_, a_, 0, 10, kX)).waiter;
+  manager_.Unlock(f_, b_, 0, 0);  // Grants a X [0,9]; its callback is in flight.
+  const PriorLocks prior = LockThenSnapshot(Req(f_, a_, 0, 20, kS), LockStatus::kGranted);
+  ASSERT_EQ(Locks(manager_, f_), "1@a S [0,19]");
+  EXPECT_TRUE(manager_.RestoreLocks(prior).restored);
+  EXPECT_EQ(Locks(manager_, f_), "1@a X [0,9]");
+  // The grant decides its bytes again: taking it back takes them.
+  EXPECT_TRUE(manager_.RevokeGrant(id).revoked);
+  EXPECT_EQ(Locks(manager_, f_), "");
+}
+
 TEST_F(LockManagerUndoTest, AnInvalidRangeHasNoSnapshot) {
   EXPECT_FALSE(manager_.SnapshotLocks(f_, a_, ByteRange::kMaxOffset, 2).has_value());
 }

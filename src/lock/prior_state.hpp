@@ -2,11 +2,13 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "lock/lock_type.hpp"
 #include "lock/owner.hpp"
 #include "lock/range.hpp"
+#include "lock/range_set.hpp"
 #include "lock/share_table.hpp"
 
 namespace nlockd::lock {
@@ -30,6 +32,9 @@ struct PriorLocks {
   // The first grant sequence number after the snapshot: grants of blocked requests of the owner
   // made since sit on top of the call, and RestoreLocks leaves their bytes alone.
   uint64_t next_grant = 0;
+  // The owner's pending grants then (by WaiterId value) with the bytes of the range each still
+  // decided: the call takes them over, and RestoreLocks hands them back. Usually empty.
+  std::vector<std::pair<uint64_t, RangeSet>> grants_below;
 };
 
 struct PriorShare {
