@@ -16,7 +16,9 @@ namespace nlockd::lock {
 // What one owner held on one file before a LOCK or SHARE, so that the protocol layer can undo
 // that call exactly when it must still fail after the manager granted it (the lock journal
 // could not record it): LockManager::SnapshotLocks/SnapshotShare take it, RestoreLocks and
-// RestoreShare put it back. A plain value; it names the owner, not the manager's ids.
+// RestoreShare put it back. A plain value; it names the owner by value (not the manager's
+// owner id), so that it stays valid if the owner is gone by the undo. The same snapshot, kept in
+// each granted waiter, undoes a granted block (GrantUndo).
 struct PriorLocks {
   FileKey file;
   LockOwner owner;

@@ -52,7 +52,8 @@ struct JournalEntry {
 // waiter has its grant revoked instead of announced; a release (UNLOCK, CANCEL, UNSHARE,
 // FREE_ALL, a reboot) stays done in memory, and the persisted copy, which still shows the
 // released state, is corrected by the next entry for that owner and file or dropped as an
-// unreclaimed restored lock after a restart.
+// unreclaimed restored lock after a restart. A later call of the same owner on the same file
+// waits for that outcome (OwnerTurns), so that an undo never overwrites it.
 //
 // With no journal set (NlmService::set_journal), nothing is persisted and nothing is awaited.
 class LockJournal {
