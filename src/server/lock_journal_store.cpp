@@ -1,5 +1,11 @@
 #include "server/lock_journal_store.hpp"
 
+#include <algorithm>
+#include <tuple>
+
+#include <asio/bind_executor.hpp>
+#include <asio/post.hpp>
+#include <asio/this_coro.hpp>
 #include <spdlog/spdlog.h>
 
 #include "rpc/use_tuple.hpp"
@@ -20,23 +26,17 @@ std::string Describe(const std::exception_ptr& error) {
 
 }  // namespace
 
-store::ReplaceLocks StoreLockJournal::CurrentLocks(const lock::FileKey& file,
-                                                   const lock::LockOwner& owner) const {
+store::ReplaceLocks StoreLockJournal::CurrentLocks(lock::FileKey file,
+                                                   lock::LockOwner owner) const {
   store::ReplaceLocks replace;
-  replace.file_key = file.value();
-  replace.host = owner.host.value();
+  for (const lock::PriorLocks::Entry& e : locks_.OwnedLocks(file, owner)) {
+    replace.ranges.push_back(store::LockRange{e.type == lock::LockType::kExclusive,
+                                              e.range.offset(), e.range.length()});
+  }
+  replace.file_key = std::move(file).value();
+  replace.host = std::move(owner.host).value();
   replace.svid = owner.svid;
-  replace.owner_handle = owner.oh.value();
-  lock::StateFilter filter;
-  filter.host = owner.host;
-  filter.file = file;
-  locks_.ForEachLock(
-      [&](const lock::LockView& view) {
-        if (!(view.owner == owner)) return;
-        replace.ranges.push_back(store::LockRange{view.type == lock::LockType::kExclusive,
-                                                  view.range.offset(), view.range.length()});
-      },
-      filter);
+  replace.owner_handle = std::move(owner.oh).value();
   return replace;
 }
 
@@ -58,7 +58,7 @@ store::LockChange StoreLockJournal::CurrentShare(const lock::FileKey& file,
   return store::RemoveShare{std::move(record)};
 }
 
-StoreLockJournal::Plan StoreLockJournal::PlanWrites(const std::vector<nlm::JournalEntry>& entries) {
+StoreLockJournal::Plan StoreLockJournal::PlanWrites(std::vector<nlm::JournalEntry> entries) {
   Plan plan;
   std::vector<store::LockChange> batch;
   auto flush = [&] {
@@ -69,10 +69,10 @@ StoreLockJournal::Plan StoreLockJournal::PlanWrites(const std::vector<nlm::Journ
     });
     batch.clear();
   };
-  for (const nlm::JournalEntry& entry : entries) {
+  for (nlm::JournalEntry& entry : entries) {
     switch (entry.kind) {
       case nlm::JournalEntry::Kind::kLocks:
-        batch.push_back(CurrentLocks(entry.file, entry.owner));
+        batch.push_back(CurrentLocks(std::move(entry.file), std::move(entry.owner)));
         break;
       case nlm::JournalEntry::Kind::kShare:
         batch.push_back(CurrentShare(entry.file, entry.owner));
@@ -91,17 +91,70 @@ StoreLockJournal::Plan StoreLockJournal::PlanWrites(const std::vector<nlm::Journ
   return plan;
 }
 
+void StoreLockJournal::Failed(size_t changes, const std::exception_ptr& error) {
+  ++failures_;
+  spdlog::error("lock journal cannot persist {} changes: {}", changes, Describe(error));
+}
+
 asio::awaitable<bool> StoreLockJournal::Write(std::vector<store::Write> writes, size_t changes) {
   auto [error] = co_await store::AsyncWrite(std::move(writes), rpc::kUseTuple);
   if (!error) co_return true;
-  ++failures_;
-  spdlog::error("lock journal cannot persist {} changes: {}", changes, Describe(error));
+  Failed(changes, error);
   co_return false;
 }
 
+StoreLockJournal::OpenBatch::OpenBatch(const asio::any_io_executor& executor)
+    : written(executor, asio::steady_timer::time_point::max()) {}
+
+std::shared_ptr<StoreLockJournal::OpenBatch> StoreLockJournal::Join(
+    const asio::any_io_executor& executor, std::vector<nlm::JournalEntry>& entries) {
+  if (!open_) {
+    open_ = std::make_shared<OpenBatch>(executor);
+    // Runs after the handlers that are ready now, so the calls they decode join this batch.
+    asio::post(executor, [this] { WriteOpenBatch(); });
+  }
+  std::move(entries.begin(), entries.end(), std::back_inserter(open_->entries));
+  return open_;
+}
+
+void StoreLockJournal::WriteOpenBatch() {
+  if (!open_) return;  // Already written ahead of a host release.
+  std::shared_ptr<OpenBatch> batch = std::move(open_);
+  open_.reset();
+  // One write per owner and file, however often it changed in this batch: the state is read now.
+  auto key = [](const nlm::JournalEntry& e) {
+    return std::tie(e.kind, e.file, e.owner.host, e.owner.svid, e.owner.oh);
+  };
+  std::sort(batch->entries.begin(), batch->entries.end(),
+            [&](const auto& a, const auto& b) { return key(a) < key(b); });
+  batch->entries.erase(std::unique(batch->entries.begin(), batch->entries.end(),
+                                   [&](const auto& a, const auto& b) { return key(a) == key(b); }),
+                       batch->entries.end());
+  Plan plan = PlanWrites(std::move(batch->entries));
+  const asio::any_io_executor executor = batch->written.get_executor();
+  store::AsyncWrite(std::move(plan.writes),
+                    asio::bind_executor(executor, [this, batch, changes = plan.changes](
+                                                      std::exception_ptr error) {
+                      batch->ok = !error;
+                      if (error) Failed(changes, error);
+                      batch->written.expires_at(asio::steady_timer::time_point::min());
+                    }));
+}
+
 asio::awaitable<bool> StoreLockJournal::Record(std::vector<nlm::JournalEntry> entries) {
-  Plan plan = PlanWrites(entries);
-  co_return co_await Write(std::move(plan.writes), plan.changes);
+  const bool releases_host = std::any_of(entries.begin(), entries.end(), [](const auto& e) {
+    return e.kind == nlm::JournalEntry::Kind::kHostReleased;
+  });
+  if (releases_host) {
+    // Rare (FREE_ALL, a reboot): written on its own, in order after the open batch, which is
+    // submitted first so that the store applies the two in the order they happened.
+    if (open_) WriteOpenBatch();
+    Plan plan = PlanWrites(std::move(entries));
+    co_return co_await Write(std::move(plan.writes), plan.changes);
+  }
+  std::shared_ptr<OpenBatch> batch = Join(co_await asio::this_coro::executor, entries);
+  co_await batch->written.async_wait(rpc::kUseTuple);
+  co_return batch->ok;
 }
 
 void StoreLockJournal::RememberRestoredLock(const lock::FileKey& file,

@@ -3,12 +3,15 @@
 #include "server/lock_journal_store.hpp"
 
 #include <algorithm>
+#include <map>
 #include <memory>
 
+#include <asio/co_spawn.hpp>
 #include <asio/io_context.hpp>
 #include <gtest/gtest.h>
 
 #include "base/clock.hpp"
+#include "base/error.hpp"
 #include "lock/test_util.hpp"
 #include "server/recovery.hpp"
 #include "store/open_store.hpp"
@@ -127,6 +130,109 @@ TEST_F(StoreLockJournalTest, UnreclaimedRestoredLocksAreRemovedWhenSettled) {
   auto persisted = PersistedLocks();
   ASSERT_EQ(persisted.size(), 1u);
   EXPECT_EQ(persisted[0].host, "10.0.0.1");
+}
+
+// A store that keeps every write it is given, and acknowledges (or fails) them when told.
+class HeldWritesStore final : public store::Store {
+ public:
+  const store::StartupInfo& startup() const override { return startup_; }
+  store::LoadedState LoadAll() override { return {}; }
+  store::StoreCounts Counts() override { return {}; }
+  std::vector<store::StateChange> StateHistory() override { return {}; }
+
+  std::vector<store::WriteOp> ops;
+  void CompleteAll(const std::exception_ptr& error = nullptr) {
+    auto pending = std::move(dones_);
+    dones_.clear();
+    for (auto& done : pending) done(error);
+  }
+
+ protected:
+  void Submit(store::WriteOp op, store::Done done) override {
+    ops.push_back(std::move(op));
+    dones_.push_back(std::move(done));
+  }
+
+ private:
+  store::StartupInfo startup_;
+  std::vector<store::Done> dones_;
+};
+
+class GroupJournalTest : public ::testing::Test {
+ protected:
+  // Starts Record(entries) as its own coroutine; its result lands in results_[slot].
+  void Start(size_t slot, std::vector<JournalEntry> entries) {
+    asio::co_spawn(io_, journal_.Record(std::move(entries)),
+                   [this, slot](std::exception_ptr error, bool ok) {
+                     ASSERT_FALSE(error);
+                     results_[slot] = ok;
+                   });
+  }
+  void Drain() {
+    io_.restart();
+    io_.poll();
+  }
+  static size_t ChangesIn(const store::WriteOp& op) {
+    return std::get<store::LockChangesOp>(op).changes.size();
+  }
+
+  asio::io_context io_;
+  ManualClock clock_;
+  lock::LockManager locks_{clock_};
+  HeldWritesStore store_;
+  StoreLockJournal journal_{locks_, store_};
+  std::map<size_t, bool> results_;
+  const lock::FileKey file_{"fh1"};
+  const lock::LockOwner a_{lock::HostId("10.0.0.1"), 7, lock::OwnerHandle("7@a")};
+  const lock::LockOwner b_{lock::HostId("10.0.0.2"), 9, lock::OwnerHandle("9@b")};
+};
+
+TEST_F(GroupJournalTest, CallsRecordedInOneTurnShareOneStoreWriteAndAllResumeWhenItIsDone) {
+  locks_.Lock(Req(file_, a_, 0, 10, lock::LockType::kExclusive));
+  locks_.Lock(Req(file_, b_, 20, 10, lock::LockType::kExclusive));
+  Start(0, {JournalEntry::Locks(file_, a_)});
+  Start(1, {JournalEntry::Locks(file_, b_)});
+  Start(2, {JournalEntry::Locks(file_, a_)});  // a again: written once, as it is now.
+  Drain();
+  ASSERT_EQ(store_.ops.size(), 1u);
+  EXPECT_EQ(ChangesIn(store_.ops[0]), 2u);
+  EXPECT_TRUE(results_.empty()) << "nobody may resume before the write is done";
+
+  store_.CompleteAll();
+  Drain();
+  EXPECT_EQ(results_, (std::map<size_t, bool>{{0, true}, {1, true}, {2, true}}));
+
+  // The next turn opens a new batch.
+  Start(3, {JournalEntry::Locks(file_, b_)});
+  Drain();
+  ASSERT_EQ(store_.ops.size(), 2u);
+  store_.CompleteAll();
+  Drain();
+  EXPECT_TRUE(results_.at(3));
+}
+
+TEST_F(GroupJournalTest, AFailedWriteFailsEveryCallOfItsBatch) {
+  locks_.Lock(Req(file_, a_, 0, 10, lock::LockType::kExclusive));
+  Start(0, {JournalEntry::Locks(file_, a_)});
+  Start(1, {JournalEntry::Locks(file_, b_)});
+  Drain();
+  store_.CompleteAll(std::make_exception_ptr(Error(ErrorKind::kDisconnected, "disk gone")));
+  Drain();
+  EXPECT_EQ(results_, (std::map<size_t, bool>{{0, false}, {1, false}}));
+  EXPECT_EQ(journal_.failures(), 1u);
+}
+
+TEST_F(GroupJournalTest, AHostReleaseIsWrittenAfterTheBatchOpenedBeforeIt) {
+  locks_.Lock(Req(file_, a_, 0, 10, lock::LockType::kExclusive));
+  Start(0, {JournalEntry::Locks(file_, a_)});
+  Start(1, {JournalEntry::HostReleased(b_.host)});
+  Drain();
+  ASSERT_EQ(store_.ops.size(), 2u);
+  EXPECT_EQ(ChangesIn(store_.ops[0]), 1u);
+  EXPECT_EQ(std::get<store::ReleaseHostOp>(store_.ops[1]).host, b_.host.value());
+  store_.CompleteAll();
+  Drain();
+  EXPECT_EQ(results_, (std::map<size_t, bool>{{0, true}, {1, true}}));
 }
 
 TEST(DecideGrace, FollowsWhatTheStoreKnows) {
