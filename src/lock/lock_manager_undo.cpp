@@ -27,12 +27,13 @@ std::optional<PriorLocks> LockManager::SnapshotLocks(const FileKey& file_key,
 }
 
 std::vector<PriorLocks::Entry> LockManager::OwnedLocks(const FileKey& file_key,
-                                                      const LockOwner& lock_owner) const {
+                                                      const LockOwner& lock_owner,
+                                                      const ByteRange& range) const {
   std::vector<PriorLocks::Entry> held;
   const FileState* file = FindFile(file_key);
   const std::optional<OwnerId> owner = FindOwner(lock_owner);
   if (file == nullptr || !owner) return held;
-  file->locks.ForEachOverlapping(ByteRange::FromFirstLast(0, ByteRange::kMaxOffset), [&](const LockEntry& e) {
+  file->locks.ForEachOverlapping(range, [&](const LockEntry& e) {
     if (e.owner == *owner) held.push_back(PriorLocks::Entry{e.range, e.type, e.awaiting_reclaim});
   });
   return held;

@@ -100,7 +100,7 @@ asio::awaitable<void> NlmService::DeliverGrant(lock::WaiterGrant grant,
     DropWaiterRecord(id);
     lock::RevokeOutcome revoked = locks_.RevokeGrant(grant.id);
     if (revoked.revoked) {
-      std::vector<JournalEntry> entries{JournalEntry::Locks(grant.file, grant.owner)};
+      std::vector<JournalEntry> entries{JournalEntry::Locks(grant.file, grant.owner, grant.range)};
       PersistInBackground(std::move(entries), std::move(revoked.grants));
     }
     co_return;
@@ -182,7 +182,7 @@ asio::awaitable<void> NlmService::DeliverGrant(lock::WaiterGrant grant,
   spdlog::info("nlm GRANTED callback to host={} not acknowledged; revoking the grant", host);
   lock::RevokeOutcome revoked = locks_.RevokeGrant(grant.id);
   if (revoked.revoked) {
-    std::vector<JournalEntry> entries{JournalEntry::Locks(grant.file, grant.owner)};
+    std::vector<JournalEntry> entries{JournalEntry::Locks(grant.file, grant.owner, grant.range)};
     PersistInBackground(std::move(entries), std::move(revoked.grants));
   }
 }

@@ -26,18 +26,41 @@ std::string Describe(const std::exception_ptr& error) {
 
 }  // namespace
 
-store::ReplaceLocks StoreLockJournal::CurrentLocks(lock::FileKey file,
-                                                   lock::LockOwner owner) const {
+store::ReplaceLocks StoreLockJournal::CurrentLocks(const nlm::JournalEntry& entry) const {
   store::ReplaceLocks replace;
-  for (const lock::PriorLocks::Entry& e : locks_.OwnedLocks(file, owner)) {
+  std::vector<lock::PriorLocks::Entry> held;
+  const auto& near = entry.range;
+  if (near && !unsynced_.contains(OwnerKey(entry))) {
+    // The call changed only the owner's locks that overlap or touch its range; they and the
+    // range span all the rows it can have changed (merged, split or released), and nothing else
+    // of the owner's starts there, so only that span is rewritten.
+    const uint64_t first = near->first() == 0 ? 0 : near->first() - 1;
+    const uint64_t last = near->ToEnd() ? near->last() : near->last() + 1;
+    held = locks_.OwnedLocks(entry.file, entry.owner, lock::ByteRange::FromFirstLast(first, last));
+    store::OffsetSpan span{near->first(), near->last()};
+    for (const lock::PriorLocks::Entry& e : held) {
+      span.first = std::min(span.first, e.range.first());
+      span.last = std::max(span.last, e.range.last());
+    }
+    replace.within = span;
+  } else {
+    held = locks_.OwnedLocks(entry.file, entry.owner);
+  }
+  replace.ranges.reserve(held.size());
+  for (const lock::PriorLocks::Entry& e : held) {
     replace.ranges.push_back(store::LockRange{e.type == lock::LockType::kExclusive,
                                               e.range.offset(), e.range.length()});
   }
-  replace.file_key = std::move(file).value();
-  replace.host = std::move(owner.host).value();
-  replace.svid = owner.svid;
-  replace.owner_handle = std::move(owner.oh).value();
+  replace.file_key = entry.file.value();
+  replace.host = entry.owner.host.value();
+  replace.svid = entry.owner.svid;
+  replace.owner_handle = entry.owner.oh.value();
   return replace;
+}
+
+StoreLockJournal::OwnerKeyView StoreLockJournal::OwnerKey(const nlm::JournalEntry& entry) {
+  return OwnerKeyView{entry.file.value(), entry.owner.host.value(), entry.owner.svid,
+                      entry.owner.oh.value()};
 }
 
 store::LockChange StoreLockJournal::CurrentShare(const lock::FileKey& file,
@@ -58,7 +81,7 @@ store::LockChange StoreLockJournal::CurrentShare(const lock::FileKey& file,
   return store::RemoveShare{std::move(record)};
 }
 
-StoreLockJournal::Plan StoreLockJournal::PlanWrites(std::vector<nlm::JournalEntry> entries) {
+StoreLockJournal::Plan StoreLockJournal::PlanWrites(const std::vector<nlm::JournalEntry>& entries) {
   Plan plan;
   std::vector<store::LockChange> batch;
   auto flush = [&] {
@@ -69,10 +92,10 @@ StoreLockJournal::Plan StoreLockJournal::PlanWrites(std::vector<nlm::JournalEntr
     });
     batch.clear();
   };
-  for (nlm::JournalEntry& entry : entries) {
+  for (const nlm::JournalEntry& entry : entries) {
     switch (entry.kind) {
       case nlm::JournalEntry::Kind::kLocks:
-        batch.push_back(CurrentLocks(std::move(entry.file), std::move(entry.owner)));
+        batch.push_back(CurrentLocks(entry));
         break;
       case nlm::JournalEntry::Kind::kShare:
         batch.push_back(CurrentShare(entry.file, entry.owner));
@@ -117,26 +140,53 @@ std::shared_ptr<StoreLockJournal::OpenBatch> StoreLockJournal::Join(
   return open_;
 }
 
+void StoreLockJournal::MarkSynced(const std::vector<nlm::JournalEntry>& entries) {
+  if (unsynced_.empty()) return;
+  for (const nlm::JournalEntry& entry : entries) {
+    if (entry.kind != nlm::JournalEntry::Kind::kLocks) continue;
+    const auto it = unsynced_.find(OwnerKey(entry));
+    if (it != unsynced_.end()) unsynced_.erase(it);
+  }
+}
+
+void StoreLockJournal::MarkUnsynced(const std::vector<nlm::JournalEntry>& entries) {
+  for (const nlm::JournalEntry& entry : entries) {
+    if (entry.kind != nlm::JournalEntry::Kind::kLocks) continue;
+    const OwnerKeyView key = OwnerKey(entry);
+    unsynced_.emplace(std::string(std::get<0>(key)), std::string(std::get<1>(key)),
+                      std::get<2>(key), std::string(std::get<3>(key)));
+  }
+}
+
 void StoreLockJournal::WriteOpenBatch() {
   if (!open_) return;  // Already written ahead of a host release.
   std::shared_ptr<OpenBatch> batch = std::move(open_);
   open_.reset();
   // One write per owner and file, however often it changed in this batch: the state is read now.
   auto key = [](const nlm::JournalEntry& e) {
-    return std::tie(e.kind, e.file, e.owner.host, e.owner.svid, e.owner.oh);
+    const bool ranged = e.range.has_value();
+    return std::tuple<nlm::JournalEntry::Kind, const std::string&, const std::string&, int32_t,
+                      const std::string&, bool, uint64_t, uint64_t>(
+        e.kind, e.file.value(), e.owner.host.value(), e.owner.svid, e.owner.oh.value(), ranged,
+        ranged ? e.range->first() : 0, ranged ? e.range->last() : 0);
   };
   std::sort(batch->entries.begin(), batch->entries.end(),
             [&](const auto& a, const auto& b) { return key(a) < key(b); });
   batch->entries.erase(std::unique(batch->entries.begin(), batch->entries.end(),
                                    [&](const auto& a, const auto& b) { return key(a) == key(b); }),
                        batch->entries.end());
-  Plan plan = PlanWrites(std::move(batch->entries));
+  Plan plan = PlanWrites(batch->entries);
+  // The owners written in full are in sync again unless this write fails.
+  MarkSynced(batch->entries);
   const asio::any_io_executor executor = batch->written.get_executor();
   store::AsyncWrite(std::move(plan.writes),
                     asio::bind_executor(executor, [this, batch, changes = plan.changes](
                                                       std::exception_ptr error) {
                       batch->ok = !error;
-                      if (error) Failed(changes, error);
+                      if (error) {
+                        Failed(changes, error);
+                        MarkUnsynced(batch->entries);
+                      }
                       batch->written.expires_at(asio::steady_timer::time_point::min());
                     }));
 }
@@ -149,8 +199,11 @@ asio::awaitable<bool> StoreLockJournal::Record(std::vector<nlm::JournalEntry> en
     // Rare (FREE_ALL, a reboot): written on its own, in order after the open batch, which is
     // submitted first so that the store applies the two in the order they happened.
     if (open_) WriteOpenBatch();
-    Plan plan = PlanWrites(std::move(entries));
-    co_return co_await Write(std::move(plan.writes), plan.changes);
+    Plan plan = PlanWrites(entries);
+    MarkSynced(entries);
+    const bool ok = co_await Write(std::move(plan.writes), plan.changes);
+    if (!ok) MarkUnsynced(entries);
+    co_return ok;
   }
   std::shared_ptr<OpenBatch> batch = Join(co_await asio::this_coro::executor, entries);
   co_await batch->written.async_wait(rpc::kUseTuple);

@@ -5,6 +5,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -58,10 +59,21 @@ class StoreLockJournal final : public nlm::LockJournal {
     std::vector<store::Write> writes;
     size_t changes = 0;
   };
-  Plan PlanWrites(std::vector<nlm::JournalEntry> entries);
+  Plan PlanWrites(const std::vector<nlm::JournalEntry>& entries);
 
  private:
-  store::ReplaceLocks CurrentLocks(lock::FileKey file, lock::LockOwner owner) const;
+  // (file, host, svid, oh) of an owner on a file.
+  using OwnerKeyView = std::tuple<std::string_view, std::string_view, int32_t, std::string_view>;
+  static OwnerKeyView OwnerKey(const nlm::JournalEntry& entry);
+  // The owner's current locks as a store change: only near entry.range when it has one and the
+  // owner's rows are in sync, else all of them.
+  store::ReplaceLocks CurrentLocks(const nlm::JournalEntry& entry) const;
+  // After a failed write: the persisted rows of these owners may differ from their state
+  // anywhere, so their next write replaces all of their rows.
+  void MarkUnsynced(const std::vector<nlm::JournalEntry>& entries);
+  // Before writing entries: the owners they write in full are in sync again (unless the write
+  // fails, which marks them again).
+  void MarkSynced(const std::vector<nlm::JournalEntry>& entries);
   store::LockChange CurrentShare(const lock::FileKey& file, const lock::LockOwner& owner) const;
   asio::awaitable<bool> Write(std::vector<store::Write> writes, size_t changes);
   // The batch of lock and share entries waiting for the next write, and its outcome.
@@ -87,6 +99,8 @@ class StoreLockJournal final : public nlm::LockJournal {
   // (is share, file, host, svid, oh) of restored state not yet settled.
   using RestoredKey = std::tuple<bool, std::string, std::string, int32_t, std::string>;
   std::set<RestoredKey> restored_;
+  // (file, host, svid, oh) of owners whose rows a failed write left out of date.
+  std::set<std::tuple<std::string, std::string, int32_t, std::string>, std::less<>> unsynced_;
   uint64_t failures_ = 0;
 };
 

@@ -98,7 +98,26 @@ struct CommandBuilder {
   void operator()(const ReplaceLocks& change) const {
     const std::string digest =
         LockOwnerDigest(change.file_key, change.host, change.svid, change.owner_handle);
-    Add(Stmt::kRemoveOwnerLocks).params.push_back(SqlValue::Bytes(digest));
+    if (!change.within) {
+      Add(Stmt::kRemoveOwnerLocks).params.push_back(SqlValue::Bytes(digest));
+    } else {
+      // Offsets are stored as int64 with the same bits, which orders each half of the uint64
+      // range correctly but puts the upper half first: a span across 2^63 is two spans.
+      constexpr uint64_t kTopBit = uint64_t{1} << 63;
+      const auto [first, last] = *change.within;
+      auto remove_within = [&](uint64_t from, uint64_t to) {
+        auto& params = Add(Stmt::kRemoveOwnerLocksWithin).params;
+        params.push_back(SqlValue::Bytes(digest));
+        params.push_back(SqlValue::Int64(AsInt64(from)));
+        params.push_back(SqlValue::Int64(AsInt64(to)));
+      };
+      if (first < kTopBit && last >= kTopBit) {
+        remove_within(first, kTopBit - 1);
+        remove_within(kTopBit, last);
+      } else {
+        remove_within(first, last);
+      }
+    }
     for (const LockRange& range : change.ranges) {
       AddPutLock(LockRecord{change.file_key, change.host, change.svid, change.owner_handle,
                             range.exclusive, range.offset, range.length},
