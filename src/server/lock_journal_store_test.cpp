@@ -16,6 +16,7 @@
 #include "lock/test_util.hpp"
 #include "server/recovery.hpp"
 #include "store/open_store.hpp"
+#include "store/testing/write_only_store.hpp"
 #include "testutil/run_coroutine.hpp"
 
 namespace nlockd::server {
@@ -174,12 +175,8 @@ TEST_F(StoreLockJournalTest, RangedWritesKeepThePersistedRowsEqualToTheLocksHeld
 }
 
 // A store that keeps every write it is given, and acknowledges (or fails) them when told.
-class HeldWritesStore final : public store::Store {
+class HeldWritesStore final : public store::testutil::WriteOnlyStore {
  public:
-  const store::StartupInfo& startup() const override { return startup_; }
-  store::LoadedState LoadAll() override { return {}; }
-  store::StoreCounts Counts() override { return {}; }
-  std::vector<store::StateChange> StateHistory() override { return {}; }
 
   std::vector<store::WriteOp> ops;
   void CompleteAll(const std::exception_ptr& error = nullptr) {
@@ -195,7 +192,6 @@ class HeldWritesStore final : public store::Store {
   }
 
  private:
-  store::StartupInfo startup_;
   std::vector<store::Done> dones_;
 };
 
