@@ -13,9 +13,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <mutex>
 #include <set>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,6 +25,7 @@
 #include <asio/co_spawn.hpp>
 #include <asio/io_context.hpp>
 #include <netinet/in.h>
+#include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -38,6 +39,7 @@
 #include "rpc/rpcbind.hpp"
 #include "store/memory/memory_store.hpp"
 #include "store/open_store.hpp"
+#include "tests/testutil/udp_pktinfo.hpp"
 #include "xdr/decoder.hpp"
 #include "xdr/encoder.hpp"
 
@@ -73,8 +75,6 @@ class Responder {
     int buffer = 8 << 20;
     ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &buffer, sizeof buffer);
     ::setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &buffer, sizeof buffer);
-    timeval poll{0, 100000};  // so that the thread sees stop_
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &poll, sizeof poll);
     sockaddr_in any{};
     any.sin_family = AF_INET;
     any.sin_addr.s_addr = htonl(INADDR_ANY);
@@ -101,70 +101,40 @@ class Responder {
  private:
   void Run() {
     std::vector<uint8_t> buffer(64 * 1024);
-    alignas(cmsghdr) char control[256];
+    pollfd ready{fd_, POLLIN, 0};
     while (!stop_) {
-      sockaddr_in from{};
-      iovec iov{buffer.data(), buffer.size()};
-      msghdr msg{};
-      msg.msg_name = &from;
-      msg.msg_namelen = sizeof from;
-      msg.msg_iov = &iov;
-      msg.msg_iovlen = 1;
-      msg.msg_control = control;
-      msg.msg_controllen = sizeof control;
-      ssize_t n = ::recvmsg(fd_, &msg, 0);
-      if (n <= 0) continue;
-      in_pktinfo info{};
-      for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-        if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
-          std::memcpy(&info, CMSG_DATA(c), sizeof info);
-        }
+      if (::poll(&ready, 1, 100) <= 0) continue;  // 100 ms: so that the thread sees stop_
+      while (auto datagram = nlockd::testutil::ReceiveAddressed(fd_, buffer)) {
+        Answer(*datagram, std::span<const uint8_t>(buffer.data(), datagram->size));
       }
-      const uint32_t to = ntohl(info.ipi_addr.s_addr);
-      if (silent_.count(to)) {
-        ++dropped_;
-        continue;
-      }
-      std::span<const uint8_t> message(buffer.data(), static_cast<size_t>(n));
-      nlockd::rpc::DecodedCall call = nlockd::rpc::DecodeCall(message);
-      if (call.status != nlockd::rpc::CallDecodeStatus::kOk) continue;
-      std::vector<uint8_t> reply;
-      nlockd::xdr::Encoder enc(reply);
-      nlockd::rpc::EncodeAcceptedHeader(enc, call.header.xid, nlockd::rpc::AcceptStat::kSuccess);
-      nlockd::xdr::Decoder args(call.args);
-      if (call.header.program == nlockd::rpc::kPmapProgram) {
-        enc.U32(port_);
-      } else if (call.header.program == nlockd::nsm::SM_PROG &&
-                 call.header.procedure == nlockd::nsm::SM_NOTIFY) {
-        nlockd::nsm::stat_chge change;
-        if (!Decode(args, change)) continue;
-        std::lock_guard lock(mu_);
-        notified_.insert(to);
-      } else {
-        continue;
-      }
-      Reply(reply, from, info.ipi_addr);
     }
   }
 
-  void Reply(const std::vector<uint8_t>& reply, sockaddr_in to, in_addr source) {
-    iovec iov{const_cast<uint8_t*>(reply.data()), reply.size()};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(in_pktinfo))] = {};
-    msghdr msg{};
-    msg.msg_name = &to;
-    msg.msg_namelen = sizeof to;
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = IPPROTO_IP;
-    c->cmsg_type = IP_PKTINFO;
-    c->cmsg_len = CMSG_LEN(sizeof(in_pktinfo));
-    in_pktinfo info{};
-    info.ipi_spec_dst = source;
-    std::memcpy(CMSG_DATA(c), &info, sizeof info);
-    ::sendmsg(fd_, &msg, 0);
+  void Answer(const nlockd::testutil::AddressedDatagram& datagram,
+              std::span<const uint8_t> message) {
+    const uint32_t to = ntohl(datagram.destination.s_addr);
+    if (silent_.count(to)) {
+      ++dropped_;
+      return;
+    }
+    nlockd::rpc::DecodedCall call = nlockd::rpc::DecodeCall(message);
+    if (call.status != nlockd::rpc::CallDecodeStatus::kOk) return;
+    std::vector<uint8_t> reply;
+    nlockd::xdr::Encoder enc(reply);
+    nlockd::rpc::EncodeAcceptedHeader(enc, call.header.xid, nlockd::rpc::AcceptStat::kSuccess);
+    nlockd::xdr::Decoder args(call.args);
+    if (call.header.program == nlockd::rpc::kPmapProgram) {
+      enc.U32(port_);
+    } else if (call.header.program == nlockd::nsm::SM_PROG &&
+               call.header.procedure == nlockd::nsm::SM_NOTIFY) {
+      nlockd::nsm::stat_chge change;
+      if (!Decode(args, change)) return;
+      std::lock_guard lock(mu_);
+      notified_.insert(to);
+    } else {
+      return;
+    }
+    nlockd::testutil::SendFrom(fd_, datagram.from, datagram.destination, reply);
   }
 
   std::set<uint32_t> silent_;

@@ -30,6 +30,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "tests/testutil/udp_pktinfo.hpp"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -106,8 +108,6 @@ class Peers {
  public:
   Peers() {
     rpcbind_fd_ = Bind(Ipv4("0.0.0.0", kRpcbindPort));
-    int on = 1;
-    ::setsockopt(rpcbind_fd_, IPPROTO_IP, IP_PKTINFO, &on, sizeof on);
     callback_fd_ = Bind(Ipv4("127.0.0.1", 0));
     sockaddr_in bound{};
     socklen_t length = sizeof bound;
@@ -146,6 +146,9 @@ class Peers {
  private:
   static int Bind(sockaddr_in address) {
     int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+    // Each datagram's destination says which host it was for, and the answer leaves from it.
+    int on = 1;
+    ::setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &on, sizeof on);
     int buffer = 8 << 20;
     ::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buffer, sizeof buffer);
     ::setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &buffer, sizeof buffer);
@@ -167,26 +170,11 @@ class Peers {
 
   void Serve(int fd, bool peer_socket) {
     uint8_t buffer[9000];
-    sockaddr_in from{};
-    iovec iov{buffer, sizeof buffer};
-    alignas(cmsghdr) char control[256];
-    msghdr message{};
-    message.msg_name = &from;
-    message.msg_namelen = sizeof from;
-    message.msg_iov = &iov;
-    message.msg_iovlen = 1;
-    message.msg_control = control;
-    message.msg_controllen = sizeof control;
-    ssize_t n = ::recvmsg(fd, &message, MSG_DONTWAIT);
-    if (n <= 0) return;
+    auto datagram = nlockd::testutil::ReceiveAddressed(fd, buffer);
+    if (!datagram) return;
     Clock::time_point arrived = Clock::now();
-    in_addr destination{};
-    for (cmsghdr* c = CMSG_FIRSTHDR(&message); c; c = CMSG_NXTHDR(&message, c)) {
-      if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
-        destination = reinterpret_cast<in_pktinfo*>(CMSG_DATA(c))->ipi_addr;
-      }
-    }
-    Reader in(buffer, static_cast<size_t>(n));
+    const in_addr destination = datagram->destination;
+    Reader in(buffer, datagram->size);
     auto xid = in.U32();
     auto type = in.U32();
     auto rpcvers = in.U32();
@@ -220,23 +208,7 @@ class Peers {
     }
     (void)vers;
     // Answer from the address the call was sent to.
-    iovec out{reply.bytes.data(), reply.bytes.size()};
-    alignas(cmsghdr) char out_control[CMSG_SPACE(sizeof(in_pktinfo))] = {};
-    msghdr answer{};
-    answer.msg_name = &from;
-    answer.msg_namelen = sizeof from;
-    answer.msg_iov = &out;
-    answer.msg_iovlen = 1;
-    if (peer_socket) {
-      answer.msg_control = out_control;
-      answer.msg_controllen = sizeof out_control;
-      cmsghdr* c = CMSG_FIRSTHDR(&answer);
-      c->cmsg_level = IPPROTO_IP;
-      c->cmsg_type = IP_PKTINFO;
-      c->cmsg_len = CMSG_LEN(sizeof(in_pktinfo));
-      reinterpret_cast<in_pktinfo*>(CMSG_DATA(c))->ipi_spec_dst = destination;
-    }
-    ::sendmsg(fd, &answer, 0);
+    nlockd::testutil::SendFrom(fd, datagram->from, destination, reply.bytes);
   }
 
   int rpcbind_fd_ = -1;

@@ -117,6 +117,11 @@ class LockManager {
 
   // The owner's locks over the range of a LOCK about to be made, to undo it exactly if it must
   // fail after the grant (lock_manager_undo.cpp). nullopt for a range Lock refuses anyway.
+  // The owner's locks on the file that overlap `range` (all of them by default), unclipped, in
+  // offset order: the lock journal's view of one owner.
+  std::vector<PriorLocks::Entry> OwnedLocks(
+      const FileKey& file, const LockOwner& owner,
+      const ByteRange& range = ByteRange::FromFirstLast(0, ByteRange::kMaxOffset)) const;
   std::optional<PriorLocks> SnapshotLocks(const FileKey& file, const LockOwner& owner,
                                           uint64_t offset, uint64_t length) const;
   // Gives the owner back, over the snapshot's range, exactly the locks it held then, and serves

@@ -84,6 +84,19 @@ std::optional<PriorLocks> LockManager::SnapshotLocks(const FileKey& file_key,
   return prior;
 }
 
+std::vector<PriorLocks::Entry> LockManager::OwnedLocks(const FileKey& file_key,
+                                                      const LockOwner& lock_owner,
+                                                      const ByteRange& range) const {
+  std::vector<PriorLocks::Entry> held;
+  const FileState* file = FindFile(file_key);
+  const std::optional<OwnerId> owner = FindOwner(lock_owner);
+  if (file == nullptr || !owner) return held;
+  file->locks.ForEachOverlapping(range, [&](const LockEntry& e) {
+    if (e.owner == *owner) held.push_back(PriorLocks::Entry{e.range, e.type, e.awaiting_reclaim});
+  });
+  return held;
+}
+
 void LockManager::SettleOwnerGrants(FileState& file, OwnerId owner, const ByteRange& range) {
   for (Waiter& waiter : file.waiters) {
     if (!IsGrantOf(waiter, owner)) continue;

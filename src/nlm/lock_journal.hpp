@@ -1,12 +1,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include <asio/awaitable.hpp>
 
 #include "lock/owner.hpp"
+#include "lock/range.hpp"
 
 namespace nlockd::nlm {
 
@@ -22,12 +24,17 @@ struct JournalEntry {
   Kind kind = Kind::kLocks;
   lock::FileKey file;     // kLocks, kShare.
   lock::LockOwner owner;  // kLocks, kShare; for kHostReleased only `host` is set.
+  // kLocks: the range of the call (LOCK, UNLOCK, a grant or its undo). A call changes only the
+  // owner's locks that overlap or touch its range, so the journal rewrites only those; without
+  // it, all of the owner's locks on the file.
+  std::optional<lock::ByteRange> range;
 
-  static JournalEntry Locks(lock::FileKey file, lock::LockOwner owner) {
-    return JournalEntry{Kind::kLocks, std::move(file), std::move(owner)};
+  static JournalEntry Locks(lock::FileKey file, lock::LockOwner owner,
+                            std::optional<lock::ByteRange> range = std::nullopt) {
+    return JournalEntry{Kind::kLocks, std::move(file), std::move(owner), range};
   }
   static JournalEntry Share(lock::FileKey file, lock::LockOwner owner) {
-    return JournalEntry{Kind::kShare, std::move(file), std::move(owner)};
+    return JournalEntry{Kind::kShare, std::move(file), std::move(owner), std::nullopt};
   }
   static JournalEntry HostReleased(lock::HostId host) {
     JournalEntry entry;

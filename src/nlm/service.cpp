@@ -45,8 +45,14 @@ nlm4_holder ToWire(const lock::Holder& holder) {
 lock::ShareAccess ToAccess(fsh_access access) { return static_cast<lock::ShareAccess>(access); }
 lock::ShareDeny ToDeny(fsh_mode mode) { return static_cast<lock::ShareDeny>(mode); }
 
+std::optional<lock::ByteRange> RangeOf(const lock::LockRequest& request) {
+  return lock::ByteRange::FromOffsetLength(request.offset, request.length);
+}
+
 void AppendGrantEntries(std::vector<JournalEntry>& entries, const lock::Grants& grants) {
-  for (const auto& grant : grants) entries.push_back(JournalEntry::Locks(grant.file, grant.owner));
+  for (const auto& grant : grants) {
+    entries.push_back(JournalEntry::Locks(grant.file, grant.owner, grant.range));
+  }
 }
 
 GrantCookies::Key RandomKey() {
@@ -189,7 +195,7 @@ asio::awaitable<nlm4_res> NlmService::Lock(const rpc::CallContext& context, nlm4
   bool persisted = true;
   if (journal_ != nullptr && (granted || !outcome.grants.empty())) {
     std::vector<JournalEntry> entries;
-    if (granted) entries.push_back(JournalEntry::Locks(request.file, request.owner));
+    if (granted) entries.push_back(JournalEntry::Locks(request.file, request.owner, RangeOf(request)));
     AppendGrantEntries(entries, outcome.grants);
     persisted = co_await Persist(std::move(entries));
   }
@@ -199,7 +205,8 @@ asio::awaitable<nlm4_res> NlmService::Lock(const rpc::CallContext& context, nlm4
     // The owner gets back exactly what it held over the range before this call (an upgrade
     // that fails leaves the shared lock it upgraded).
     lock::RestoreOutcome undo = locks_.RestoreLocks(*prior);
-    std::vector<JournalEntry> entries{JournalEntry::Locks(request.file, request.owner)};
+    std::vector<JournalEntry> entries{
+        JournalEntry::Locks(request.file, request.owner, RangeOf(request))};
     PersistInBackground(std::move(entries), std::move(undo.grants));
     if (undo.restored) {
       spdlog::warn("nlm lock host={} caller={} not persisted; answering DENIED_NOLOCKS",
@@ -263,7 +270,7 @@ asio::awaitable<nlm4_res> NlmService::Cancel(const rpc::CallContext& context, nl
       (outcome.result == lock::CancelResult::kGrantUndone || !outcome.grants.empty())) {
     std::vector<JournalEntry> entries;
     if (outcome.result == lock::CancelResult::kGrantUndone) {
-      entries.push_back(JournalEntry::Locks(request.file, request.owner));
+      entries.push_back(JournalEntry::Locks(request.file, request.owner, RangeOf(request)));
     }
     AppendGrantEntries(entries, outcome.grants);
     bool persisted = co_await Persist(std::move(entries));
@@ -311,7 +318,9 @@ asio::awaitable<nlm4_res> NlmService::Unlock(const rpc::CallContext& context,
   ApplyUnlock(unlocked, args);
   bool persisted = true;
   if (journal_ != nullptr && unlocked.outcome.status == LockStatus::kGranted) {
-    std::vector<JournalEntry> entries{JournalEntry::Locks(unlocked.file, unlocked.owner)};
+    std::vector<JournalEntry> entries{JournalEntry::Locks(
+        unlocked.file, unlocked.owner,
+        lock::ByteRange::FromOffsetLength(args.alock.l_offset, args.alock.l_len))};
     AppendGrantEntries(entries, unlocked.outcome.grants);
     persisted = co_await Persist(std::move(entries));
   }
@@ -527,7 +536,7 @@ void NlmService::FinishGrants(lock::Grants grants, bool persisted) {
       DropWaiterRecord(grant.id.value());
       lock::RevokeOutcome revoked = locks_.RevokeGrant(grant.id);
       if (revoked.revoked) {
-        std::vector<JournalEntry> entries{JournalEntry::Locks(grant.file, grant.owner)};
+        std::vector<JournalEntry> entries{JournalEntry::Locks(grant.file, grant.owner, grant.range)};
         PersistInBackground(std::move(entries), std::move(revoked.grants));
       }
       continue;

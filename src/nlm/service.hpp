@@ -49,7 +49,10 @@ struct NlmOptions {
 struct NlmStats {
   uint64_t callbacks_sent = 0;
   uint64_t callbacks_acknowledged = 0;
-  uint64_t callbacks_failed = 0;  // Grants revoked because the client refused or vanished.
+  // Grants revoked: the client answered with a refusal (in GRANTED's reply or a GRANTED_RES),
+  // or every attempt went unanswered (or was answered DENIED_GRACE_PERIOD).
+  uint64_t callbacks_refused = 0;
+  uint64_t callbacks_failed = 0;
   uint64_t res_sent = 0;
   uint64_t res_failed = 0;
   // The same _RES calls by procedure (index: procedure - NLM_TEST_RES, through NLM_GRANTED_RES)

@@ -1,5 +1,6 @@
 // GRANTED callbacks of blocked locks: the per-waiter record (version, caller, address), the
-// cookie and who may answer it, and callbacks that stop once their grant is gone.
+// cookie and who may answer it, callbacks that stop once their grant is gone, and how each grant
+// is counted (acknowledged, refused, failed).
 #include "nlm/service.hpp"
 
 #include <gtest/gtest.h>
@@ -66,6 +67,7 @@ TEST_F(NlmServiceTest, CookiesAreUnguessableAndOnlyTheCalledHostSettlesTheGrant)
   Unlock(a, held);
   RunFor(std::chrono::milliseconds(10));
   EXPECT_EQ(service_->stats().spoof_rejections, 1u);
+  EXPECT_EQ(service_->stats().callbacks_refused, 0u) << "not the called host's refusal";
   EXPECT_EQ(service_->stats().callbacks_failed, 0u);
   // Not the waiter id (1) in any byte order: the fixture's key makes it the same every run.
   EXPECT_EQ(cookie.size(), 8u);
@@ -122,6 +124,70 @@ TEST_F(NlmServiceTest, UnlockAndFreeAllStopTheCallbackOfAGrantTheyTookBack) {
   RunFor(std::chrono::milliseconds(300));
   EXPECT_EQ(caller_.sent.size(), 2u);
   EXPECT_EQ(service_->stats().callbacks_failed, 0u);
+  EXPECT_EQ(locks_.Counts().locks, 0u);
+}
+
+TEST_F(NlmServiceTest, AGrantRefusedByGrantedResIsTakenBackAndCountedRefused) {
+  auto held = HoldWithWaiters(2);
+  caller_.on_call = [this](const FakeCaller::Sent& sent) {
+    const bool to_b = sent.client.address.to_string() == "192.0.2.2";
+    service_->GrantedRes(From(to_b ? "192.0.2.2" : "192.0.2.3"),
+                         nlm4_res{GrantedArgs(sent).cookie, to_b ? NLM4_DENIED : NLM4_GRANTED});
+  };
+  Unlock(From("192.0.2.1"), held);
+  RunFor(std::chrono::milliseconds(100));
+  // One call each: a refusal is final, not retried.
+  ASSERT_EQ(caller_.sent.size(), 2u);
+  EXPECT_EQ(service_->stats().callbacks_refused, 1u);
+  EXPECT_EQ(service_->stats().callbacks_failed, 0u);
+  EXPECT_EQ(service_->stats().callbacks_acknowledged, 1u);
+  ASSERT_EQ(locks_.ListLocks().size(), 1u);
+  EXPECT_EQ(locks_.ListLocks()[0].owner.host.value(), "192.0.2.3");
+}
+
+// GRANTED rather than GRANTED_MSG: the client's answer comes in the reply.
+class NlmGrantedReplyTest : public NlmServiceTest {
+ protected:
+  NlmGrantedReplyTest() {
+    NlmOptions options = TestOptions();
+    options.granted_msg = false;
+    MakeService(options);
+  }
+
+  // A holds the range, B waits for it; A's unlock grants it to B and calls B back.
+  void GrantToB() {
+    Unlock(From("192.0.2.1"), HoldWithWaiters(1));
+    RunFor(std::chrono::milliseconds(200));
+  }
+};
+
+TEST_F(NlmGrantedReplyTest, AGrantRefusedInTheReplyIsTakenBackAndCountedRefused) {
+  caller_.granted_answer = NLM4_DENIED;
+  GrantToB();
+  ASSERT_EQ(caller_.sent.size(), 1u);
+  EXPECT_EQ(caller_.sent[0].procedure, NLM_GRANTED);
+  EXPECT_EQ(service_->stats().callbacks_refused, 1u);
+  EXPECT_EQ(service_->stats().callbacks_failed, 0u);
+  EXPECT_EQ(locks_.Counts().locks, 0u);
+  EXPECT_EQ(locks_.ListWaiters().size(), 0u);
+}
+
+TEST_F(NlmGrantedReplyTest, AGrantAcknowledgedInTheReplyIsKept) {
+  caller_.granted_answer = NLM4_GRANTED;
+  GrantToB();
+  EXPECT_EQ(caller_.sent.size(), 1u);
+  EXPECT_EQ(service_->stats().callbacks_acknowledged, 1u);
+  EXPECT_EQ(service_->stats().callbacks_refused, 0u);
+  ASSERT_EQ(locks_.ListLocks().size(), 1u);
+  EXPECT_EQ(locks_.ListLocks()[0].owner.host.value(), "192.0.2.2");
+}
+
+TEST_F(NlmGrantedReplyTest, AClientInGraceUntilTheLastAttemptIsCountedFailedNotRefused) {
+  caller_.granted_answer = NLM4_DENIED_GRACE_PERIOD;
+  GrantToB();
+  EXPECT_EQ(caller_.sent.size(), 2u) << "DENIED_GRACE_PERIOD is retried";
+  EXPECT_EQ(service_->stats().callbacks_refused, 0u);
+  EXPECT_EQ(service_->stats().callbacks_failed, 1u);
   EXPECT_EQ(locks_.Counts().locks, 0u);
 }
 

@@ -100,7 +100,7 @@ asio::awaitable<void> NlmService::DeliverGrant(lock::WaiterGrant grant,
     DropWaiterRecord(id);
     lock::RevokeOutcome revoked = locks_.RevokeGrant(grant.id);
     if (revoked.revoked) {
-      std::vector<JournalEntry> entries{JournalEntry::Locks(grant.file, grant.owner)};
+      std::vector<JournalEntry> entries{JournalEntry::Locks(grant.file, grant.owner, grant.range)};
       PersistInBackground(std::move(entries), std::move(revoked.grants));
     }
     co_return;
@@ -131,6 +131,7 @@ asio::awaitable<void> NlmService::DeliverGrant(lock::WaiterGrant grant,
   Encode(enc, version, args);
 
   bool acknowledged = false;
+  bool refused = false;
   for (int attempt = 1; attempt <= options_.callback_attempts && !gate_.closed(); ++attempt) {
     if (!GrantStillPending(id)) break;
     std::optional<nlm4_stats> answer;
@@ -160,7 +161,10 @@ asio::awaitable<void> NlmService::DeliverGrant(lock::WaiterGrant grant,
       acknowledged = true;
       break;
     }
-    if (answer && answer != NLM4_DENIED_GRACE_PERIOD) break;  // The client refused the lock.
+    if (answer && answer != NLM4_DENIED_GRACE_PERIOD) {  // The client refused the lock.
+      refused = true;
+      break;
+    }
     // No answer, or the client is in its own grace period: try again later.
     if (attempt < options_.callback_attempts) {
       ack->timer.expires_after(options_.callback_retry_delay);
@@ -178,11 +182,16 @@ asio::awaitable<void> NlmService::DeliverGrant(lock::WaiterGrant grant,
     co_return;
   }
   if (gate_.closed()) co_return;
-  ++stats_.callbacks_failed;
-  spdlog::info("nlm GRANTED callback to host={} not acknowledged; revoking the grant", host);
+  if (refused) {
+    ++stats_.callbacks_refused;
+    spdlog::info("nlm GRANTED callback refused by host={}; revoking the grant", host);
+  } else {
+    ++stats_.callbacks_failed;
+    spdlog::info("nlm GRANTED callback to host={} not acknowledged; revoking the grant", host);
+  }
   lock::RevokeOutcome revoked = locks_.RevokeGrant(grant.id);
   if (revoked.revoked) {
-    std::vector<JournalEntry> entries{JournalEntry::Locks(grant.file, grant.owner)};
+    std::vector<JournalEntry> entries{JournalEntry::Locks(grant.file, grant.owner, grant.range)};
     PersistInBackground(std::move(entries), std::move(revoked.grants));
   }
 }

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,11 +47,20 @@ class FakeCaller : public ClientCaller {
     sent.push_back(Sent{client, version, procedure, args});
     rpc::CallResult result;
     result.status = reachable ? rpc::CallStatus::kOk : rpc::CallStatus::kTimedOut;
+    if (reachable && granted_answer && procedure == NLM_GRANTED) {
+      nlm4_testargs granted;
+      xdr::Decoder in(args);
+      EXPECT_TRUE(Decode(in, version, granted));
+      xdr::Encoder out(result.body);
+      Encode(out, version, nlm4_res{granted.cookie, *granted_answer});
+    }
     if (on_call) on_call(sent.back());
     co_return result;
   }
   std::vector<Sent> sent;
   bool reachable = true;
+  // When set, a GRANTED call's reply carries this status (GRANTED_MSG's reply is void).
+  std::optional<nlm4_stats> granted_answer;
   std::function<void(const Sent&)> on_call;
 };
 
@@ -153,12 +163,21 @@ inline nlm4_testargs GrantedArgs(const FakeCaller::Sent& sent) {
 
 class NlmServiceTest : public ::testing::Test {
  protected:
-  NlmServiceTest() {
+  NlmServiceTest() { MakeService(TestOptions()); }
+
+  // Same cookies every run, short callback deadlines, two attempts per grant.
+  static NlmOptions TestOptions() {
     NlmOptions options;
     options.cookie_key = GrantCookies::Key{1, 2};
     options.callback_deadline = std::chrono::milliseconds(50);
     options.callback_retry_delay = std::chrono::milliseconds(5);
     options.callback_attempts = 2;
+    return options;
+  }
+
+  // Replaces the service with one made with `options` (the old one is shut down first).
+  void MakeService(const NlmOptions& options) {
+    if (service_) RunCoroutine(io_, service_->Shutdown());
     service_ = std::make_unique<NlmService>(io_.get_executor(), locks_, monitor_, caller_,
                                             options);
   }
@@ -188,6 +207,21 @@ class NlmServiceTest : public ::testing::Test {
 
   nlm4_res Lock(const rpc::CallContext& context, nlm4_lockargs args, bool monitor = true) {
     return RunCoroutine(io_, service_->Lock(context, std::move(args), monitor));
+  }
+
+  // Host A (192.0.2.1, svid 1) holds [0, 10) of file1; `waiters` hosts B, C, ... (192.0.2.2,
+  // 192.0.2.3, ...; svid 2, 3, ...) queue behind it in that order. Returns A's lock: its unlock
+  // grants the range to B.
+  nlm4_lockargs HoldWithWaiters(int waiters) {
+    auto held = LockArgs("client-a", 1, 0, 10);
+    EXPECT_EQ(Lock(From("192.0.2.1"), held).stat, NLM4_GRANTED);
+    for (int i = 1; i <= waiters; ++i) {
+      const std::string host = "192.0.2." + std::to_string(1 + i);
+      const std::string caller = std::string("client-") + static_cast<char>('a' + i);
+      EXPECT_EQ(Lock(From(host.c_str()), LockArgs(caller.c_str(), 1 + i, 0, 10, true)).stat,
+                NLM4_BLOCKED);
+    }
+    return held;
   }
 
   nlm4_res Unlock(const rpc::CallContext& context, const nlm4_lockargs& lock) {

@@ -261,6 +261,8 @@ void AdminBackend::ExportCounters(const Counters& now) {
   CallbackKind granted = parts_.granted_msg ? CallbackKind::kGrantedMsg : CallbackKind::kGranted;
   metrics.ObserveCallback(granted, CallbackResult::kOk,
                           Delta(now.nlm.callbacks_acknowledged, before.nlm.callbacks_acknowledged));
+  metrics.ObserveCallback(granted, CallbackResult::kRefused,
+                          Delta(now.nlm.callbacks_refused, before.nlm.callbacks_refused));
   metrics.ObserveCallback(granted, CallbackResult::kFailed,
                           Delta(now.nlm.callbacks_failed, before.nlm.callbacks_failed));
   // The _RES calls answering _MSG calls, in procedure order from NLM_TEST_RES.

@@ -14,6 +14,7 @@
 #include "nsm/notifier.hpp"
 #include "rpc/client.hpp"
 #include "store/store.hpp"
+#include "store/testing/write_only_store.hpp"
 #include "testutil/run_coroutine.hpp"
 
 namespace nlockd::server {
@@ -96,12 +97,8 @@ TEST(CallMetrics, CallsThatReachNoProcedureCountAsMalformed) {
 }
 
 // A store that acknowledges every write at once and whose commits the test makes.
-class ObservedStore final : public store::Store {
+class ObservedStore final : public store::testutil::WriteOnlyStore {
  public:
-  const store::StartupInfo& startup() const override { return startup_; }
-  store::LoadedState LoadAll() override { return {}; }
-  store::StoreCounts Counts() override { return {}; }
-  std::vector<store::StateChange> StateHistory() override { return {}; }
   void SetCommitObserver(store::CommitObserver observer) override {
     observer_ = std::move(observer);
   }
@@ -113,7 +110,6 @@ class ObservedStore final : public store::Store {
   void Submit(store::WriteOp /*op*/, store::Done done) override { done(nullptr); }
 
  private:
-  store::StartupInfo startup_;
   store::CommitObserver observer_;
 };
 

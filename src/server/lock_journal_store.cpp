@@ -1,5 +1,11 @@
 #include "server/lock_journal_store.hpp"
 
+#include <algorithm>
+#include <tuple>
+
+#include <asio/bind_executor.hpp>
+#include <asio/post.hpp>
+#include <asio/this_coro.hpp>
 #include <spdlog/spdlog.h>
 
 #include "rpc/use_tuple.hpp"
@@ -20,24 +26,41 @@ std::string Describe(const std::exception_ptr& error) {
 
 }  // namespace
 
-store::ReplaceLocks StoreLockJournal::CurrentLocks(const lock::FileKey& file,
-                                                   const lock::LockOwner& owner) const {
+store::ReplaceLocks StoreLockJournal::CurrentLocks(const nlm::JournalEntry& entry) const {
   store::ReplaceLocks replace;
-  replace.file_key = file.value();
-  replace.host = owner.host.value();
-  replace.svid = owner.svid;
-  replace.owner_handle = owner.oh.value();
-  lock::StateFilter filter;
-  filter.host = owner.host;
-  filter.file = file;
-  locks_.ForEachLock(
-      [&](const lock::LockView& view) {
-        if (!(view.owner == owner)) return;
-        replace.ranges.push_back(store::LockRange{view.type == lock::LockType::kExclusive,
-                                                  view.range.offset(), view.range.length()});
-      },
-      filter);
+  std::vector<lock::PriorLocks::Entry> held;
+  const auto& near = entry.range;
+  if (near && !unsynced_.contains(OwnerKey(entry))) {
+    // The call changed only the owner's locks that overlap or touch its range; they and the
+    // range span all the rows it can have changed (merged, split or released), and nothing else
+    // of the owner's starts there, so only that span is rewritten.
+    const uint64_t first = near->first() == 0 ? 0 : near->first() - 1;
+    const uint64_t last = near->ToEnd() ? near->last() : near->last() + 1;
+    held = locks_.OwnedLocks(entry.file, entry.owner, lock::ByteRange::FromFirstLast(first, last));
+    store::OffsetSpan span{near->first(), near->last()};
+    for (const lock::PriorLocks::Entry& e : held) {
+      span.first = std::min(span.first, e.range.first());
+      span.last = std::max(span.last, e.range.last());
+    }
+    replace.within = span;
+  } else {
+    held = locks_.OwnedLocks(entry.file, entry.owner);
+  }
+  replace.ranges.reserve(held.size());
+  for (const lock::PriorLocks::Entry& e : held) {
+    replace.ranges.push_back(store::LockRange{e.type == lock::LockType::kExclusive,
+                                              e.range.offset(), e.range.length()});
+  }
+  replace.file_key = entry.file.value();
+  replace.host = entry.owner.host.value();
+  replace.svid = entry.owner.svid;
+  replace.owner_handle = entry.owner.oh.value();
   return replace;
+}
+
+StoreLockJournal::OwnerKeyView StoreLockJournal::OwnerKey(const nlm::JournalEntry& entry) {
+  return OwnerKeyView{entry.file.value(), entry.owner.host.value(), entry.owner.svid,
+                      entry.owner.oh.value()};
 }
 
 store::LockChange StoreLockJournal::CurrentShare(const lock::FileKey& file,
@@ -72,7 +95,7 @@ StoreLockJournal::Plan StoreLockJournal::PlanWrites(const std::vector<nlm::Journ
   for (const nlm::JournalEntry& entry : entries) {
     switch (entry.kind) {
       case nlm::JournalEntry::Kind::kLocks:
-        batch.push_back(CurrentLocks(entry.file, entry.owner));
+        batch.push_back(CurrentLocks(entry));
         break;
       case nlm::JournalEntry::Kind::kShare:
         batch.push_back(CurrentShare(entry.file, entry.owner));
@@ -91,17 +114,100 @@ StoreLockJournal::Plan StoreLockJournal::PlanWrites(const std::vector<nlm::Journ
   return plan;
 }
 
+void StoreLockJournal::Failed(size_t changes, const std::exception_ptr& error) {
+  ++failures_;
+  spdlog::error("lock journal cannot persist {} changes: {}", changes, Describe(error));
+}
+
 asio::awaitable<bool> StoreLockJournal::Write(std::vector<store::Write> writes, size_t changes) {
   auto [error] = co_await store::AsyncWrite(std::move(writes), rpc::kUseTuple);
   if (!error) co_return true;
-  ++failures_;
-  spdlog::error("lock journal cannot persist {} changes: {}", changes, Describe(error));
+  Failed(changes, error);
   co_return false;
 }
 
+StoreLockJournal::OpenBatch::OpenBatch(const asio::any_io_executor& executor)
+    : written(executor, asio::steady_timer::time_point::max()) {}
+
+std::shared_ptr<StoreLockJournal::OpenBatch> StoreLockJournal::Join(
+    const asio::any_io_executor& executor, std::vector<nlm::JournalEntry>& entries) {
+  if (!open_) {
+    open_ = std::make_shared<OpenBatch>(executor);
+    // Runs after the handlers that are ready now, so the calls they decode join this batch.
+    asio::post(executor, [this] { WriteOpenBatch(); });
+  }
+  std::move(entries.begin(), entries.end(), std::back_inserter(open_->entries));
+  return open_;
+}
+
+void StoreLockJournal::MarkSynced(const std::vector<nlm::JournalEntry>& entries) {
+  if (unsynced_.empty()) return;
+  for (const nlm::JournalEntry& entry : entries) {
+    if (entry.kind != nlm::JournalEntry::Kind::kLocks) continue;
+    const auto it = unsynced_.find(OwnerKey(entry));
+    if (it != unsynced_.end()) unsynced_.erase(it);
+  }
+}
+
+void StoreLockJournal::MarkUnsynced(const std::vector<nlm::JournalEntry>& entries) {
+  for (const nlm::JournalEntry& entry : entries) {
+    if (entry.kind != nlm::JournalEntry::Kind::kLocks) continue;
+    const OwnerKeyView key = OwnerKey(entry);
+    unsynced_.emplace(std::string(std::get<0>(key)), std::string(std::get<1>(key)),
+                      std::get<2>(key), std::string(std::get<3>(key)));
+  }
+}
+
+void StoreLockJournal::WriteOpenBatch() {
+  if (!open_) return;  // Already written ahead of a host release.
+  std::shared_ptr<OpenBatch> batch = std::move(open_);
+  open_.reset();
+  // One write per owner and file, however often it changed in this batch: the state is read now.
+  auto key = [](const nlm::JournalEntry& e) {
+    const bool ranged = e.range.has_value();
+    return std::tuple<nlm::JournalEntry::Kind, const std::string&, const std::string&, int32_t,
+                      const std::string&, bool, uint64_t, uint64_t>(
+        e.kind, e.file.value(), e.owner.host.value(), e.owner.svid, e.owner.oh.value(), ranged,
+        ranged ? e.range->first() : 0, ranged ? e.range->last() : 0);
+  };
+  std::sort(batch->entries.begin(), batch->entries.end(),
+            [&](const auto& a, const auto& b) { return key(a) < key(b); });
+  batch->entries.erase(std::unique(batch->entries.begin(), batch->entries.end(),
+                                   [&](const auto& a, const auto& b) { return key(a) == key(b); }),
+                       batch->entries.end());
+  Plan plan = PlanWrites(batch->entries);
+  // The owners written in full are in sync again unless this write fails.
+  MarkSynced(batch->entries);
+  const asio::any_io_executor executor = batch->written.get_executor();
+  store::AsyncWrite(std::move(plan.writes),
+                    asio::bind_executor(executor, [this, batch, changes = plan.changes](
+                                                      std::exception_ptr error) {
+                      batch->ok = !error;
+                      if (error) {
+                        Failed(changes, error);
+                        MarkUnsynced(batch->entries);
+                      }
+                      batch->written.expires_at(asio::steady_timer::time_point::min());
+                    }));
+}
+
 asio::awaitable<bool> StoreLockJournal::Record(std::vector<nlm::JournalEntry> entries) {
-  Plan plan = PlanWrites(entries);
-  co_return co_await Write(std::move(plan.writes), plan.changes);
+  const bool releases_host = std::any_of(entries.begin(), entries.end(), [](const auto& e) {
+    return e.kind == nlm::JournalEntry::Kind::kHostReleased;
+  });
+  if (releases_host) {
+    // Rare (FREE_ALL, a reboot): written on its own, in order after the open batch, which is
+    // submitted first so that the store applies the two in the order they happened.
+    if (open_) WriteOpenBatch();
+    Plan plan = PlanWrites(entries);
+    MarkSynced(entries);
+    const bool ok = co_await Write(std::move(plan.writes), plan.changes);
+    if (!ok) MarkUnsynced(entries);
+    co_return ok;
+  }
+  std::shared_ptr<OpenBatch> batch = Join(co_await asio::this_coro::executor, entries);
+  co_await batch->written.async_wait(rpc::kUseTuple);
+  co_return batch->ok;
 }
 
 void StoreLockJournal::RememberRestoredLock(const lock::FileKey& file,

@@ -1,13 +1,17 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
+#include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>
+#include <asio/steady_timer.hpp>
 
 #include "lock/lock_manager.hpp"
 #include "nlm/lock_journal.hpp"
@@ -22,7 +26,14 @@ namespace nlockd::server {
 // LockManager at the moment Record is called (same executor, so it is what NLM answers), and
 // written as one ApplyLockChanges (kCommitted: survives a process crash; a host crash is caught
 // by the store's lock_table_complete). Runs on the lock executor; `locks` and `store` must
-// outlive it.
+// outlive it, and so must the executor's pending handlers.
+//
+// Group journal: the entries of every call recorded in one turn of the executor go into one
+// open batch, written as a single store write once the executor has run what was ready, and
+// every call of the batch resumes when that write is done. The owner's state is read when the
+// batch is written, so an owner changed twice in one batch is written once, as it is now. This
+// is what keeps a journaled LOCK close to the cost of an unjournaled one: one store write, one
+// wake-up of the writer thread and one completion per batch, not per call.
 class StoreLockJournal final : public nlm::LockJournal {
  public:
   StoreLockJournal(const lock::LockManager& locks, store::Store& store)
@@ -51,15 +62,45 @@ class StoreLockJournal final : public nlm::LockJournal {
   Plan PlanWrites(const std::vector<nlm::JournalEntry>& entries);
 
  private:
-  store::ReplaceLocks CurrentLocks(const lock::FileKey& file, const lock::LockOwner& owner) const;
+  // (file, host, svid, oh) of an owner on a file.
+  using OwnerKeyView = std::tuple<std::string_view, std::string_view, int32_t, std::string_view>;
+  static OwnerKeyView OwnerKey(const nlm::JournalEntry& entry);
+  // The owner's current locks as a store change: only near entry.range when it has one and the
+  // owner's rows are in sync, else all of them.
+  store::ReplaceLocks CurrentLocks(const nlm::JournalEntry& entry) const;
+  // After a failed write: the persisted rows of these owners may differ from their state
+  // anywhere, so their next write replaces all of their rows.
+  void MarkUnsynced(const std::vector<nlm::JournalEntry>& entries);
+  // Before writing entries: the owners they write in full are in sync again (unless the write
+  // fails, which marks them again).
+  void MarkSynced(const std::vector<nlm::JournalEntry>& entries);
   store::LockChange CurrentShare(const lock::FileKey& file, const lock::LockOwner& owner) const;
   asio::awaitable<bool> Write(std::vector<store::Write> writes, size_t changes);
+  // The batch of lock and share entries waiting for the next write, and its outcome.
+  struct OpenBatch {
+    explicit OpenBatch(const asio::any_io_executor& executor);
+    std::vector<nlm::JournalEntry> entries;
+    // Never expires by itself; set to expire at once when the write is done, which wakes
+    // every call waiting on it.
+    asio::steady_timer written;
+    bool ok = false;
+  };
+  // Writes the open batch (posted when the batch opens).
+  void WriteOpenBatch();
+  // Appends `entries` (no host releases) to the open batch, opening one if needed.
+  std::shared_ptr<OpenBatch> Join(const asio::any_io_executor& executor,
+                                  std::vector<nlm::JournalEntry>& entries);
+  void Failed(size_t changes, const std::exception_ptr& error);
+
+  std::shared_ptr<OpenBatch> open_;
 
   const lock::LockManager& locks_;
   store::Store& store_;
   // (is share, file, host, svid, oh) of restored state not yet settled.
   using RestoredKey = std::tuple<bool, std::string, std::string, int32_t, std::string>;
   std::set<RestoredKey> restored_;
+  // (file, host, svid, oh) of owners whose rows a failed write left out of date.
+  std::set<std::tuple<std::string, std::string, int32_t, std::string>, std::less<>> unsynced_;
   uint64_t failures_ = 0;
 };
 

@@ -3,15 +3,20 @@
 #include "server/lock_journal_store.hpp"
 
 #include <algorithm>
+#include <map>
 #include <memory>
+#include <random>
 
+#include <asio/co_spawn.hpp>
 #include <asio/io_context.hpp>
 #include <gtest/gtest.h>
 
 #include "base/clock.hpp"
+#include "base/error.hpp"
 #include "lock/test_util.hpp"
 #include "server/recovery.hpp"
 #include "store/open_store.hpp"
+#include "store/testing/write_only_store.hpp"
 #include "testutil/run_coroutine.hpp"
 
 namespace nlockd::server {
@@ -127,6 +132,177 @@ TEST_F(StoreLockJournalTest, UnreclaimedRestoredLocksAreRemovedWhenSettled) {
   auto persisted = PersistedLocks();
   ASSERT_EQ(persisted.size(), 1u);
   EXPECT_EQ(persisted[0].host, "10.0.0.1");
+}
+
+// The journal rewrites only the rows near each call's range; whatever the calls do, the persisted
+// rows must equal the manager's locks. Random LOCKs and UNLOCKs of two owners on a small file,
+// several calls journaled in one write now and then.
+TEST_F(StoreLockJournalTest, RangedWritesKeepThePersistedRowsEqualToTheLocksHeld) {
+  std::mt19937 random(4711);
+  auto pick = [&](uint64_t n) { return std::uniform_int_distribution<uint64_t>(0, n - 1)(random); };
+  std::vector<JournalEntry> pending;
+  for (int step = 0; step < 3000; ++step) {
+    const lock::LockOwner& owner = pick(2) == 0 ? a_ : b_;
+    const uint64_t offset = pick(40);
+    const uint64_t length = pick(8) == 0 ? 0 : 1 + pick(6);  // 0: to the end of the file
+    if (pick(3) == 0) {
+      if (locks_.Unlock(file_, owner, offset, length).status != lock::LockStatus::kGranted) continue;
+    } else {
+      const auto type = pick(2) == 0 ? lock::LockType::kShared : lock::LockType::kExclusive;
+      if (locks_.Lock(Req(file_, owner, offset, length, type)).status !=
+          lock::LockStatus::kGranted) {
+        continue;
+      }
+    }
+    pending.push_back(
+        JournalEntry::Locks(file_, owner, lock::ByteRange::FromOffsetLength(offset, length)));
+    if (pick(4) != 0) continue;  // Journal several calls at once now and then.
+    ASSERT_TRUE(Record(std::move(pending)));
+    pending.clear();
+
+    std::vector<store::LockRecord> held;
+    for (const lock::LockInfo& info : locks_.ListLocks()) {
+      held.push_back(store::LockRecord{info.file.value(), info.owner.host.value(),
+                                       info.owner.svid, info.owner.oh.value(),
+                                       info.type == lock::LockType::kExclusive,
+                                       info.range.offset(), info.range.length()});
+    }
+    std::sort(held.begin(), held.end(), [](const auto& x, const auto& y) {
+      return std::tie(x.file_key, x.host, x.offset) < std::tie(y.file_key, y.host, y.offset);
+    });
+    ASSERT_EQ(PersistedLocks(), held) << "after step " << step;
+  }
+}
+
+// A store that keeps every write it is given, and acknowledges (or fails) them when told.
+class HeldWritesStore final : public store::testutil::WriteOnlyStore {
+ public:
+
+  std::vector<store::WriteOp> ops;
+  void CompleteAll(const std::exception_ptr& error = nullptr) {
+    auto pending = std::move(dones_);
+    dones_.clear();
+    for (auto& done : pending) done(error);
+  }
+
+ protected:
+  void Submit(store::WriteOp op, store::Done done) override {
+    ops.push_back(std::move(op));
+    dones_.push_back(std::move(done));
+  }
+
+ private:
+  std::vector<store::Done> dones_;
+};
+
+class GroupJournalTest : public ::testing::Test {
+ protected:
+  // Starts Record(entries) as its own coroutine; its result lands in results_[slot].
+  void Start(size_t slot, std::vector<JournalEntry> entries) {
+    asio::co_spawn(io_, journal_.Record(std::move(entries)),
+                   [this, slot](std::exception_ptr error, bool ok) {
+                     ASSERT_FALSE(error);
+                     results_[slot] = ok;
+                   });
+  }
+  void Drain() {
+    io_.restart();
+    io_.poll();
+  }
+  static size_t ChangesIn(const store::WriteOp& op) {
+    return std::get<store::LockChangesOp>(op).changes.size();
+  }
+
+  asio::io_context io_;
+  ManualClock clock_;
+  lock::LockManager locks_{clock_};
+  HeldWritesStore store_;
+  StoreLockJournal journal_{locks_, store_};
+  std::map<size_t, bool> results_;
+  const lock::FileKey file_{"fh1"};
+  const lock::LockOwner a_{lock::HostId("10.0.0.1"), 7, lock::OwnerHandle("7@a")};
+  const lock::LockOwner b_{lock::HostId("10.0.0.2"), 9, lock::OwnerHandle("9@b")};
+};
+
+TEST_F(GroupJournalTest, CallsRecordedInOneTurnShareOneStoreWriteAndAllResumeWhenItIsDone) {
+  locks_.Lock(Req(file_, a_, 0, 10, lock::LockType::kExclusive));
+  locks_.Lock(Req(file_, b_, 20, 10, lock::LockType::kExclusive));
+  Start(0, {JournalEntry::Locks(file_, a_)});
+  Start(1, {JournalEntry::Locks(file_, b_)});
+  Start(2, {JournalEntry::Locks(file_, a_)});  // a again: written once, as it is now.
+  Drain();
+  ASSERT_EQ(store_.ops.size(), 1u);
+  EXPECT_EQ(ChangesIn(store_.ops[0]), 2u);
+  EXPECT_TRUE(results_.empty()) << "nobody may resume before the write is done";
+
+  store_.CompleteAll();
+  Drain();
+  EXPECT_EQ(results_, (std::map<size_t, bool>{{0, true}, {1, true}, {2, true}}));
+
+  // The next turn opens a new batch.
+  Start(3, {JournalEntry::Locks(file_, b_)});
+  Drain();
+  ASSERT_EQ(store_.ops.size(), 2u);
+  store_.CompleteAll();
+  Drain();
+  EXPECT_TRUE(results_.at(3));
+}
+
+TEST_F(GroupJournalTest, AFailedWriteFailsEveryCallOfItsBatch) {
+  locks_.Lock(Req(file_, a_, 0, 10, lock::LockType::kExclusive));
+  Start(0, {JournalEntry::Locks(file_, a_)});
+  Start(1, {JournalEntry::Locks(file_, b_)});
+  Drain();
+  store_.CompleteAll(std::make_exception_ptr(Error(ErrorKind::kDisconnected, "disk gone")));
+  Drain();
+  EXPECT_EQ(results_, (std::map<size_t, bool>{{0, false}, {1, false}}));
+  EXPECT_EQ(journal_.failures(), 1u);
+}
+
+TEST_F(GroupJournalTest, AHostReleaseIsWrittenAfterTheBatchOpenedBeforeIt) {
+  locks_.Lock(Req(file_, a_, 0, 10, lock::LockType::kExclusive));
+  Start(0, {JournalEntry::Locks(file_, a_)});
+  Start(1, {JournalEntry::HostReleased(b_.host)});
+  Drain();
+  ASSERT_EQ(store_.ops.size(), 2u);
+  EXPECT_EQ(ChangesIn(store_.ops[0]), 1u);
+  EXPECT_EQ(std::get<store::ReleaseHostOp>(store_.ops[1]).host, b_.host.value());
+  store_.CompleteAll();
+  Drain();
+  EXPECT_EQ(results_, (std::map<size_t, bool>{{0, true}, {1, true}}));
+}
+
+TEST_F(GroupJournalTest, AfterAFailedWriteTheOwnersNextWriteReplacesAllItsRows) {
+  locks_.Lock(Req(file_, a_, 0, 10, lock::LockType::kExclusive));
+  locks_.Lock(Req(file_, b_, 20, 10, lock::LockType::kExclusive));
+  const auto range_a = lock::ByteRange::FromOffsetLength(0, 10);
+  const auto range_b = lock::ByteRange::FromOffsetLength(20, 10);
+  auto within = [&](size_t op, size_t change) {
+    const auto& changes = std::get<store::LockChangesOp>(store_.ops[op]).changes;
+    return std::get<store::ReplaceLocks>(changes.at(change)).within.has_value();
+  };
+  Start(0, {JournalEntry::Locks(file_, a_, range_a)});
+  Drain();
+  ASSERT_TRUE(within(0, 0)) << "a call's range bounds what is rewritten";
+  store_.CompleteAll(std::make_exception_ptr(Error(ErrorKind::kDisconnected, "disk gone")));
+  Drain();
+
+  Start(1, {JournalEntry::Locks(file_, a_, range_a)});
+  Start(2, {JournalEntry::Locks(file_, b_, range_b)});
+  Drain();
+  ASSERT_EQ(store_.ops.size(), 2u);
+  // Sorted by owner: a (unsynced: all its rows), then b (in sync: near its range only).
+  EXPECT_FALSE(within(1, 0));
+  EXPECT_TRUE(within(1, 1));
+  store_.CompleteAll();
+  Drain();
+
+  Start(3, {JournalEntry::Locks(file_, a_, range_a)});
+  Drain();
+  EXPECT_TRUE(within(2, 0)) << "a is in sync again";
+  store_.CompleteAll();
+  Drain();
+  EXPECT_EQ(results_, (std::map<size_t, bool>{{0, false}, {1, true}, {2, true}, {3, true}}));
 }
 
 TEST(DecideGrace, FollowsWhatTheStoreKnows) {

@@ -3,6 +3,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -101,13 +102,26 @@ struct LockRange {
 
   friend bool operator==(const LockRange&, const LockRange&) = default;
 };
-// Makes `ranges` the complete set of locks of one owner on one file (empty: the owner holds none).
+// Offsets first..last, both included.
+struct OffsetSpan {
+  uint64_t first = 0;
+  uint64_t last = 0;
+
+  bool Contains(uint64_t offset) const { return offset >= first && offset <= last; }
+  friend bool operator==(const OffsetSpan&, const OffsetSpan&) = default;
+};
+// Makes `ranges` the complete set of locks of one owner on one file (empty: the owner holds none)
+// or, with `within`, the complete set of that owner's locks that start within it: the locks
+// starting elsewhere stay as they are. (A change of one call touches only the owner's locks
+// near its range, so the lock journal rewrites only those, not all of an owner's locks.)
+// REQUIRES: every range of `ranges` starts within `within`, if set.
 struct ReplaceLocks {
   std::string file_key;
   std::string host;
   int32_t svid = 0;
   std::string owner_handle;
   std::vector<LockRange> ranges;
+  std::optional<OffsetSpan> within;
 };
 // Inserts the share, or updates mode and access of the share with the same identity.
 struct PutShare {

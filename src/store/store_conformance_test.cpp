@@ -219,23 +219,52 @@ TEST_P(StoreConformance, RemoveLockMatchesOwnerFileAndOffsetOnly) {
 TEST_P(StoreConformance, ReplaceLocksSetsOneOwnersLocksOnOneFile) {
   Apply({PutLock{MakeLock("f", "h", 1, 0, 10)}, PutLock{MakeLock("f", "h", 1, 50, 10)},
          PutLock{MakeLock("f", "h", 2, 0, 10)}, PutLock{MakeLock("g", "h", 1, 0, 10)}});
-  Apply({ReplaceLocks{"f", "h", 1, "oh-h", {{false, 0, 4}, {true, 4, 0}}}});
+  Apply({ReplaceLocks{"f", "h", 1, "oh-h", {{false, 0, 4}, {true, 4, 0}}, {}}});
   EXPECT_EQ(DumpStore(),
             "state 0\n"
             "lock f h/1/oh-h ex 4+0\n"
             "lock f h/1/oh-h sh 0+4\n"
             "lock f h/2/oh-h ex 0+10\n"
             "lock g h/1/oh-h ex 0+10\n");
-  Apply({ReplaceLocks{"f", "h", 1, "oh-h", {}}});
+  Apply({ReplaceLocks{"f", "h", 1, "oh-h", {}, {}}});
   EXPECT_EQ(DumpStore(),
             "state 0\n"
             "lock f h/2/oh-h ex 0+10\n"
             "lock g h/1/oh-h ex 0+10\n");
 }
 
+TEST_P(StoreConformance, ReplaceLocksWithinASpanLeavesTheOwnersOtherLocks) {
+  Apply({PutLock{MakeLock("f", "h", 1, 0, 10)}, PutLock{MakeLock("f", "h", 1, 50, 10)},
+         PutLock{MakeLock("f", "h", 1, 100, 10)}, PutLock{MakeLock("f", "h", 2, 50, 10)}});
+  ReplaceLocks replace{"f", "h", 1, "oh-h", {{false, 45, 20}}, {}};
+  replace.within = OffsetSpan{40, 70};
+  Apply({replace});
+  EXPECT_EQ(DumpStore(),
+            "state 0\n"
+            "lock f h/1/oh-h ex 0+10\n"
+            "lock f h/1/oh-h ex 100+10\n"
+            "lock f h/1/oh-h sh 45+20\n"
+            "lock f h/2/oh-h ex 50+10\n");
+  // Offsets past 2^63 are stored with the int64 bits: a span across 2^63 still covers both halves.
+  const uint64_t top = uint64_t{1} << 63;
+  Apply({PutLock{MakeLock("g", "h", 1, top - 5, 2)}, PutLock{MakeLock("g", "h", 1, top + 5, 2)},
+         PutLock{MakeLock("g", "h", 1, kMax, 0)}});
+  ReplaceLocks across{"g", "h", 1, "oh-h", {{true, top, 1}}, {}};
+  across.within = OffsetSpan{top - 10, top + 10};
+  Apply({across});
+  EXPECT_EQ(DumpStore(),
+            "state 0\n"
+            "lock f h/1/oh-h ex 0+10\n"
+            "lock f h/1/oh-h ex 100+10\n"
+            "lock f h/1/oh-h sh 45+20\n"
+            "lock f h/2/oh-h ex 50+10\n"
+            "lock g h/1/oh-h ex 18446744073709551615+0\n"
+            "lock g h/1/oh-h ex 9223372036854775808+1\n");
+}
+
 TEST_P(StoreConformance, LockChangesApplyInOrder) {
   Apply({PutLock{MakeLock("f", "h", 1, 0, 10)}, RemoveLock{MakeLock("f", "h", 1, 0, 10)},
-         PutLock{MakeLock("f", "h", 1, 0, 7)}, ReplaceLocks{"f", "h", 2, "oh-h", {{true, 1, 1}}},
+         PutLock{MakeLock("f", "h", 1, 0, 7)}, ReplaceLocks{"f", "h", 2, "oh-h", {{true, 1, 1}}, {}},
          PutShare{MakeShare("f", "h", 1, 2)}, RemoveShare{MakeShare("f", "h", 0, 0)},
          PutShare{MakeShare("f", "h", 3, 3)}});
   EXPECT_EQ(DumpStore(),

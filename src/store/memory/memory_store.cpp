@@ -76,7 +76,8 @@ struct MemoryStore::Applier {
   void operator()(const ReplaceLocks& change) const {
     EraseIf(store.locks_, [&](const LockRecord& l) {
       return l.file_key == change.file_key && l.host == change.host && l.svid == change.svid &&
-             l.owner_handle == change.owner_handle;
+             l.owner_handle == change.owner_handle &&
+             (!change.within || change.within->Contains(l.offset));
     });
     for (const LockRange& range : change.ranges) {
       LockRecord lock{change.file_key, change.host,  change.svid, change.owner_handle,

@@ -16,6 +16,9 @@ std::string PrivBytes(const std::array<uint8_t, 16>& priv) {
 }
 
 struct CommandBuilder {
+  // The most parameters a statement takes (kPutRegistration), so that building one allocates once.
+  static constexpr size_t kMaxParams = 12;
+
   const std::string& node;
   int64_t now;
   std::vector<SqlCommand>& out;
@@ -24,6 +27,7 @@ struct CommandBuilder {
   // const visitor std::visit requires can still append.)
   SqlCommand& Add(Stmt stmt) const {
     out.push_back(SqlCommand{stmt, {}, nullptr});
+    out.back().params.reserve(kMaxParams);
     out.back().params.push_back(SqlValue::Text(node));
     return out.back();
   }
@@ -81,7 +85,10 @@ struct CommandBuilder {
       std::visit(*this, change);
     }
   }
-  void operator()(const PutLock& change) const { AddPutLock(change.lock); }
+  void operator()(const PutLock& change) const {
+    const LockRecord& l = change.lock;
+    AddPutLock(l, LockOwnerDigest(l.file_key, l.host, l.svid, l.owner_handle));
+  }
   void operator()(const RemoveLock& change) const {
     const LockRecord& l = change.lock;
     auto& params = Add(Stmt::kRemoveLock).params;
@@ -89,12 +96,32 @@ struct CommandBuilder {
     params.push_back(SqlValue::Int64(AsInt64(l.offset)));
   }
   void operator()(const ReplaceLocks& change) const {
-    Add(Stmt::kRemoveOwnerLocks)
-        .params.push_back(SqlValue::Bytes(
-            LockOwnerDigest(change.file_key, change.host, change.svid, change.owner_handle)));
+    const std::string digest =
+        LockOwnerDigest(change.file_key, change.host, change.svid, change.owner_handle);
+    if (!change.within) {
+      Add(Stmt::kRemoveOwnerLocks).params.push_back(SqlValue::Bytes(digest));
+    } else {
+      // Offsets are stored as int64 with the same bits, which orders each half of the uint64
+      // range correctly but puts the upper half first: a span across 2^63 is two spans.
+      constexpr uint64_t kTopBit = uint64_t{1} << 63;
+      const auto [first, last] = *change.within;
+      auto remove_within = [&](uint64_t from, uint64_t to) {
+        auto& params = Add(Stmt::kRemoveOwnerLocksWithin).params;
+        params.push_back(SqlValue::Bytes(digest));
+        params.push_back(SqlValue::Int64(AsInt64(from)));
+        params.push_back(SqlValue::Int64(AsInt64(to)));
+      };
+      if (first < kTopBit && last >= kTopBit) {
+        remove_within(first, kTopBit - 1);
+        remove_within(kTopBit, last);
+      } else {
+        remove_within(first, last);
+      }
+    }
     for (const LockRange& range : change.ranges) {
       AddPutLock(LockRecord{change.file_key, change.host, change.svid, change.owner_handle,
-                            range.exclusive, range.offset, range.length});
+                            range.exclusive, range.offset, range.length},
+                 digest);
     }
   }
   void operator()(const PutShare& change) const {
@@ -122,9 +149,10 @@ struct CommandBuilder {
   void operator()(const MarkLockTableCompleteOp&) const { Add(Stmt::kMarkLocksComplete); }
 
  private:
-  void AddPutLock(const LockRecord& l) const {
+  // `owner_digest` is LockOwnerDigest of the lock's owner (computed once per owner).
+  void AddPutLock(const LockRecord& l, const std::string& owner_digest) const {
     auto& params = Add(Stmt::kPutLock).params;
-    params.push_back(SqlValue::Bytes(LockOwnerDigest(l.file_key, l.host, l.svid, l.owner_handle)));
+    params.push_back(SqlValue::Bytes(owner_digest));
     params.push_back(SqlValue::Int64(AsInt64(l.offset)));
     params.push_back(SqlValue::Bytes(l.file_key));
     params.push_back(SqlValue::Bytes(l.host));

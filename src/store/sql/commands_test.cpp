@@ -34,8 +34,8 @@ TEST(Commands, EveryCommandMatchesItsStatementsParameters) {
       ClearOp{},
       BumpStateOp{&state},
       MarkCleanShutdownOp{},
-      LockChangesOp{{PutLock{}, RemoveLock{}, ReplaceLocks{"f", "h", 1, "o", {{}, {}}}, PutShare{},
-                     RemoveShare{}}},
+      LockChangesOp{{PutLock{}, RemoveLock{}, ReplaceLocks{"f", "h", 1, "o", {{}, {}}, {}}, PutShare{},
+                     RemoveShare{}, ReplaceLocks{"f", "h", 1, "o", {}, OffsetSpan{0, 9}}}},
       ReleaseHostOp{"h"},
       RemoveNotifyOwedOp{"m"},
       MarkLockTableCompleteOp{},
@@ -62,13 +62,34 @@ TEST(Commands, BumpStateReturnsTheStateAndRecordsIt) {
 
 TEST(Commands, ReplaceLocksDeletesTheOwnersLocksThenPutsEachRange) {
   const auto commands =
-      CommandsOf(LockChangesOp{{ReplaceLocks{"f", "h", 7, "o", {{true, 0, 1}, {false, 5, 0}}}}});
+      CommandsOf(LockChangesOp{{ReplaceLocks{"f", "h", 7, "o", {{true, 0, 1}, {false, 5, 0}}, {}}}});
   EXPECT_EQ(StatementsOf(commands),
             (std::vector<Stmt>{Stmt::kRemoveOwnerLocks, Stmt::kPutLock, Stmt::kPutLock}));
   const std::string owner = LockOwnerDigest("f", "h", 7, "o");
   EXPECT_EQ(commands[0].params[1].bytes, owner);
   EXPECT_EQ(commands[1].params[1].bytes, owner);
   EXPECT_EQ(commands[2].params[2].integer, 5);
+}
+
+TEST(Commands, ReplaceLocksWithinASpanDeletesOnlyThatSpanSplitAtTheSignBit) {
+  ReplaceLocks replace{"f", "h", 7, "o", {{true, 10, 1}}, {}};
+  replace.within = OffsetSpan{5, 20};
+  auto commands = CommandsOf(LockChangesOp{{replace}});
+  ASSERT_EQ(StatementsOf(commands),
+            (std::vector<Stmt>{Stmt::kRemoveOwnerLocksWithin, Stmt::kPutLock}));
+  EXPECT_EQ(commands[0].params[2].integer, 5);
+  EXPECT_EQ(commands[0].params[3].integer, 20);
+
+  const uint64_t top = uint64_t{1} << 63;
+  replace.within = OffsetSpan{top - 1, top};
+  commands = CommandsOf(LockChangesOp{{replace}});
+  ASSERT_EQ(StatementsOf(commands), (std::vector<Stmt>{Stmt::kRemoveOwnerLocksWithin,
+                                                       Stmt::kRemoveOwnerLocksWithin,
+                                                       Stmt::kPutLock}));
+  EXPECT_EQ(commands[0].params[2].integer, std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(commands[0].params[3].integer, std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(commands[1].params[2].integer, std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(commands[1].params[3].integer, std::numeric_limits<int64_t>::min());
 }
 
 TEST(Commands, Uint64RangesAreStoredAsTheirInt64BitPattern) {

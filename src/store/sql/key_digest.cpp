@@ -1,5 +1,7 @@
 #include "store/sql/key_digest.hpp"
 
+#include <memory>
+
 #include <openssl/evp.h>
 
 #include "base/error.hpp"
@@ -11,7 +13,10 @@ namespace {
 // big-endian length (or value, for integers) followed by its bytes.
 class KeyEncoder {
  public:
-  explicit KeyEncoder(char tag) { bytes_.push_back(tag); }
+  explicit KeyEncoder(char tag) {
+    bytes_.reserve(128);  // A typical key (a file handle, a host, an owner handle) in one go.
+    bytes_.push_back(tag);
+  }
 
   KeyEncoder& Int(int32_t value) {
     const auto bits = static_cast<uint32_t>(value);
@@ -27,10 +32,18 @@ class KeyEncoder {
   }
 
   std::string Digest() const {
+    // Fetched once: EVP_sha256() makes OpenSSL 3 look the algorithm up by name on every digest,
+    // which cost more than the hashing on the lock journal's path.
+    static EVP_MD* const sha256 = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+    NLOCKD_ASSERT(sha256 != nullptr, "SHA-256 unavailable");
+    thread_local const std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> context(
+        EVP_MD_CTX_new(), EVP_MD_CTX_free);
     unsigned char digest[EVP_MAX_MD_SIZE];
     unsigned int size = 0;
-    const int ok = EVP_Digest(bytes_.data(), bytes_.size(), digest, &size, EVP_sha256(), nullptr);
-    NLOCKD_ASSERT(ok == 1 && size == 32, "SHA-256 failed");
+    const int ok = context != nullptr && EVP_DigestInit_ex2(context.get(), sha256, nullptr) == 1 &&
+                   EVP_DigestUpdate(context.get(), bytes_.data(), bytes_.size()) == 1 &&
+                   EVP_DigestFinal_ex(context.get(), digest, &size) == 1;
+    NLOCKD_ASSERT(ok && size == 32, "SHA-256 failed");
     return std::string(reinterpret_cast<const char*>(digest), size);
   }
 

@@ -27,6 +27,7 @@ constexpr std::array kPutNotifyOwedParams{T, B, B, L, I};
 constexpr std::array kRecordStateParams{T, L};
 constexpr std::array kPutLockParams{T, B, L, B, B, I, B, I, L};
 constexpr std::array kNodeBytesInt64{T, B, L};
+constexpr std::array kNodeBytesInt64Int64{T, B, L, L};
 constexpr std::array kPutShareParams{T, B, B, B, B, I, I};
 constexpr std::array kWriteRunParams{T, L, T, I, L, T};
 constexpr std::array kNodeText{T, T};
@@ -76,6 +77,9 @@ const std::array<StatementDef, kStmtCount> kStatements{{
     {"remove_lock", "DELETE FROM locks WHERE node = $1 AND owner_key = $2 AND range_offset = $3",
      kNodeBytesInt64},
     {"remove_owner_locks", "DELETE FROM locks WHERE node = $1 AND owner_key = $2", kNodeBytes},
+    {"remove_owner_locks_within",
+     "DELETE FROM locks WHERE node = $1 AND owner_key = $2 AND range_offset BETWEEN $3 AND $4",
+     kNodeBytesInt64Int64},
     {"put_share",
      "INSERT INTO shares (node, share_key, file_key, host, owner_handle, share_mode, "
      "share_access) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (node, share_key) DO UPDATE "

@@ -29,6 +29,7 @@ enum class Stmt {
   kPutLock,
   kRemoveLock,
   kRemoveOwnerLocks,
+  kRemoveOwnerLocksWithin,  // range_offset BETWEEN $3 AND $4 (as stored: int64 bits)
   kPutShare,
   kRemoveShare,
   kReleaseHostLocks,

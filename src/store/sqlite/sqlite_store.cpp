@@ -246,7 +246,11 @@ void SqliteStore::CommitBatch(std::span<const QueuedWrite> batch, Durability dur
   SqliteDb& db = *writer_.db;
   const auto now = WallNow(options_);
   std::lock_guard lock(commit_mu_);
-  db.Exec("BEGIN IMMEDIATE");
+  if (!writer_.begin) {
+    writer_.begin = std::make_unique<SqliteStatement>(db, "BEGIN IMMEDIATE");
+    writer_.commit = std::make_unique<SqliteStatement>(db, "COMMIT");
+  }
+  RunOnce(*writer_.begin);
   RollbackOnError rollback(db);
   for (const QueuedWrite& write : batch) {
     writer_.commands.clear();
@@ -255,7 +259,13 @@ void SqliteStore::CommitBatch(std::span<const QueuedWrite> batch, Durability dur
       Run(command);
     }
   }
-  db.Exec("COMMIT");
+  RunOnce(*writer_.commit);
+}
+
+void SqliteStore::RunOnce(SqliteStatement& stmt) {
+  ResetOnExit reset(stmt);
+  while (stmt.Step()) {
+  }
 }
 
 void SqliteStore::Run(const SqlCommand& command) {
