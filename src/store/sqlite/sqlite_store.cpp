@@ -119,10 +119,7 @@ SqliteStore::SqliteStore(std::string path, StoreOptions options,
   }
   // The writer's working set (the pages its upserts touch) stays cached between transactions.
   writer_.db->Exec(fmt::format("PRAGMA cache_size = -{}", kWriterCacheKiB));
-  // Checkpoints run on their own thread, never inside a commit.
-  checkpointer_ = std::make_unique<WalCheckpointer>(
-      path_, PragmaValue(options_.sqlite_synchronous), kCheckpointPages);
-  checkpointer_->Attach(*writer_.db);
+  writer_.db->Exec(fmt::format("PRAGMA wal_autocheckpoint = {}", kCheckpointPages));
   writer_.db->Exec(fmt::format("PRAGMA journal_size_limit = {}", kWalLimitBytes));
   SetSynchronous(options_.sqlite_synchronous);
   Migrate(*writer_.db, migrations);
@@ -135,11 +132,7 @@ SqliteStore::SqliteStore(std::string path, StoreOptions options,
       GroupCommitOptions{options_.group_commit, options_.max_batch, options_.max_queued});
 }
 
-SqliteStore::~SqliteStore() {
-  committer_.reset();
-  WalCheckpointer::Detach(*writer_.db);
-  checkpointer_.reset();
-}
+SqliteStore::~SqliteStore() { committer_.reset(); }
 
 void SqliteStore::Configure(SqliteDb& db) {
   sqlite3_busy_timeout(db.get(), static_cast<int>(options_.sqlite_busy_timeout.count()));

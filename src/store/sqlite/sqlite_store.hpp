@@ -12,7 +12,6 @@
 #include "store/sql/group_commit.hpp"
 #include "store/sql/migrations.hpp"
 #include "store/sqlite/sqlite_db.hpp"
-#include "store/sqlite/wal_checkpointer.hpp"
 #include "store/store.hpp"
 #include "store/store_options.hpp"
 
@@ -90,9 +89,6 @@ class SqliteStore final : public Store {
   std::mutex read_mu_;             // guards readers_
   std::array<Reader, 2> readers_;  // [1] scans half the locks in parallel in LoadAll()
 
-  // After writer_ (its hook is on the writer's connection), before committer_ (whose thread
-  // commits through that hook).
-  std::unique_ptr<WalCheckpointer> checkpointer_;
   std::unique_ptr<GroupCommitter> committer_;  // last: its thread stops before the rest goes
 };
 
