@@ -11,7 +11,7 @@ namespace {
 
 using namespace testing;  // NOLINT(google-build-using-namespace): test helpers.
 
-class LockManagerGrantUndoTest : public ::testing::Test {
+class LockManagerGrantUndoTest : public LockManagerFixture {
  protected:
   // a holds S [0,99]; b holds S [0,99] too, so a's blocking upgrade to X [0,99] waits; b's unlock
   // grants it. Returns the upgrade's waiter id.
@@ -24,13 +24,6 @@ class LockManagerGrantUndoTest : public ::testing::Test {
     EXPECT_EQ(Locks(manager_, f_), "1@a X [0,99]");
     return blocked.waiter.value_or(WaiterId(0));
   }
-
-  ManualClock clock_;
-  LockManager manager_{clock_};
-  const FileKey f_ = File("fh1");
-  const LockOwner a_ = Owner("a");
-  const LockOwner b_ = Owner("b");
-  const LockOwner c_ = Owner("c");
 };
 
 TEST_F(LockManagerGrantUndoTest, CancelOfAGrantedUpgradeGivesBackTheSharedLock) {

@@ -14,15 +14,7 @@ constexpr uint64_t kMax = ByteRange::kMaxOffset;
 
 ByteRange R(uint64_t first, uint64_t last) { return ByteRange::FromFirstLast(first, last); }
 
-class LockManagerTest : public ::testing::Test {
- protected:
-  ManualClock clock_;
-  LockManager manager_{clock_};
-  const FileKey f_ = File("fh1");
-  const LockOwner a_ = Owner("a");
-  const LockOwner b_ = Owner("b");
-  const LockOwner c_ = Owner("c");
-};
+class LockManagerTest : public LockManagerFixture {};
 
 TEST_F(LockManagerTest, GrantsAnUncontendedLock) {
   const LockOutcome out = manager_.Lock(Req(f_, a_, 0, 10));

@@ -10,16 +10,7 @@ namespace {
 
 using namespace testing;  // NOLINT(google-build-using-namespace): test helpers.
 
-class LockManagerWaiterTest : public ::testing::Test {
- protected:
-  ManualClock clock_;
-  LockManager manager_{clock_};
-  const FileKey f_ = File("fh1");
-  const LockOwner a_ = Owner("a");
-  const LockOwner b_ = Owner("b");
-  const LockOwner c_ = Owner("c");
-  const LockOwner d_ = Owner("d");
-};
+class LockManagerWaiterTest : public LockManagerFixture {};
 
 TEST_F(LockManagerWaiterTest, ABlockingConflictQueuesAWaiter) {
   manager_.Lock(Req(f_, a_, 0, 10));

@@ -5,6 +5,9 @@
 #include <cstdint>
 #include <string>
 
+#include <gtest/gtest.h>
+
+#include "base/clock.hpp"
 #include "lock/lock_manager.hpp"
 
 namespace nlockd::lock::testing {
@@ -15,6 +18,18 @@ inline LockOwner Owner(const std::string& host, int32_t svid = 1) {
 }
 
 inline FileKey File(const std::string& name) { return FileKey(name); }
+
+// What most LockManager tests start from: a manager on a manual clock, one file, four owners.
+class LockManagerFixture : public ::testing::Test {
+ protected:
+  ManualClock clock_;
+  LockManager manager_{clock_};
+  const FileKey f_ = File("fh1");
+  const LockOwner a_ = Owner("a");
+  const LockOwner b_ = Owner("b");
+  const LockOwner c_ = Owner("c");
+  const LockOwner d_ = Owner("d");
+};
 
 inline LockRequest Req(const FileKey& file, const LockOwner& owner, uint64_t offset,
                        uint64_t length, LockType type = LockType::kExclusive, bool block = false,
