@@ -162,7 +162,8 @@ void StoreLockJournal::WriteOpenBatch() {
   if (!open_) return;  // Already written ahead of a host release.
   std::shared_ptr<OpenBatch> batch = std::move(open_);
   open_.reset();
-  // One write per owner and file, however often it changed in this batch: the state is read now.
+  // One write per owner, file and range, however often the batch names them: the state is read
+  // now, so a repeat would write the same rows again.
   auto key = [](const nlm::JournalEntry& e) {
     const bool ranged = e.range.has_value();
     return std::tuple<nlm::JournalEntry::Kind, const std::string&, const std::string&, int32_t,

@@ -30,10 +30,9 @@ namespace nlockd::server {
 //
 // Group journal: the entries of every call recorded in one turn of the executor go into one
 // open batch, written as a single store write once the executor has run what was ready, and
-// every call of the batch resumes when that write is done. The owner's state is read when the
-// batch is written, so an owner changed twice in one batch is written once, as it is now. This
-// is what keeps a journaled LOCK close to the cost of an unjournaled one: one store write, one
-// wake-up of the writer thread and one completion per batch, not per call.
+// every call of the batch resumes when that write is done. The owners' state is read when the
+// batch is written, so two calls of an owner on the same range in one batch are written once.
+// One store write, one wake-up of the writer thread and one completion per batch, not per call.
 class StoreLockJournal final : public nlm::LockJournal {
  public:
   StoreLockJournal(const lock::LockManager& locks, store::Store& store)
