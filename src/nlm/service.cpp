@@ -195,7 +195,9 @@ asio::awaitable<nlm4_res> NlmService::Lock(const rpc::CallContext& context, nlm4
   bool persisted = true;
   if (journal_ != nullptr && (granted || !outcome.grants.empty())) {
     std::vector<JournalEntry> entries;
-    if (granted) entries.push_back(JournalEntry::Locks(request.file, request.owner, RangeOf(request)));
+    if (granted) {
+      entries.push_back(JournalEntry::Locks(request.file, request.owner, RangeOf(request)));
+    }
     AppendGrantEntries(entries, outcome.grants);
     persisted = co_await Persist(std::move(entries));
   }
@@ -536,7 +538,8 @@ void NlmService::FinishGrants(lock::Grants grants, bool persisted) {
       DropWaiterRecord(grant.id.value());
       lock::RevokeOutcome revoked = locks_.RevokeGrant(grant.id);
       if (revoked.revoked) {
-        std::vector<JournalEntry> entries{JournalEntry::Locks(grant.file, grant.owner, grant.range)};
+        std::vector<JournalEntry> entries{
+            JournalEntry::Locks(grant.file, grant.owner, grant.range)};
         PersistInBackground(std::move(entries), std::move(revoked.grants));
       }
       continue;

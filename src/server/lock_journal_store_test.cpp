@@ -146,7 +146,9 @@ TEST_F(StoreLockJournalTest, RangedWritesKeepThePersistedRowsEqualToTheLocksHeld
     const uint64_t offset = pick(40);
     const uint64_t length = pick(8) == 0 ? 0 : 1 + pick(6);  // 0: to the end of the file
     if (pick(3) == 0) {
-      if (locks_.Unlock(file_, owner, offset, length).status != lock::LockStatus::kGranted) continue;
+      if (locks_.Unlock(file_, owner, offset, length).status != lock::LockStatus::kGranted) {
+        continue;
+      }
     } else {
       const auto type = pick(2) == 0 ? lock::LockType::kShared : lock::LockType::kExclusive;
       if (locks_.Lock(Req(file_, owner, offset, length, type)).status !=
@@ -162,10 +164,9 @@ TEST_F(StoreLockJournalTest, RangedWritesKeepThePersistedRowsEqualToTheLocksHeld
 
     std::vector<store::LockRecord> held;
     for (const lock::LockInfo& info : locks_.ListLocks()) {
-      held.push_back(store::LockRecord{info.file.value(), info.owner.host.value(),
-                                       info.owner.svid, info.owner.oh.value(),
-                                       info.type == lock::LockType::kExclusive,
-                                       info.range.offset(), info.range.length()});
+      held.push_back(store::LockRecord{
+          info.file.value(), info.owner.host.value(), info.owner.svid, info.owner.oh.value(),
+          info.type == lock::LockType::kExclusive, info.range.offset(), info.range.length()});
     }
     std::sort(held.begin(), held.end(), [](const auto& x, const auto& y) {
       return std::tie(x.file_key, x.host, x.offset) < std::tie(y.file_key, y.host, y.offset);
@@ -177,7 +178,6 @@ TEST_F(StoreLockJournalTest, RangedWritesKeepThePersistedRowsEqualToTheLocksHeld
 // A store that keeps every write it is given, and acknowledges (or fails) them when told.
 class HeldWritesStore final : public store::testutil::WriteOnlyStore {
  public:
-
   std::vector<store::WriteOp> ops;
   void CompleteAll(const std::exception_ptr& error = nullptr) {
     auto pending = std::move(dones_);

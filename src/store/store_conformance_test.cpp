@@ -264,9 +264,9 @@ TEST_P(StoreConformance, ReplaceLocksWithinASpanLeavesTheOwnersOtherLocks) {
 
 TEST_P(StoreConformance, LockChangesApplyInOrder) {
   Apply({PutLock{MakeLock("f", "h", 1, 0, 10)}, RemoveLock{MakeLock("f", "h", 1, 0, 10)},
-         PutLock{MakeLock("f", "h", 1, 0, 7)}, ReplaceLocks{"f", "h", 2, "oh-h", {{true, 1, 1}}, {}},
-         PutShare{MakeShare("f", "h", 1, 2)}, RemoveShare{MakeShare("f", "h", 0, 0)},
-         PutShare{MakeShare("f", "h", 3, 3)}});
+         PutLock{MakeLock("f", "h", 1, 0, 7)},
+         ReplaceLocks{"f", "h", 2, "oh-h", {{true, 1, 1}}, {}}, PutShare{MakeShare("f", "h", 1, 2)},
+         RemoveShare{MakeShare("f", "h", 0, 0)}, PutShare{MakeShare("f", "h", 3, 3)}});
   EXPECT_EQ(DumpStore(),
             "state 0\n"
             "lock f h/1/oh-h ex 0+7\n"

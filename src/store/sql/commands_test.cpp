@@ -34,8 +34,9 @@ TEST(Commands, EveryCommandMatchesItsStatementsParameters) {
       ClearOp{},
       BumpStateOp{&state},
       MarkCleanShutdownOp{},
-      LockChangesOp{{PutLock{}, RemoveLock{}, ReplaceLocks{"f", "h", 1, "o", {{}, {}}, {}}, PutShare{},
-                     RemoveShare{}, ReplaceLocks{"f", "h", 1, "o", {}, OffsetSpan{0, 9}}}},
+      LockChangesOp{{PutLock{}, RemoveLock{}, ReplaceLocks{"f", "h", 1, "o", {{}, {}}, {}},
+                     PutShare{}, RemoveShare{},
+                     ReplaceLocks{"f", "h", 1, "o", {}, OffsetSpan{0, 9}}}},
       ReleaseHostOp{"h"},
       RemoveNotifyOwedOp{"m"},
       MarkLockTableCompleteOp{},
@@ -61,8 +62,8 @@ TEST(Commands, BumpStateReturnsTheStateAndRecordsIt) {
 }
 
 TEST(Commands, ReplaceLocksDeletesTheOwnersLocksThenPutsEachRange) {
-  const auto commands =
-      CommandsOf(LockChangesOp{{ReplaceLocks{"f", "h", 7, "o", {{true, 0, 1}, {false, 5, 0}}, {}}}});
+  const auto commands = CommandsOf(
+      LockChangesOp{{ReplaceLocks{"f", "h", 7, "o", {{true, 0, 1}, {false, 5, 0}}, {}}}});
   EXPECT_EQ(StatementsOf(commands),
             (std::vector<Stmt>{Stmt::kRemoveOwnerLocks, Stmt::kPutLock, Stmt::kPutLock}));
   const std::string owner = LockOwnerDigest("f", "h", 7, "o");
@@ -83,9 +84,9 @@ TEST(Commands, ReplaceLocksWithinASpanDeletesOnlyThatSpanSplitAtTheSignBit) {
   const uint64_t top = uint64_t{1} << 63;
   replace.within = OffsetSpan{top - 1, top};
   commands = CommandsOf(LockChangesOp{{replace}});
-  ASSERT_EQ(StatementsOf(commands), (std::vector<Stmt>{Stmt::kRemoveOwnerLocksWithin,
-                                                       Stmt::kRemoveOwnerLocksWithin,
-                                                       Stmt::kPutLock}));
+  ASSERT_EQ(StatementsOf(commands),
+            (std::vector<Stmt>{Stmt::kRemoveOwnerLocksWithin, Stmt::kRemoveOwnerLocksWithin,
+                               Stmt::kPutLock}));
   EXPECT_EQ(commands[0].params[2].integer, std::numeric_limits<int64_t>::max());
   EXPECT_EQ(commands[0].params[3].integer, std::numeric_limits<int64_t>::max());
   EXPECT_EQ(commands[1].params[2].integer, std::numeric_limits<int64_t>::min());
