@@ -1,10 +1,7 @@
-// nlockd under AddressSanitizer. In an ASan build every nlockd these tests start inherits
-// ASAN_OPTIONS; nlockd's coroutine frames currently trip ASan's alloc-dealloc-mismatch check
-// (src/nlm/service_registration.cpp includes <asio/this_coro.hpp> before any standard header,
-// so Asio's inline aligned_new there uses operator new while the other translation units'
-// aligned_delete uses std::free: an ODR violation). Until that is fixed, the nlockd under test
-// runs with that one check off, so that the other NLM tests still run under ASan; the test
-// below states the expectation with every check on.
+// nlockd under AddressSanitizer with every check on, alloc-dealloc-mismatch included. Asio's
+// aligned new and delete once paired differently across translation units, depending on which
+// header a file included first; the build now pins that choice (docs/decisions/0002), and this
+// test keeps it pinned.
 #include <cstdlib>
 #include <string>
 
@@ -46,8 +43,8 @@ class AsanChildOptions : public ::testing::Environment {
 #endif
 
 TEST(NlmUnderAsan, NlockdServesLocksWithEveryAsanCheckOn) {
-  // Once failed: service_registration.cpp included Asio before any std header, so its
-  // coroutine frames came from operator new and were freed with std::free elsewhere.
+  // Once failed: a file that included Asio before any std header allocated coroutine frames
+  // with operator new, and other files freed them with std::free.
   SetChildAsanOptions("alloc_dealloc_mismatch=1");
   auto nlockd = StartLocalNlockd(30);
   SetChildAsanOptionsForTests();
