@@ -15,6 +15,9 @@ test_packages=(
   libtirpc-dev rpcsvc-proto rpcbind nfs-common
   clang libclang-rt-14-dev
   postgresql sqlite3 iproute2 procps curl prometheus
+  # The kernel client rig (tests/kernel/): the guest's kernel is not installed but fetched
+  # into a cache by tests/kernel/run.sh with apt-get download.
+  qemu-system-x86 busybox-static nfs-ganesha nfs-ganesha-vfs python3
 )
 
 wanted=("${build_packages[@]}")

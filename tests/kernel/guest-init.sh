@@ -1,0 +1,47 @@
+#!/bin/bash
+# The guest's init after switch_root: it runs the host's own programs, read-only over 9p.
+# Brings up the network, starts rpcbind, rpc.statd and sm-notify as a Debian client would, then
+# becomes the agent that the host drives over a virtio serial port (tests/kernel/agent.py).
+# Parameters come from the kernel command line: nlk.ip=ADDR/PREFIX nlk.hostname=NAME
+# nlk.agent=PATH.
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+export PYTHONDONTWRITEBYTECODE=1
+ip="" name="" agent=""
+for word in $(</proc/cmdline); do
+  case "$word" in
+    nlk.ip=*) ip="${word#nlk.ip=}" ;;
+    nlk.hostname=*) name="${word#nlk.hostname=}" ;;
+    nlk.agent=*) agent="${word#nlk.agent=}" ;;
+  esac
+done
+
+fail() {
+  echo "guest-init: $*" >&2
+  echo o >/proc/sysrq-trigger  # power off at once: the host sees QEMU exit
+  exit 1
+}
+stamp() {
+  local up
+  read -r up _ </proc/uptime
+  echo "guest-init: at ${up} s: $*"
+}
+stamp "started"
+
+hostname "$name" || fail "cannot set the host name"
+ip link set lo up || fail "no loopback"
+ip addr add "$ip" dev eth0 && ip link set eth0 up || fail "cannot configure eth0"
+
+stamp "network up"
+
+# Daemons log to the console (there is no syslog): foreground debug output, in the background.
+rpcbind -f &
+for _ in $(seq 200); do
+  [[ -S /run/rpcbind.sock ]] && break
+  sleep 0.05
+done
+[[ -S /run/rpcbind.sock ]] || fail "rpcbind did not come up"
+rpc.statd --no-notify -F -d 2>&1 | sed -u 's/^/statd: /' >/dev/console &
+sm-notify -d 2>&1 | sed -u 's/^/sm-notify: /' >/dev/console &
+stamp "rpcbind up, rpc.statd and sm-notify started"
+
+exec python3 "$agent"

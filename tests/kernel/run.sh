@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Runs the Linux kernel NFS client scenarios against NLOCKD_BINARY (docs/kernel-rig.md).
+# Usage: tests/kernel/run.sh NLOCKD_BINARY [SCENARIO...]     (scenarios: 1 2 3 6; default all)
+# Needs root, ip netns, qemu-system-x86, busybox-static, nfs-ganesha(-vfs), rpcbind, nfs-common
+# (scripts/install-deps.sh --test). The guest kernel and initramfs are kept in
+# $NLOCKD_KERNEL_CACHE (default /var/cache/nlockd-kernel-rig), fetched with apt-get on first use.
+# NLOCKD_KERNEL_KEEP=1 keeps the work directory (logs, console, ganesha and nlockd output).
+set -euo pipefail
+
+if [[ $# -lt 1 ]]; then
+  echo "usage: $0 NLOCKD_BINARY [SCENARIO...]" >&2
+  exit 2
+fi
+nlockd=$(realpath "$1")
+shift
+here=$(cd "$(dirname "$0")" && pwd)
+cache=${NLOCKD_KERNEL_CACHE:-/var/cache/nlockd-kernel-rig}
+python=/usr/bin/python3  # Debian's: the guest runs the same one through the shared root.
+
+[[ $(id -u) -eq 0 ]] || { echo "kernel: needs root (ip netns, tap, QEMU)" >&2; exit 2; }
+[[ -x "$nlockd" ]] || { echo "kernel: $nlockd is not executable" >&2; exit 2; }
+for tool in qemu-system-x86_64 ganesha.nfsd rpcbind rpc.statd sm-notify mount.nfs ip; do
+  command -v "$tool" >/dev/null || { echo "kernel: $tool missing (install-deps.sh --test)" >&2; exit 2; }
+done
+[[ -x /bin/busybox && -x $python ]] || { echo "kernel: busybox-static or python3 missing" >&2; exit 2; }
+
+# The guest kernel: Debian's, unpacked into the cache (never installed on this host, so the
+# host's boot stays as it is).
+mkdir -p "$cache"
+exec 9>"$cache/.lock"
+flock 9
+kdir=$(ls -d "$cache"/linux-* 2>/dev/null | sort -V | tail -n 1 || true)
+if [[ -z "$kdir" || ! -f "$kdir/done" ]]; then
+  pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-/ {print $2; exit}')
+  if [[ -z "$pkg" ]]; then
+    apt-get update -q >/dev/null
+    pkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-/ {print $2; exit}')
+  fi
+  [[ -n "$pkg" ]] || { echo "kernel: cannot resolve linux-image-amd64" >&2; exit 2; }
+  kdir="$cache/$pkg"
+  rm -rf "$kdir" && mkdir -p "$kdir/deb"
+  (cd "$kdir/deb" && apt-get download -q "$pkg" 2>&1 | grep -v '^W: Download is performed unsandboxed' || true)
+  deb=$(ls "$kdir"/deb/*.deb)
+  dpkg-deb -x "$deb" "$kdir/root"
+  rm -rf "$kdir/deb"
+  touch "$kdir/done"
+fi
+version=$(ls "$kdir/root/lib/modules")
+vmlinux="$kdir/vmlinux"
+if [[ ! -f "$vmlinux" ]]; then
+  "$python" "$here/guest-image.py" vmlinux "$kdir/root/boot/vmlinuz-$version" "$vmlinux"
+fi
+# The initramfs is rebuilt whenever its inputs change.
+key=$(cat "$here/initramfs-init" "$here/guest-image.py" /bin/busybox | sha256sum | cut -c1-16)
+initrd="$kdir/initramfs-$key.cpio.gz"
+if [[ ! -f "$initrd" ]]; then
+  rm -f "$kdir"/initramfs-*.cpio.gz
+  "$python" "$here/guest-image.py" initramfs "$kdir/root/lib/modules/$version" \
+    "$here/initramfs-init" /bin/busybox "$initrd"
+fi
+flock -u 9
+
+# One network namespace holds the server side (rpcbind, Ganesha, nlockd) and the guest's tap;
+# a private mount namespace gives it its own /run, so its rpcbind is not the host's.
+ns="nlk-kernel-$$"
+work=$(mktemp -d /tmp/nlk-kernel.XXXXXX)
+cleanup() {
+  local rc=$?
+  # Whatever is left in the namespace is ours: the rig's own processes, or QEMU after a crash.
+  local pids
+  pids=$(ip netns pids "$ns" 2>/dev/null || true)
+  [[ -n "$pids" ]] && kill -9 $pids 2>/dev/null || true
+  ip netns del "$ns" 2>/dev/null || true
+  if [[ "${NLOCKD_KERNEL_KEEP:-0}" == 1 ]]; then
+    echo "kernel: work directory kept: $work"
+  else
+    rm -rf "$work"
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+ip netns add "$ns"
+ip -n "$ns" link set lo up
+mkdir -m 0755 "$work/run"
+ip netns exec "$ns" unshare --mount --propagation private sh -c \
+  'mount --bind "$0" /run && exec "$@"' "$work/run" \
+  "$python" "$here/rig.py" --nlockd "$nlockd" --kernel "$vmlinux" --initrd "$initrd" \
+  --kernel-config "$kdir/root/boot/config-$version" --work "$work" "$@"
