@@ -5,6 +5,7 @@ the virtio serial port named nlk.agent, one JSON object per line each way.
 Requests carry an "id" that the reply repeats. Operations:
   {"op": "sh", "cmd": "...", "timeout": S}      run a shell command: {"rc", "out"}
   {"op": "open"|"lock"|"close", "worker": W, ...}  POSIX lock calls made by worker process W
+  {"op": "reset"}                                ends every worker (their locks go with them)
 The agent sends {"event": "ready", "uptime": S} once rpc.statd is registered with rpcbind.
 
 Each worker is a separate process, because POSIX locks belong to a process: two lock owners of
@@ -83,6 +84,13 @@ class Agent:
             threading.Thread(target=self.forward, args=(proc,), daemon=True).start()
         return proc
 
+    def reset(self, req):
+        for proc in self.workers.values():
+            proc.kill()
+            proc.wait()
+        self.workers.clear()
+        self.send({"id": req["id"], "ok": True})
+
     def forward(self, proc):
         for line in proc.stdout:
             self.send(json.loads(line))
@@ -118,6 +126,8 @@ class Agent:
                     req = json.loads(line)
                     if req.get("op") == "sh":
                         threading.Thread(target=self.run_shell, args=(req,), daemon=True).start()
+                    elif req.get("op") == "reset":
+                        self.reset(req)
                     else:
                         proc = self.worker(req["worker"])
                         proc.stdin.write(json.dumps(req) + "\n")

@@ -63,6 +63,13 @@ flock -u 9
 # One network namespace holds the server side (rpcbind, Ganesha, nlockd) and the guest's tap;
 # a private mount namespace gives it its own /run, so its rpcbind is not the host's.
 ns="nlk-kernel-$$"
+# Namespaces of earlier runs killed before they could clean up (their run.sh is gone).
+for old in $(ip netns list | awk '/^nlk-kernel-[0-9]+( |$)/ {print $1}'); do
+  kill -0 "${old#nlk-kernel-}" 2>/dev/null && continue
+  pids=$(ip netns pids "$old" 2>/dev/null || true)
+  [[ -n "$pids" ]] && kill -9 $pids 2>/dev/null
+  ip netns del "$old" 2>/dev/null || true
+done
 work=$(mktemp -d /tmp/nlk-kernel.XXXXXX)
 cleanup() {
   local rc=$?
