@@ -39,7 +39,11 @@ if [[ -z "$kdir" || ! -f "$kdir/done" ]]; then
   [[ -n "$pkg" ]] || { echo "kernel: cannot resolve linux-image-amd64" >&2; exit 2; }
   kdir="$cache/$pkg"
   rm -rf "$kdir" && mkdir -p "$kdir/deb"
-  (cd "$kdir/deb" && apt-get download -q "$pkg" 2>&1 | grep -v '^W: Download is performed unsandboxed' || true)
+  if ! (cd "$kdir/deb" && apt-get download -q "$pkg" >"$kdir/download.log" 2>&1); then
+    cat "$kdir/download.log" >&2
+    echo "kernel: apt-get download $pkg failed" >&2
+    exit 2
+  fi
   deb=$(ls "$kdir"/deb/*.deb)
   dpkg-deb -x "$deb" "$kdir/root"
   rm -rf "$kdir/deb"
@@ -58,7 +62,7 @@ if [[ ! -f "$initrd" ]]; then
   "$python" "$here/guest-image.py" initramfs "$kdir/root/lib/modules/$version" \
     "$here/initramfs-init" /bin/busybox "$initrd"
 fi
-flock -u 9
+exec 9>&-
 
 # One network namespace holds the server side (rpcbind, Ganesha, nlockd) and the guest's tap;
 # a private mount namespace gives it its own /run, so its rpcbind is not the host's.
