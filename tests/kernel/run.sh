@@ -71,7 +71,7 @@ ns="nlk-kernel-$$"
 for old in $(ip netns list | awk '/^nlk-kernel-[0-9]+( |$)/ {print $1}'); do
   kill -0 "${old#nlk-kernel-}" 2>/dev/null && continue
   pids=$(ip netns pids "$old" 2>/dev/null || true)
-  [[ -n "$pids" ]] && kill -9 $pids 2>/dev/null
+  [[ -z "$pids" ]] || kill -9 $pids 2>/dev/null || true
   ip netns del "$old" 2>/dev/null || true
 done
 work=$(mktemp -d /tmp/nlk-kernel.XXXXXX)
@@ -80,12 +80,16 @@ cleanup() {
   # Whatever is left in the namespace is ours: the rig's own processes, or QEMU after a crash.
   local pids
   pids=$(ip netns pids "$ns" 2>/dev/null || true)
-  [[ -n "$pids" ]] && kill -9 $pids 2>/dev/null || true
+  [[ -z "$pids" ]] || kill -9 $pids 2>/dev/null || true
+  for _ in $(seq 100); do  # until they are gone (up to 10 s), before their files are removed
+    [[ -z "$(ip netns pids "$ns" 2>/dev/null)" ]] && break
+    sleep 0.1
+  done
   ip netns del "$ns" 2>/dev/null || true
   if [[ "${NLOCKD_KERNEL_KEEP:-0}" == 1 ]]; then
     echo "kernel: work directory kept: $work"
   else
-    rm -rf "$work"
+    rm -rf "$work" || true
   fi
   exit "$rc"
 }
@@ -95,7 +99,9 @@ trap 'exit 130' INT TERM
 ip netns add "$ns"
 ip -n "$ns" link set lo up
 mkdir -m 0755 "$work/run"
+# In the background, so that a TERM reaches the trap at once rather than after the run.
 ip netns exec "$ns" unshare --mount --propagation private sh -c \
   'mount --bind "$0" /run && exec "$@"' "$work/run" \
   "$python" "$here/rig.py" --nlockd "$nlockd" --kernel "$vmlinux" --initrd "$initrd" \
-  --kernel-config "$kdir/root/boot/config-$version" --work "$work" "$@"
+  --kernel-config "$kdir/root/boot/config-$version" --work "$work" "$@" &
+wait $!
