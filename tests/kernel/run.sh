@@ -19,10 +19,15 @@ python=/usr/bin/python3  # Debian's: the guest runs the same one through the sha
 
 [[ $(id -u) -eq 0 ]] || { echo "kernel: needs root (ip netns, tap, QEMU)" >&2; exit 2; }
 [[ -x "$nlockd" ]] || { echo "kernel: $nlockd is not executable" >&2; exit 2; }
+missing() {
+  echo "kernel: $1 missing (scripts/install-deps.sh --test)" >&2
+  exit 2
+}
 for tool in qemu-system-x86_64 ganesha.nfsd rpcbind rpc.statd sm-notify mount.nfs ip; do
-  command -v "$tool" >/dev/null || { echo "kernel: $tool missing (install-deps.sh --test)" >&2; exit 2; }
+  command -v "$tool" >/dev/null || missing "$tool"
 done
-[[ -x /bin/busybox && -x $python ]] || { echo "kernel: busybox-static or python3 missing" >&2; exit 2; }
+[[ -x /bin/busybox ]] || missing busybox-static
+[[ -x $python ]] || missing python3
 
 # The guest kernel: Debian's, unpacked into the cache (never installed on this host, so the
 # host's boot stays as it is).
@@ -30,11 +35,14 @@ mkdir -p "$cache"
 exec 9>"$cache/.lock"
 flock 9
 kdir=$(ls -d "$cache"/linux-* 2>/dev/null | sort -V | tail -n 1 || true)
+kernel_package() {  # what the linux-image-amd64 metapackage points at today
+  apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-/ {print $2; exit}'
+}
 if [[ -z "$kdir" || ! -f "$kdir/done" ]]; then
-  pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-/ {print $2; exit}')
+  pkg=$(kernel_package)
   if [[ -z "$pkg" ]]; then
     apt-get update -q >/dev/null
-    pkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-/ {print $2; exit}')
+    pkg=$(kernel_package)
   fi
   [[ -n "$pkg" ]] || { echo "kernel: cannot resolve linux-image-amd64" >&2; exit 2; }
   kdir="$cache/$pkg"
