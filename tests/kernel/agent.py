@@ -23,6 +23,20 @@ import threading
 import time
 
 
+def lines_of(read):
+    """The lines of a byte stream (the host's end uses this too); read() returns the next
+    chunk, b"" at the end."""
+    buf = b""
+    while True:
+        chunk = read()
+        if not chunk:
+            return
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            yield line
+
+
 def worker_main():
     files = {}
     for line in sys.stdin:
@@ -112,28 +126,27 @@ class Agent:
 
     def serve(self):
         threading.Thread(target=self.announce_ready, daemon=True).start()
-        buf = b""
+        for line in lines_of(self.read_port):
+            try:
+                req = json.loads(line)
+                if req.get("op") == "sh":
+                    threading.Thread(target=self.run_shell, args=(req,), daemon=True).start()
+                elif req.get("op") == "reset":
+                    self.reset(req)
+                else:
+                    proc = self.worker(req["worker"])
+                    proc.stdin.write(json.dumps(req) + "\n")
+                    proc.stdin.flush()
+            except (ValueError, KeyError, OSError) as e:
+                self.send({"event": "bad-request", "error": repr(e)})
+
+    def read_port(self):
         while True:
             chunk = os.read(self.fd, 65536)
-            if not chunk:
-                # The host is not connected: wait for it without spinning.
-                time.sleep(0.1)
-                continue
-            buf += chunk
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                try:
-                    req = json.loads(line)
-                    if req.get("op") == "sh":
-                        threading.Thread(target=self.run_shell, args=(req,), daemon=True).start()
-                    elif req.get("op") == "reset":
-                        self.reset(req)
-                    else:
-                        proc = self.worker(req["worker"])
-                        proc.stdin.write(json.dumps(req) + "\n")
-                        proc.stdin.flush()
-                except (ValueError, KeyError, OSError) as e:
-                    self.send({"event": "bad-request", "error": repr(e)})
+            if chunk:
+                return chunk
+            # The host is not connected: wait for it without spinning.
+            time.sleep(0.1)
 
 
 def open_port(name):

@@ -9,8 +9,8 @@ Every wait polls for an event with a deadline; no step sleeps for a fixed time.
 import argparse
 import json
 import os
-import pwd
 import grp
+import pwd
 import re
 import signal
 import socket
@@ -21,6 +21,8 @@ import time
 import traceback
 import urllib.error
 import urllib.request
+
+from agent import lines_of
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SERVER_IP = "10.197.0.1"
@@ -183,29 +185,25 @@ class AgentLink:
         except (FileNotFoundError, ConnectionRefusedError):
             return False
 
+    def _recv(self):
+        try:
+            return self.sock.recv(65536)
+        except OSError:
+            return b""
+
     def _read(self):
-        buf = b""
-        while True:
+        for line in lines_of(self._recv):
             try:
-                chunk = self.sock.recv(65536)
-            except OSError:
-                chunk = b""
-            if not chunk:
-                break
-            buf += chunk
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                try:
-                    msg = json.loads(line)
-                except ValueError:
-                    msg = {"event": "garbage", "line": line.decode(errors="replace")}
-                with self.cond:
-                    if "id" in msg:
-                        self.replies[msg["id"]] = msg
-                    else:
-                        msg["host_time"] = now()
-                        self.events.append(msg)
-                    self.cond.notify_all()
+                msg = json.loads(line)
+            except ValueError:
+                msg = {"event": "garbage", "line": line.decode(errors="replace")}
+            with self.cond:
+                if "id" in msg:
+                    self.replies[msg["id"]] = msg
+                else:
+                    msg["host_time"] = now()
+                    self.events.append(msg)
+                self.cond.notify_all()
         with self.cond:
             self.closed = True
             self.cond.notify_all()

@@ -110,6 +110,6 @@ mkdir -m 0755 "$work/run"
 # In the background, so that a TERM reaches the trap at once rather than after the run.
 ip netns exec "$ns" unshare --mount --propagation private sh -c \
   'mount --bind "$0" /run && exec "$@"' "$work/run" \
-  "$python" "$here/rig.py" --nlockd "$nlockd" --kernel "$vmlinux" --initrd "$initrd" \
+  "$python" -B "$here/rig.py" --nlockd "$nlockd" --kernel "$vmlinux" --initrd "$initrd" \
   --kernel-config "$kdir/root/boot/config-$version" --work "$work" "$@" &
 wait $!
