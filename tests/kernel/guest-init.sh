@@ -6,6 +6,9 @@
 # nlk.agent=PATH.
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 export PYTHONDONTWRITEBYTECODE=1
+# /tmp is the host's, read-only; scratch space is on /run (tmpfs).
+mkdir -p /run/tmp
+export TMPDIR=/run/tmp
 ip="" name="" agent=""
 for word in $(</proc/cmdline); do
   case "$word" in

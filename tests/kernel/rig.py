@@ -31,6 +31,9 @@ TAP = "nlktap0"
 ADMIN = "127.0.0.1:9464"
 NLOCKD_PORT = 4045
 GUEST_NAME = "nlk-guest"
+# Where the guest mounts the export: its /run is tmpfs. (Not /tmp: the guest sees the host's
+# /tmp, where this tree or nlockd's binary may live.)
+GUEST_MNT = "/run/nlk"
 # What a Debian client uses by default: NFSv3 over TCP with locking through lockd.
 DEFAULT_OPTS = "vers=3,lock"
 # A kernel that missed the GRANTED callback retries its blocked lock after 30 s, and one that got
@@ -442,17 +445,18 @@ class Rig:
             pass
 
     def mount(self, name, opts, sharecache=True):
-        """Mounts the export at /tmp/NAME in the guest (once per boot)."""
+        """Mounts the export at MNT/NAME in the guest (once per boot)."""
+        point = "%s/%s" % (GUEST_MNT, name)
         if name in self.mounted:
-            return "/tmp/" + name
+            return point
         if not sharecache:
             opts += ",nosharecache"
         t0 = now()
-        self.agent.sh("mkdir -p /tmp/%s && mount -t nfs -o %s %s:%s /tmp/%s" %
-                      (name, opts, SERVER_IP, self.export, name), timeout=120)
+        self.agent.sh("mkdir -p %s && mount -t nfs -o %s %s:%s %s" %
+                      (point, opts, SERVER_IP, self.export, point), timeout=120)
         self.notes.append("mount %s (%s) %.2f s" % (name, opts, now() - t0))
         self.mounted.add(name)
-        return "/tmp/" + name
+        return point
 
     def mount_pair(self, label="tcp", opts=DEFAULT_OPTS):
         """Two mounts of the export, the second with nosharecache, so that two processes of
@@ -593,8 +597,9 @@ def scenario_locks_udp(rig):
     # lockd speaks TCP whatever the mount says. What stays UDP is MOUNT, and NSM (sm-notify,
     # statd and nlockd's notifier), which scenarios 2 and 3 use. Check the refusal, so that a
     # kernel that brings UDP back runs the full scenario above.
-    refused = rig.agent.sh("mkdir -p /tmp/udp-probe && mount -t nfs -o %s,proto=udp %s:%s "
-                           "/tmp/udp-probe" % (DEFAULT_OPTS, SERVER_IP, rig.export), check=False)
+    probe = GUEST_MNT + "/udp-probe"
+    refused = rig.agent.sh("mkdir -p %s && mount -t nfs -o %s,proto=udp %s:%s %s" %
+                           (probe, DEFAULT_OPTS, SERVER_IP, rig.export, probe), check=False)
     if refused["rc"] == 0:
         raise Failure("the kernel's config disables NFS over UDP, yet a UDP mount worked")
     detail = locks_and_grant(rig, "mntudp", DEFAULT_OPTS + ",mountproto=udp")
