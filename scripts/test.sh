@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds nlockd with ASan+UBSan and -Werror, runs every test (unit, db, integration) against a
-# PostgreSQL server this script starts, then runs the RPC fuzz target briefly.
+# PostgreSQL server this script starts, then a Linux kernel NFS client under QEMU against that
+# nlockd, then the RPC fuzz target briefly.
 # Usage: scripts/test.sh [--no-fuzz]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +20,9 @@ if [[ -x scripts/with-postgres.sh ]]; then
 else
   ctest --test-dir "$build" --output-on-failure -j "$jobs"
 fi
+
+# A Linux kernel NFS client under QEMU against the sanitized nlockd (docs/kernel-rig.md).
+tests/kernel/run.sh "$build/src/cmd/nlockd"
 
 if [[ "${1:-}" != "--no-fuzz" ]]; then
   # The fuzz target needs clang; it compiles only the sources on the path it exercises.
