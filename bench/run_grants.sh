@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # 200 blocked waiters released at once: time until every GRANTED_MSG callback is acknowledged,
-# with every client answering and with 10% of them silent (issue 4). Runs nlockd and the bench
+# with every client answering and with 10% of them silent. Runs nlockd and the bench
 # in a private network namespace (needs root) so that the 127.x.y.z client addresses meet
 # nothing else; the callbacks go to each LOCK_MSG's UDP source port.
 # Usage: bench/run_grants.sh [BUILD_DIR] [WAITERS] [ROUNDS]

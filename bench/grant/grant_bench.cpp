@@ -1,4 +1,4 @@
-// nlockd-grant-bench: N blocked waiters released at once (issue 4). One holder locks a whole
+// nlockd-grant-bench: N blocked waiters released at once. One holder locks a whole
 // file; N client hosts (each its own UDP socket on 127.<case>.x.y) queue a blocking LOCK_MSG
 // for a range of their own and get LOCK_RES BLOCKED; the holder unlocks, nlockd grants all N at
 // once and calls each back with GRANTED_MSG (to the source port of its LOCK_MSG, as BSD and

@@ -1,5 +1,5 @@
 // nlockd-notify-bench: one restart-notification round to many monitored hosts on loopback
-// addresses (127.a.b.c), a share of which never answer (issue 6, "Benchmark").
+// addresses (127.a.b.c), a share of which never answer.
 //
 // One responder thread plays every peer: a UDP socket on 0.0.0.0 answers PMAP GETPORT (100024
 // v1 UDP -> its own port) and SM_NOTIFY, replying from the address the datagram was sent to

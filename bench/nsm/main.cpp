@@ -1,6 +1,6 @@
 // nlockd-nsm-bench: SM_MON durable registrations per second at 1 and 64 connections against
 // the RPC NULL ceiling of the same server in the same run, and SM_MON latency (one client,
-// one call at a time) with no registrations present and with 10,000 present (issue 6).
+// one call at a time) with no registrations present and with 10,000 present.
 // REQUIRES: a fresh nlockd (empty store, a registration limit above what the run creates).
 #include <cstdlib>
 #include <iostream>

@@ -1,7 +1,7 @@
 // nlockd-nsm-status-bench: against a running nlockd, (1) SM_NOTIFY received -> status callback
 // sent, with 1 registration present and with N (default 10,000), measured from sending the
 // SM_NOTIFY to the callback's arrival at a local callback server; (2) SM_SIMU_CRASH with N
-// monitored hosts: time until every host got SM_NOTIFY with the new state (issue 6).
+// monitored hosts: time until every host got SM_NOTIFY with the new state.
 //
 // REQUIRES: its own network namespace (bench/nsm/run_status.sh makes one): the bench plays this
 // host's rpcbind on 0.0.0.0:111 (GETPORT 100021 -> the callback server, 100024 -> itself) and

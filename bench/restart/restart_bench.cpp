@@ -1,4 +1,4 @@
-// nlockd-restart-bench: restart-to-available (issue 8). H simulated client hosts (default 1,000)
+// nlockd-restart-bench: restart-to-available. H simulated client hosts (default 1,000)
 // take L locks each (default 10) from a fresh nlockd on a SQLite store; nlockd is killed with
 // SIGKILL and started again on the same store. Each host's status monitor reclaims the host's
 // locks as soon as its SM_NOTIFY arrives, and a host that held nothing asks for a lock on a

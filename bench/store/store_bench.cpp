@@ -1,4 +1,4 @@
-// Store benchmarks (DESIGN.md section 4: speed is measured here, never asserted in tests).
+// Store benchmarks (speed is measured here, never asserted in tests).
 //   store_bench                                  SQLite only
 //   scripts/with-postgres.sh store_bench         SQLite and PostgreSQL
 // Environment: NLOCKD_BENCH_SECONDS (per throughput run, default 2), NLOCKD_BENCH_LOCKS and
@@ -102,7 +102,7 @@ std::map<std::string, double>& Results() {
   return results;
 }
 
-// The registrations the throughput runs cycle through: nlockd's default limit (DESIGN.md), so
+// The registrations the throughput runs cycle through: nlockd's default limit (10,000), so
 // the table grows to a server's size and then takes updates (a second SM_MON of a host).
 constexpr uint64_t kClients = 10000;
 

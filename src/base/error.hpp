@@ -6,7 +6,7 @@
 
 namespace nlockd {
 
-// What the catcher of an infrastructure fault can do about it (STYLE.md, "Errors", rule 4).
+// What the catcher of an infrastructure fault can do about it (docs/architecture.md, "Errors").
 // Protocol outcomes and untrusted input never throw; only faults of the machinery do.
 enum class ErrorKind {
   kFailed,         // A bug or a permanent fault: log it and give up on this unit of work.

@@ -10,9 +10,9 @@
 
 namespace nlockd::nsm {
 
-// getaddrinfo on Asio's resolver thread, never on the executor, abandoned after `timeout`
-// (PROTOCOL-NOTES.md §2 #3, #4: DNS must never stall the monitor): the addresses of `name` (an
-// IP literal is its own), empty when it does not resolve in time.
+// getaddrinfo on Asio's resolver thread, never on the executor, abandoned after `timeout`, so
+// that slow or broken DNS never stalls the monitor: the addresses of `name` (an IP literal is
+// its own), empty when it does not resolve in time.
 asio::awaitable<std::vector<asio::ip::address>> LookupWithin(asio::any_io_executor executor,
                                                              std::string name,
                                                              std::chrono::milliseconds timeout);

@@ -23,8 +23,8 @@ rpc::CallResult Failure(rpc::CallStatus status, std::string detail) {
   return result;
 }
 
-// Replies are a few dozen bytes; a bigger buffer lets a burst of them wait in the kernel
-// instead of being dropped (sm-notify lost replies this way; issue 6).
+// Replies are a few dozen bytes; a bigger buffer lets the burst of them at the start of a
+// notification round wait in the kernel instead of being dropped.
 constexpr int kReceiveBuffer = 4 << 20;
 
 }  // namespace

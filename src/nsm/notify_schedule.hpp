@@ -13,8 +13,8 @@
 #include "base/clock.hpp"
 
 // When each host owed an SM_NOTIFY is tried next: the backoff, the rpcbind re-query and the
-// give-up of the restart notifier (issue 6, "nlockd restarts"), with no I/O and no Asio, so that
-// tests drive it with a ManualClock. The Notifier waits on timers for the times it returns.
+// give-up of the restart notifier, with no I/O and no Asio, so that tests drive it with a
+// ManualClock. The Notifier waits on timers for the times it returns.
 namespace nlockd::nsm {
 
 struct NotifyScheduleOptions {

@@ -12,7 +12,7 @@ namespace nlockd::nsm {
 struct RpcStatusCallerOptions {
   std::string rpcbind_host = "127.0.0.1";  // the local portmapper
   uint16_t rpcbind_port = 111;
-  // Each attempt's total deadline: GETPORT plus the call (DESIGN.md: every outbound call).
+  // Each attempt's total deadline: GETPORT plus the call, so a dead registrant stalls nothing.
   std::chrono::milliseconds deadline{5000};
   int attempts = 3;
   std::chrono::milliseconds retry_delay{1000};

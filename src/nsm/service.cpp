@@ -1,5 +1,3 @@
-// The class's header comes first: Asio picks its coroutine-frame allocator by what was included
-// before it, and every file must pick the same one (a mismatch aborts under ASan).
 #include "nsm/service.hpp"
 
 #include <map>

@@ -26,17 +26,18 @@
 namespace nlockd::nsm {
 
 struct NsmOptions {
-  // Registrations held at most (DESIGN.md §1); past it SM_MON answers stat_fail.
+  // Registrations held at most; past it SM_MON answers stat_fail.
   size_t max_registrations = 10'000;
   // Callers besides loopback allowed SM_MON, SM_UNMON, SM_UNMON_ALL and SM_SIMU_CRASH
   // (normalised addresses). Everyone else is refused: a remote host must not register monitors
-  // with callbacks of its choosing (the old statd hole, PROTOCOL-NOTES.md §1.7).
+  // with callbacks of its choosing, the old statd hole
+  // (docs/decisions/0011-nsm-caller-rules-and-notify-gating.md).
   std::set<std::string> allowlist;
   // Programs a registration may name as its callback (rpc.statd: only NLM), so that an SM_MON
   // cannot aim nlockd's callbacks at an arbitrary local service.
   std::set<int32_t> callback_programs{100021};
-  // Act on an SM_NOTIFY only when it comes from one of the peer's known addresses (spoofed
-  // SM_NOTIFY dropping another host's locks: PROTOCOL-NOTES.md §2 #12).
+  // Act on an SM_NOTIFY only when it comes from one of the peer's known addresses, so that a
+  // spoofed SM_NOTIFY cannot drop another host's locks.
   bool check_notifier_address = true;
 };
 
@@ -82,7 +83,7 @@ class NsmService {
   // Start-up: the durable state number and the persisted registrations.
   void Load(int32_t state, const std::vector<store::Registration>& registrations);
 
-  // Procedures (XNFS NSM chapter; PROTOCOL-NOTES.md §1.1).
+  // Procedures (the Open Group XNFS specification, NSM chapter).
   sm_stat_res Stat(const rpc::CallContext& context, const sm_name& args);
   asio::awaitable<sm_stat_res> Mon(const rpc::CallContext& context, mon args);
   asio::awaitable<sm_stat> Unmon(const rpc::CallContext& context, mon_id args);

@@ -1,5 +1,4 @@
-// The procedure table of NsmService, in one place. The class's header comes first (see
-// service.cpp).
+// The procedure table of NsmService, in one place.
 #include "nsm/service.hpp"
 
 namespace nlockd::nsm {

@@ -26,7 +26,7 @@ struct CallTarget {
 };
 
 struct CallOptions {
-  // Total deadline: resolve, connect, send and reply (DESIGN.md: every outbound call has one).
+  // Total deadline: resolve, connect, send and reply, so that a dead peer stalls only its call.
   std::chrono::milliseconds deadline{5000};
   // UDP only: the first retransmission interval; it doubles after each try.
   std::chrono::milliseconds udp_retry{500};

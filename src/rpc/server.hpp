@@ -18,7 +18,7 @@ namespace nlockd::rpc {
 
 struct ServerOptions {
   // A TCP record larger than this closes the connection before anything is allocated for it.
-  // NLM and NSM calls are a few KiB at most (PROTOCOL-NOTES.md §1.10).
+  // NLM and NSM calls are a few KiB at most: every string and opaque in them is bounded to 1 KiB.
   size_t max_record_size = 1 << 20;
   // Connections past this are accepted and closed at once, so a flood of idle sockets cannot
   // exhaust file descriptors.

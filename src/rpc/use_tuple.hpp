@@ -6,8 +6,8 @@
 namespace nlockd::rpc {
 
 // Completion token for awaiting an operation as (error_code, result...) instead of throwing:
-// socket errors are values in connection loops (STYLE.md, "Errors", rule 3). Asio 1.22 keeps
-// as_tuple in experimental/.
+// socket errors are values in connection loops, where a peer hanging up is routine. Asio 1.22
+// keeps as_tuple in experimental/.
 inline constexpr auto kUseTuple = asio::experimental::as_tuple(asio::use_awaitable);
 
 }  // namespace nlockd::rpc

@@ -8,7 +8,7 @@
 
 namespace nlockd::store {
 
-// The store a --store URI names (DESIGN.md section 5):
+// The store a --store URI names:
 //   "memory:"                         MemoryStore (nothing survives a restart)
 //   "sqlite:PATH"                     SqliteStore on the file PATH (parent directories created)
 //   "postgresql://..." "postgres://..."  PgStore; any libpq connection URI

@@ -28,7 +28,7 @@ struct CommitRecord {
 // must be cheap and must not throw (e.g. update thread-safe metrics).
 using CommitObserver = std::function<void(const CommitRecord&)>;
 
-// What the store knew when it was opened; decides the grace period (DESIGN.md, "Grace period").
+// What the store knew when it was opened; decides the grace plan (docs/architecture.md).
 struct StartupInfo {
   bool persistent = false;          // false for the memory store: nothing survived
   bool first_run = false;           // no earlier run of this node used the store

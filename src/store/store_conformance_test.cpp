@@ -1,5 +1,5 @@
-// The conformance suite every Store implementation passes (STYLE.md, "Tests"); the backends'
-// own test files instantiate it.
+// The conformance suite every Store implementation passes; the backends' own test files
+// instantiate it.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -114,7 +114,7 @@ TEST_P(StoreConformance, RegistrationsDifferingInAnyKeyFieldAreDistinct) {
 }
 
 TEST_P(StoreConformance, BinaryAndMaximumLengthFieldsRoundTrip) {
-  // Names and handles come off the wire: any bytes, up to 1 KiB each (DESIGN.md section 3).
+  // Names and handles come off the wire: any bytes, up to 1 KiB each (the protocols' bounds).
   const std::string binary("a\0b\xff\x80z", 6);
   const std::string big_a(1024, 'a');
   const std::string big_b(1024, '\xfe');

@@ -57,7 +57,8 @@ enum class Durability {
 
 Durability DurabilityOf(const WriteOp& op);
 
-// The next state number: the next odd one, wrapping like an XDR int (PROTOCOL-NOTES 1.8).
+// The next state number: the next odd one, wrapping around like the 32-bit int it is on the wire
+// (peers compare states with serial-number arithmetic).
 int32_t NextOddState(int32_t state);
 // The state while down after a clean shutdown: the next even number (or `state` if even).
 int32_t NextEvenState(int32_t state);

@@ -11,7 +11,8 @@
 
 namespace nlockd::xdr {
 
-// Why a decode failed. Untrusted bytes never throw (STYLE.md, "Errors", rule 2).
+// Why a decode failed. Untrusted bytes never throw: a failure is a value that names the field,
+// and the dispatcher turns it into GARBAGE_ARGS.
 enum class DecodeError {
   kTruncated,    // Fewer bytes left than the item needs.
   kTooLong,      // A length or count above the field's bound.

@@ -251,7 +251,7 @@ TEST_F(NlmBetweenHosts, AGrantIsSentWithTheVersionOfTheBlockedRequest) {
   EXPECT_EQ(hosts().nlockd().Stop(), 0);
 }
 
-// PROTOCOL-NOTES.md §1.5: a client in its own grace period answers DENIED_GRACE_PERIOD; the
+// A client in its own grace period answers a GRANTED callback with DENIED_GRACE_PERIOD; the
 // server tries again later instead of taking the lock back.
 TEST_F(NlmBetweenHosts, AGrantAnsweredWithTheClientsGracePeriodIsSentAgain) {
   ASSERT_TRUE(hosts().StartNlockd({}));

@@ -453,8 +453,8 @@ TEST_P(NlmAsync, AMsgThatDoesNotDecodeStillGetsItsEmptyReplyAndAFailureInTheRes)
   ASSERT_TRUE(exchange.res);
   auto res = DecodeRes(version(), exchange.res->body);
   ASSERT_TRUE(res);
-  // Version 4 has "failed"; versions 1 and 3 can only say denied_nolocks
-  // (PROTOCOL-NOTES.md §1.2).
+  // Version 4 has "failed"; versions 1 and 3, which have no such code, can only say
+  // denied_nolocks.
   EXPECT_EQ(res->stat, version() == 4 ? NlmStat::kFailed : NlmStat::kDeniedNolocks);
 }
 

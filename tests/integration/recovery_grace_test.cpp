@@ -1,4 +1,4 @@
-// The edges of the grace period after a restart (issue 8): a host that never answers its
+// The edges of the grace period after a restart: a host that never answers its
 // notification, SM_SIMU_CRASH as a restart in place, and what is refused during and after grace.
 #include <chrono>
 #include <regex>

@@ -1,4 +1,4 @@
-// nlockd restarted on the store it crashed with (issue 8): a hundred client hosts on loopback
+// nlockd restarted on the store it crashed with: a hundred client hosts on loopback
 // addresses hold locks, nlockd is killed with SIGKILL and started again; every host must learn
 // of the restart from SM_NOTIFY, get its locks back by reclaiming them, and the service must
 // open again as early as the restored table allows.

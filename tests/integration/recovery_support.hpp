@@ -1,6 +1,6 @@
 #pragma once
 
-// Shared by the restart-recovery tests (issue 8): nlockd on a SQLite store in a temporary
+// Shared by the restart-recovery tests: nlockd on a SQLite store in a temporary
 // directory, restarted with kill -9 or a changed boot id, its admin API, its log, and the lock
 // owners of the simulated client hosts of LoopbackPeers.
 

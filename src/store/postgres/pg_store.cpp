@@ -186,7 +186,7 @@ void PgStore::CommitBatch(std::span<const QueuedWrite> batch, Durability durabil
   steps.reserve(commands_.size() + 3);
   steps.push_back(PgStep{nullptr, "BEGIN", {}, {}});
   if (durability == Durability::kCommitted) {
-    // Committed before the answer, but the WAL flush may follow (DESIGN.md, "Persistence").
+    // Committed before the answer, but the WAL flush may follow (the kCommitted class, store.hpp).
     steps.push_back(PgStep{nullptr, "SET LOCAL synchronous_commit TO off", {}, {}});
   }
   for (const SqlCommand& command : commands_) {

@@ -9,7 +9,7 @@
 namespace nlockd::store {
 
 // Row keys of the SQL stores: the SHA-256 (32 bytes) of a length-prefixed encoding of a record's
-// identity. Names and handles may each be 1 KiB (DESIGN.md section 3), too long together for a
+// identity. Names and handles may each be 1 KiB (the protocols' bounds), too long together for a
 // PostgreSQL index entry (about 2.7 KB); a digest keeps keys short, and a cryptographic one
 // keeps a client from crafting two identities that collide.
 
