@@ -486,7 +486,13 @@ void NlmService::GrantedRes(const rpc::CallContext& context, const nlm4_res& res
                  rpc::AddressToString(record.callback.address));
     return;
   }
-  if (!record.ack || !record.ack->awaiting_res) return;
+  if (!record.ack) return;
+  if (res.stat == NLM4_GRANTED) {
+    // Accepted even between attempts: the client holds the lock once it said so.
+    AcceptGrant(by_cookie->second);
+  } else if (!record.ack->awaiting_res) {
+    return;
+  }
   record.ack->stat = res.stat;
   record.ack->timer.cancel();
 }

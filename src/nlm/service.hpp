@@ -142,6 +142,7 @@ class NlmService {
     asio::steady_timer timer;
     bool awaiting_res = false;  // A GRANTED_MSG was sent and its GRANTED_RES is awaited.
     std::optional<nlm4_stats> stat;
+    bool accepted = false;  // The client accepted the grant; AcceptGrant acknowledged it.
   };
 
   // What the blocked LOCK that made a waiter said, for the waiter's GRANTED callback: the
@@ -213,6 +214,10 @@ class NlmService {
   // Marks a record gone: its callback, if one is running, stops at its next step.
   void DropWaiterRecord(uint64_t id);
   asio::awaitable<void> DeliverGrant(lock::WaiterGrant grant, rpc::TaskGate::Pass pass);
+  // The client accepted the grant of waiter `id` (in GRANTED's reply or a GRANTED_RES): the
+  // lock manager settles it now, so that the client holds the lock from this moment, whatever
+  // runs before the delivering coroutine resumes (a CANCEL then finds nothing to undo).
+  void AcceptGrant(uint64_t id);
   // True while the callback of waiter `id` should go on (its grant is still pending).
   bool GrantStillPending(uint64_t id) const;
   asio::awaitable<void> SendRes(ClientAddress client, uint32_t version, uint32_t procedure,

@@ -102,6 +102,31 @@ TEST_F(NlmServiceTest, ACancelledGrantIsNotAnnouncedAgain) {
   EXPECT_EQ(locks_.ListWaiters().size(), 1u);
 }
 
+TEST_F(NlmServiceTest, ACancelRightAfterAnAcceptedGrantKeepsTheLock) {
+  auto a = From("192.0.2.1"), b = From("192.0.2.2");
+  auto held = LockArgs("client-a", 1, 0, 10);
+  auto wanted = LockArgs("client-b", 2, 0, 10, true);
+  ASSERT_EQ(Lock(a, held).stat, NLM4_GRANTED);
+  ASSERT_EQ(Lock(b, wanted).stat, NLM4_BLOCKED);
+  Unlock(a, held);
+  RunFor(std::chrono::milliseconds(10));  // GRANTED_MSG sent; its callback awaits GRANTED_RES.
+  ASSERT_EQ(caller_.sent.size(), 1u);
+  service_->GrantedRes(b, nlm4_res{GrantedArgs(caller_.sent[0]).cookie, NLM4_GRANTED});
+  // The client's CANCEL is handled before the delivering callback resumes (it runs on another
+  // context here, so the service's own context has not run since the GRANTED_RES): the client
+  // accepted the grant already, so it holds the lock and the CANCEL finds nothing to undo.
+  asio::io_context elsewhere;
+  nlm4_cancargs cancel{"c", true, true, wanted.alock};
+  EXPECT_EQ(RunCoroutine(elsewhere, service_->Cancel(b, cancel)).stat, NLM4_GRANTED);
+  RunFor(std::chrono::milliseconds(100));
+  EXPECT_EQ(service_->stats().callbacks_acknowledged, 1u);
+  EXPECT_EQ(service_->stats().callbacks_failed, 0u);
+  EXPECT_EQ(caller_.sent.size(), 1u);
+  ASSERT_EQ(locks_.ListLocks().size(), 1u);
+  EXPECT_EQ(locks_.ListLocks()[0].owner.host.value(), "192.0.2.2");
+  EXPECT_EQ(locks_.ListWaiters().size(), 0u);
+}
+
 TEST_F(NlmServiceTest, UnlockAndFreeAllStopTheCallbackOfAGrantTheyTookBack) {
   auto a = From("192.0.2.1"), b = From("192.0.2.2");
   auto held = LockArgs("client-a", 1, 0, 10);
