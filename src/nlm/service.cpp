@@ -403,24 +403,23 @@ asio::awaitable<nlm4_shareres> NlmService::Unshare(const rpc::CallContext& conte
 }
 
 asio::awaitable<void> NlmService::FreeAll(const rpc::CallContext& context, nlm4_notify args) {
-  // The caller may free only itself: the host its address is bound to must carry the name
-  // (PROTOCOL-NOTES.md §2 #12); a co-resident caller on loopback may free any host.
+  // A caller may free only itself, as with Linux lockd: the named host (by key or caller_name)
+  // must be bound to the request's own source address. Being on loopback proves nothing: every
+  // client on this machine is, each with its own address.
   std::vector<std::string> hosts;
-  std::string peer = rpc::AddressToString(context.peer_address);
-  bool local = rpc::IsLoopback(context.peer_address);
   locks_.hosts().ForEach([&](const lock::HostInfo& host) {
     bool named = SameName(host.id.value(), args.name) || SameName(host.label, args.name);
     if (!named) return;
     auto address = host_addresses_.find(host.id.value());
-    bool bound = address != host_addresses_.end() &&
-                 rpc::AddressToString(address->second) == peer;
-    if (local || bound) hosts.push_back(host.id.value());
+    if (address != host_addresses_.end() && address->second == context.peer_address) {
+      hosts.push_back(host.id.value());
+    }
   });
   if (hosts.empty()) {
     ++stats_.spoof_rejections;
-    spdlog::warn("nlm FREE_ALL name={} from peer={} matches no host bound to that address; "
-                 "ignored",
-                 args.name, peer);
+    spdlog::warn("nlm FREE_ALL name={} from {} refused: no host of that name is bound to that "
+                 "address",
+                 args.name, rpc::AddressToString(context.peer_address));
     co_return;
   }
   std::vector<JournalEntry> entries;
