@@ -166,6 +166,10 @@ class LockManager {
   size_t AwaitingReclaimCount() const { return awaiting_locks_ + awaiting_shares_; }
   // Drops a host's still-awaiting restored state (it rebooted again, or will never reclaim).
   DropOutcome DropRestored(const HostId& host);
+  // Restored locks and shares removed before their reclaim, however that happened: grace ended,
+  // DropRestored, or their host released everything (a reboot, FREE_ALL). A restored record is
+  // either reclaimed, dropped (counted here), or still awaiting.
+  uint64_t DroppedRestoredCount() const { return dropped_restored_; }
   // Ends grace now and drops all still-awaiting restored state.
   DropOutcome EndGrace(GraceEndReason reason);
   // Call from a timer: ends grace if its time ran out (every other call checks too).
@@ -265,6 +269,7 @@ class LockManager {
     size_t shares = 0;
     size_t waiters = 0;
     size_t pending_grants = 0;
+    size_t restored = 0;  // Of the locks and shares, those awaiting their reclaim.
   };
   Removal RemoveFromFile(FileState& file, const std::function<bool(OwnerId)>& owner_match,
                          bool awaiting_only, Grants& grants);
@@ -289,6 +294,7 @@ class LockManager {
   size_t awaiting_shares_ = 0;
   size_t waiters_ = 0;
   size_t pending_grants_ = 0;
+  uint64_t dropped_restored_ = 0;
 };
 
 }  // namespace nlockd::lock

@@ -122,6 +122,8 @@ struct HostReleaseOutcome {
   size_t shares = 0;          // Share reservations released.
   size_t waiters = 0;         // Queued waiters dropped.
   size_t pending_grants = 0;  // Granted, unacknowledged waiters dropped (their locks released).
+  // Of the locks and shares, restored ones still awaiting their reclaim: dropped unreclaimed.
+  size_t restored = 0;
   size_t files_failed = 0;    // Files whose clean-up threw; the others were still done.
   Grants grants;              // Waiters of other hosts that became granted.
 };

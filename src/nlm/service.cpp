@@ -466,8 +466,9 @@ size_t NlmService::ReleaseHost(const std::string& host, std::vector<JournalEntry
   lock::HostReleaseOutcome outcome = locks_.ReleaseHost(lock::HostId(host));
   ForgetHostWaiters(host);
   ++stats_.hosts_released;
-  spdlog::info("nlm released host={} locks={} shares={} waiters={} grants={}", host,
-               outcome.locks, outcome.shares, outcome.waiters, outcome.grants.size());
+  spdlog::info("nlm released host={} locks={} shares={} waiters={} grants={} restored_dropped={}",
+               host, outcome.locks, outcome.shares, outcome.waiters, outcome.grants.size(),
+               outcome.restored);
   entries.push_back(JournalEntry::HostReleased(lock::HostId(host)));
   for (auto& grant : outcome.grants) grants.push_back(std::move(grant));
   return outcome.locks;
