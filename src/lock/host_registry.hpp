@@ -23,6 +23,9 @@ struct HostInfo {
   uint64_t shares = 0;          // Share reservations held.
   uint64_t waiters = 0;         // Blocked requests still queued.
   uint64_t pending_grants = 0;  // Granted blocked requests not yet acknowledged.
+  // Times everything of the host was released (LockManager::ReleaseHost): an undo of a call
+  // made before a release does not bring back what that release dropped.
+  uint64_t releases = 0;
 
   bool HoldsState() const {
     return locks != 0 || shares != 0 || waiters != 0 || pending_grants != 0;

@@ -124,17 +124,19 @@ class LockManager {
       const ByteRange& range = ByteRange::FromFirstLast(0, ByteRange::kMaxOffset)) const;
   std::optional<PriorLocks> SnapshotLocks(const FileKey& file, const LockOwner& owner,
                                           uint64_t offset, uint64_t length) const;
-  // Gives the owner back, over the snapshot's range, exactly the locks it held then, and serves
-  // the waiters this frees. Does nothing (restored=false) if another owner now holds a lock
-  // that conflicts with the prior ones; nothing either if the owner is gone (its host was
-  // released meanwhile: that release stands). Bytes that a grant of the owner's blocked
-  // request made since the snapshot still decides stay as that grant made them (its undo gives
-  // back the snapshot's state there).
+  // Gives the owner back, over the snapshot's range, exactly the locks it held then (making the
+  // owner again if the undone call, an UNLOCK, released its last record), and serves the
+  // waiters this frees. Does nothing (restored=false) if another owner now holds a lock that
+  // conflicts with the prior ones; nothing either if the owner's host was released since the
+  // snapshot (that release stands). Bytes that a grant of the owner's blocked request made
+  // since the snapshot still decides stay as that grant made them (its undo gives back the
+  // snapshot's state there).
   // REQUIRES: the owner made no other call on this file since the snapshot (NLM serialises an
   // owner's calls while one awaits its journal write).
   RestoreOutcome RestoreLocks(const PriorLocks& prior);
   PriorShare SnapshotShare(const FileKey& file, const LockOwner& owner) const;
-  // The same for a SHARE: puts the prior reservation back, or removes the owner's if it had none.
+  // The same for a SHARE or UNSHARE: puts the prior reservation back, or removes the owner's if
+  // it had none.
   RestoreOutcome RestoreShare(const PriorShare& prior);
 
   // --- Share reservations -------------------------------------------------------------------
@@ -232,7 +234,18 @@ class LockManager {
   // Forgets the owner's granted-unacknowledged record of exactly this lock, if any.
   int64_t SettlePendingGrant(FileState& file, OwnerId owner, const ByteRange& range, LockType type);
 
-  // Undo of granted blocks (lock_manager_undo.cpp).
+  // Undo of granted blocks and calls (lock_manager_undo.cpp).
+  // The owner and file to restore a snapshot into: found, or made again when the undone call
+  // released the owner's last record there. nullopt when there is nothing to restore: the
+  // owner's host was released since the snapshot (`host_releases`), or the owner is gone and
+  // held nothing then (`held_before` false).
+  struct RestoreTarget {
+    FileState* file;
+    OwnerId owner;
+  };
+  std::optional<RestoreTarget> FindRestoreTarget(const FileKey& file, const LockOwner& owner,
+                                                 uint64_t host_releases, bool held_before);
+  uint64_t HostReleases(const HostId& host) const;
   // The owner's locks over `range`, clipped to it.
   static std::vector<PriorLocks::Entry> OwnerLocksOver(const FileState& file, OwnerId owner,
                                                        const ByteRange& range);

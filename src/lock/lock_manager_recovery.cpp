@@ -15,6 +15,7 @@ HostReleaseOutcome LockManager::ReleaseHost(const HostId& host) {
   CheckGrace(out.grants);
   HostInfo* info = hosts_.Find(host);
   if (info == nullptr) return out;
+  ++info->releases;
   auto state = host_states_.find(info);
   if (state == host_states_.end()) return out;
   std::vector<FileState*> files;

@@ -312,22 +312,41 @@ asio::awaitable<nlm4_res> NlmService::Unlock(const rpc::CallContext& context,
                                              nlm4_unlockargs args) {
   Unlocked unlocked = TakeUnlock(context, args);
   std::optional<OwnerTurns::Turn> turn;
+  std::optional<lock::PriorLocks> prior;
   if (journal_ != nullptr) {
     const size_t slot = OwnerTurns::SlotOf(unlocked.file, unlocked.owner);
     turn = turns_.TryTake(slot);
     if (!turn) turn.emplace(co_await turns_.Take(slot));
+    prior = locks_.SnapshotLocks(unlocked.file, unlocked.owner, args.alock.l_offset,
+                                 args.alock.l_len);
   }
   ApplyUnlock(unlocked, args);
+  nlm4_stats stat = ToWire(unlocked.outcome.status);
+  const std::optional<lock::ByteRange> range =
+      lock::ByteRange::FromOffsetLength(args.alock.l_offset, args.alock.l_len);
   bool persisted = true;
   if (journal_ != nullptr && unlocked.outcome.status == LockStatus::kGranted) {
-    std::vector<JournalEntry> entries{JournalEntry::Locks(
-        unlocked.file, unlocked.owner,
-        lock::ByteRange::FromOffsetLength(args.alock.l_offset, args.alock.l_len))};
+    std::vector<JournalEntry> entries{JournalEntry::Locks(unlocked.file, unlocked.owner, range)};
     AppendGrantEntries(entries, unlocked.outcome.grants);
     persisted = co_await Persist(std::move(entries));
   }
+  // The waiters it granted lose their grants first, so that the owner's locks can come back.
   FinishGrants(std::move(unlocked.outcome.grants), persisted);
-  co_return nlm4_res{std::move(args.cookie), ToWire(unlocked.outcome.status)};
+  if (!persisted && prior) {
+    // The store still holds the locks: answering GRANTED would let a restart bring them back
+    // with nobody to reclaim them. The owner keeps them, and the answer is the one clients
+    // send their UNLOCK again for (Linux retries an UNLOCK refused with DENIED_GRACE_PERIOD,
+    // having already dropped the lock locally; DENIED_NOLOCKS would end its attempts and leave
+    // the lock held here for good).
+    lock::RestoreOutcome undo = locks_.RestoreLocks(*prior);
+    PersistInBackground({JournalEntry::Locks(unlocked.file, unlocked.owner, range)},
+                        std::move(undo.grants));
+    if (undo.restored) stat = NLM4_DENIED_GRACE_PERIOD;
+    spdlog::warn("nlm unlock host={} not persisted; answering {}", unlocked.owner.host.value(),
+                 undo.restored ? "DENIED_GRACE_PERIOD (try again)"
+                               : "GRANTED (another owner holds the range now)");
+  }
+  co_return nlm4_res{std::move(args.cookie), stat};
 }
 
 nlm4_res NlmService::Granted(const nlm4_testargs& args) {
@@ -386,12 +405,15 @@ asio::awaitable<nlm4_shareres> NlmService::Unshare(const rpc::CallContext& conte
   lock::LockOwner owner{lock::HostId(HostKeyFor(context, args.share.caller_name)), 0,
                         lock::OwnerHandle(args.share.oh)};
   std::optional<OwnerTurns::Turn> turn;
+  std::optional<lock::PriorShare> prior;
   if (journal_ != nullptr) {
     const size_t slot = OwnerTurns::SlotOf(file, owner);
     turn = turns_.TryTake(slot);
     if (!turn) turn.emplace(co_await turns_.Take(slot));
+    prior = locks_.SnapshotShare(file, owner);
   }
   lock::UnshareOutcome outcome = locks_.Unshare(file, owner);
+  nlm4_stats stat = NLM4_GRANTED;
   bool persisted = true;
   if (journal_ != nullptr) {
     std::vector<JournalEntry> entries{JournalEntry::Share(file, owner)};
@@ -399,7 +421,15 @@ asio::awaitable<nlm4_shareres> NlmService::Unshare(const rpc::CallContext& conte
     persisted = co_await Persist(std::move(entries));
   }
   FinishGrants(std::move(outcome.grants), persisted);
-  co_return nlm4_shareres{std::move(args.cookie), NLM4_GRANTED, 0};
+  if (!persisted && prior && prior->share) {
+    // As for UNLOCK: the reservation stays, and the client is told to try again.
+    lock::RestoreOutcome undo = locks_.RestoreShare(*prior);
+    PersistInBackground({JournalEntry::Share(file, owner)}, std::move(undo.grants));
+    if (undo.restored) stat = NLM4_DENIED_GRACE_PERIOD;
+    spdlog::warn("nlm unshare host={} not persisted; answering {}", owner.host.value(),
+                 undo.restored ? "DENIED_GRACE_PERIOD (try again)" : "GRANTED (not undoable)");
+  }
+  co_return nlm4_shareres{std::move(args.cookie), stat, 0};
 }
 
 asio::awaitable<void> NlmService::FreeAll(const rpc::CallContext& context, nlm4_notify args) {
