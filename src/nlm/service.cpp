@@ -178,50 +178,27 @@ asio::awaitable<nlm4_res> NlmService::Lock(const rpc::CallContext& context, nlm4
     if (!ok) co_return nlm4_res{std::move(args.cookie), NLM4_DENIED_NOLOCKS};
   }
   lock::LockRequest request = TakeLockRequest(context, std::move(host), args);
-  std::optional<OwnerTurns::Turn> turn;
-  // What the owner held over the range, to undo exactly this call if it cannot be persisted.
+  const std::optional<OwnerTurns::Turn> turn = co_await OwnerTurn(request.file, request.owner);
+  // What the owner held over the range, to undo exactly this call if it cannot be written.
   std::optional<lock::PriorLocks> prior;
   if (journal_ != nullptr) {
-    // An earlier call of this owner on this file, still awaiting its write, may undo itself:
-    // this one changes the state only after that (the undo must not overwrite this call).
-    const size_t slot = OwnerTurns::SlotOf(request.file, request.owner);
-    turn = turns_.TryTake(slot);
-    if (!turn) turn.emplace(co_await turns_.Take(slot));
     prior = locks_.SnapshotLocks(request.file, request.owner, request.offset, request.length);
   }
   lock::LockOutcome outcome = ApplyLock(context, request);
   nlm4_stats stat = ToWire(outcome.status);
   const bool granted = outcome.status == LockStatus::kGranted;
-  bool persisted = true;
-  if (journal_ != nullptr && (granted || !outcome.grants.empty())) {
-    std::vector<JournalEntry> entries;
-    if (granted) {
-      entries.push_back(JournalEntry::Locks(request.file, request.owner, RangeOf(request)));
-    }
-    AppendGrantEntries(entries, outcome.grants);
-    persisted = co_await Persist(std::move(entries));
-  }
-  FinishGrants(std::move(outcome.grants), persisted);
+  const JournalEntry own = JournalEntry::Locks(request.file, request.owner, RangeOf(request));
+  const bool persisted = co_await JournalCall(
+      granted ? std::vector{own} : std::vector<JournalEntry>{}, std::move(outcome.grants));
   if (!persisted && granted && prior) {
     // Fail closed (Linux lockd, NFS-Ganesha): a lock the store does not know is not granted.
-    // The owner gets back exactly what it held over the range before this call (an upgrade
-    // that fails leaves the shared lock it upgraded).
-    lock::RestoreOutcome undo = locks_.RestoreLocks(*prior);
-    std::vector<JournalEntry> entries{
-        JournalEntry::Locks(request.file, request.owner, RangeOf(request))};
-    PersistInBackground(std::move(entries), std::move(undo.grants));
-    if (undo.restored) {
-      spdlog::warn("nlm lock host={} caller={} not persisted; answering DENIED_NOLOCKS",
-                   request.owner.host.value(), request.host_label);
-      stat = NLM4_DENIED_NOLOCKS;
-    } else {
-      // The call was a downgrade and another owner already holds what it gave up: the lock as
-      // granted is the state everyone saw, so it stands and is answered as it is.
-      spdlog::warn(
-          "nlm lock host={} caller={} not persisted and not undoable (another owner "
-          "holds what it released); answering GRANTED",
-          request.owner.host.value(), request.host_label);
-    }
+    // Unless the call was a downgrade whose released part another owner holds now: then the
+    // lock as granted is the state everyone saw, and it stands.
+    const bool undone = UndoUnwritten(*prior, own);
+    if (undone) stat = NLM4_DENIED_NOLOCKS;
+    spdlog::warn("nlm lock host={} caller={} not persisted; answering {}",
+                 request.owner.host.value(), request.host_label,
+                 undone ? "DENIED_NOLOCKS" : "GRANTED (another owner holds what it released)");
   }
   co_return nlm4_res{std::move(args.cookie), stat};
 }
@@ -260,26 +237,14 @@ asio::awaitable<bool> NlmService::EnsureMonitored(const rpc::CallContext& contex
 asio::awaitable<nlm4_res> NlmService::Cancel(const rpc::CallContext& context, nlm4_cancargs args) {
   lock::LockRequest request = ToRequest(context, args.alock, args.exclusive);
   request.block = args.block;
-  std::optional<OwnerTurns::Turn> turn;
-  if (journal_ != nullptr) {
-    const size_t slot = OwnerTurns::SlotOf(request.file, request.owner);
-    turn = turns_.TryTake(slot);
-    if (!turn) turn.emplace(co_await turns_.Take(slot));
-  }
+  const std::optional<OwnerTurns::Turn> turn = co_await OwnerTurn(request.file, request.owner);
   lock::CancelOutcome outcome = locks_.Cancel(request);
   ForgetGoneWaiters(request.owner.host.value(), request.file);
-  if (journal_ != nullptr &&
-      (outcome.result == lock::CancelResult::kGrantUndone || !outcome.grants.empty())) {
-    std::vector<JournalEntry> entries;
-    if (outcome.result == lock::CancelResult::kGrantUndone) {
-      entries.push_back(JournalEntry::Locks(request.file, request.owner, RangeOf(request)));
-    }
-    AppendGrantEntries(entries, outcome.grants);
-    bool persisted = co_await Persist(std::move(entries));
-    FinishGrants(std::move(outcome.grants), persisted);
-  } else {
-    FinishGrants(std::move(outcome.grants), true);
+  std::vector<JournalEntry> own;
+  if (outcome.result == lock::CancelResult::kGrantUndone) {
+    own.push_back(JournalEntry::Locks(request.file, request.owner, RangeOf(request)));
   }
+  co_await JournalCall(std::move(own), std::move(outcome.grants));
   // Cancelling what is not queued is not an error to the client: it was granted or gone.
   nlm4_stats stat = outcome.result == lock::CancelResult::kInvalidRange ? NLM4_FBIG : NLM4_GRANTED;
   co_return nlm4_res{std::move(args.cookie), stat};
@@ -311,40 +276,34 @@ std::optional<nlm4_res> NlmService::TryUnlock(const rpc::CallContext& context,
 asio::awaitable<nlm4_res> NlmService::Unlock(const rpc::CallContext& context,
                                              nlm4_unlockargs args) {
   Unlocked unlocked = TakeUnlock(context, args);
-  std::optional<OwnerTurns::Turn> turn;
+  const std::optional<OwnerTurns::Turn> turn = co_await OwnerTurn(unlocked.file, unlocked.owner);
   std::optional<lock::PriorLocks> prior;
   if (journal_ != nullptr) {
-    const size_t slot = OwnerTurns::SlotOf(unlocked.file, unlocked.owner);
-    turn = turns_.TryTake(slot);
-    if (!turn) turn.emplace(co_await turns_.Take(slot));
     prior = locks_.SnapshotLocks(unlocked.file, unlocked.owner, args.alock.l_offset,
                                  args.alock.l_len);
   }
   ApplyUnlock(unlocked, args);
   nlm4_stats stat = ToWire(unlocked.outcome.status);
-  const std::optional<lock::ByteRange> range =
-      lock::ByteRange::FromOffsetLength(args.alock.l_offset, args.alock.l_len);
-  bool persisted = true;
-  if (journal_ != nullptr && unlocked.outcome.status == LockStatus::kGranted) {
-    std::vector<JournalEntry> entries{JournalEntry::Locks(unlocked.file, unlocked.owner, range)};
-    AppendGrantEntries(entries, unlocked.outcome.grants);
-    persisted = co_await Persist(std::move(entries));
-  }
-  // The waiters it granted lose their grants first, so that the owner's locks can come back.
-  FinishGrants(std::move(unlocked.outcome.grants), persisted);
+  const bool unlocked_ok = unlocked.outcome.status == LockStatus::kGranted;
+  const JournalEntry own =
+      JournalEntry::Locks(unlocked.file, unlocked.owner,
+                          lock::ByteRange::FromOffsetLength(args.alock.l_offset, args.alock.l_len));
+  // The waiters it granted lose their grants first if it is not written, so that the owner's
+  // locks can come back.
+  const bool persisted =
+      co_await JournalCall(unlocked_ok ? std::vector{own} : std::vector<JournalEntry>{},
+                           std::move(unlocked.outcome.grants));
   if (!persisted && prior) {
     // The store still holds the locks: answering GRANTED would let a restart bring them back
     // with nobody to reclaim them. The owner keeps them, and the answer is the one clients
     // send their UNLOCK again for (Linux retries an UNLOCK refused with DENIED_GRACE_PERIOD,
     // having already dropped the lock locally; DENIED_NOLOCKS would end its attempts and leave
     // the lock held here for good).
-    lock::RestoreOutcome undo = locks_.RestoreLocks(*prior);
-    PersistInBackground({JournalEntry::Locks(unlocked.file, unlocked.owner, range)},
-                        std::move(undo.grants));
-    if (undo.restored) stat = NLM4_DENIED_GRACE_PERIOD;
-    spdlog::warn("nlm unlock host={} not persisted; answering {}", unlocked.owner.host.value(),
-                 undo.restored ? "DENIED_GRACE_PERIOD (try again)"
-                               : "GRANTED (another owner holds the range now)");
+    const bool undone = UndoUnwritten(*prior, own);
+    if (undone) stat = NLM4_DENIED_GRACE_PERIOD;
+    spdlog::warn(
+        "nlm unlock host={} not persisted; answering {}", unlocked.owner.host.value(),
+        undone ? "DENIED_GRACE_PERIOD (try again)" : "GRANTED (another owner holds the range now)");
   }
   co_return nlm4_res{std::move(args.cookie), stat};
 }
@@ -365,36 +324,23 @@ asio::awaitable<nlm4_shareres> NlmService::Share(const rpc::CallContext& context
   request.deny = ToDeny(args.share.mode);
   request.reclaim = args.reclaim;
   request.host_label = args.share.caller_name;
-  std::optional<OwnerTurns::Turn> turn;
+  const std::optional<OwnerTurns::Turn> turn = co_await OwnerTurn(request.file, request.owner);
   std::optional<lock::PriorShare> prior;
-  if (journal_ != nullptr) {
-    // As for LOCK: an earlier SHARE of this owner may still undo itself.
-    const size_t slot = OwnerTurns::SlotOf(request.file, request.owner);
-    turn = turns_.TryTake(slot);
-    if (!turn) turn.emplace(co_await turns_.Take(slot));
-    prior = locks_.SnapshotShare(request.file, request.owner);
-  }
+  if (journal_ != nullptr) prior = locks_.SnapshotShare(request.file, request.owner);
   lock::ShareOutcome outcome = locks_.Share(request);
   nlm4_stats stat = ToWire(outcome.status);
   const bool granted = outcome.status == LockStatus::kGranted;
-  bool persisted = true;
-  if (journal_ != nullptr && (granted || !outcome.grants.empty())) {
-    std::vector<JournalEntry> entries;
-    if (granted) entries.push_back(JournalEntry::Share(request.file, request.owner));
-    AppendGrantEntries(entries, outcome.grants);
-    persisted = co_await Persist(std::move(entries));
-  }
-  FinishGrants(std::move(outcome.grants), persisted);
+  const JournalEntry own = JournalEntry::Share(request.file, request.owner);
+  const bool persisted = co_await JournalCall(
+      granted ? std::vector{own} : std::vector<JournalEntry>{}, std::move(outcome.grants));
   if (!persisted && granted && prior) {
     // Fail closed, as for LOCK: the owner's reservation goes back to what it was (none, or
     // the one this call replaced), unless another owner already uses what the call gave up.
-    lock::RestoreOutcome undo = locks_.RestoreShare(*prior);
-    std::vector<JournalEntry> entries{JournalEntry::Share(request.file, request.owner)};
-    PersistInBackground(std::move(entries), std::move(undo.grants));
-    if (undo.restored) stat = NLM4_DENIED_NOLOCKS;
+    const bool undone = UndoUnwritten(*prior, own);
+    if (undone) stat = NLM4_DENIED_NOLOCKS;
     spdlog::warn("nlm share host={} caller={} not persisted; answering {}",
                  request.owner.host.value(), request.host_label,
-                 undo.restored ? "DENIED_NOLOCKS" : "GRANTED (not undoable)");
+                 undone ? "DENIED_NOLOCKS" : "GRANTED (not undoable)");
   }
   co_return nlm4_shareres{std::move(args.cookie), stat, 0};
 }
@@ -404,30 +350,19 @@ asio::awaitable<nlm4_shareres> NlmService::Unshare(const rpc::CallContext& conte
   lock::FileKey file(args.share.fh);
   lock::LockOwner owner{lock::HostId(HostKeyFor(context, args.share.caller_name)), 0,
                         lock::OwnerHandle(args.share.oh)};
-  std::optional<OwnerTurns::Turn> turn;
+  const std::optional<OwnerTurns::Turn> turn = co_await OwnerTurn(file, owner);
   std::optional<lock::PriorShare> prior;
-  if (journal_ != nullptr) {
-    const size_t slot = OwnerTurns::SlotOf(file, owner);
-    turn = turns_.TryTake(slot);
-    if (!turn) turn.emplace(co_await turns_.Take(slot));
-    prior = locks_.SnapshotShare(file, owner);
-  }
+  if (journal_ != nullptr) prior = locks_.SnapshotShare(file, owner);
   lock::UnshareOutcome outcome = locks_.Unshare(file, owner);
   nlm4_stats stat = NLM4_GRANTED;
-  bool persisted = true;
-  if (journal_ != nullptr) {
-    std::vector<JournalEntry> entries{JournalEntry::Share(file, owner)};
-    AppendGrantEntries(entries, outcome.grants);
-    persisted = co_await Persist(std::move(entries));
-  }
-  FinishGrants(std::move(outcome.grants), persisted);
+  const JournalEntry own = JournalEntry::Share(file, owner);
+  const bool persisted = co_await JournalCall({own}, std::move(outcome.grants));
   if (!persisted && prior && prior->share) {
     // As for UNLOCK: the reservation stays, and the client is told to try again.
-    lock::RestoreOutcome undo = locks_.RestoreShare(*prior);
-    PersistInBackground({JournalEntry::Share(file, owner)}, std::move(undo.grants));
-    if (undo.restored) stat = NLM4_DENIED_GRACE_PERIOD;
+    const bool undone = UndoUnwritten(*prior, own);
+    if (undone) stat = NLM4_DENIED_GRACE_PERIOD;
     spdlog::warn("nlm unshare host={} not persisted; answering {}", owner.host.value(),
-                 undo.restored ? "DENIED_GRACE_PERIOD (try again)" : "GRANTED (not undoable)");
+                 undone ? "DENIED_GRACE_PERIOD (try again)" : "GRANTED (not undoable)");
   }
   co_return nlm4_shareres{std::move(args.cookie), stat, 0};
 }
@@ -455,12 +390,7 @@ asio::awaitable<void> NlmService::FreeAll(const rpc::CallContext& context, nlm4_
   std::vector<JournalEntry> entries;
   lock::Grants grants;
   for (const auto& host : hosts) ReleaseHost(host, entries, grants);
-  bool persisted = true;
-  if (journal_ != nullptr) {
-    AppendGrantEntries(entries, grants);
-    persisted = co_await Persist(std::move(entries));
-  }
-  FinishGrants(std::move(grants), persisted);
+  co_await JournalCall(std::move(entries), std::move(grants));
 }
 
 void NlmService::SmNotify(const rpc::CallContext& context, const nlm_sm_status& args) {
@@ -529,6 +459,42 @@ void NlmService::GrantedRes(const rpc::CallContext& context, const nlm4_res& res
 
 // --- Journal ----------------------------------------------------------------------------------
 
+asio::awaitable<std::optional<OwnerTurns::Turn>> NlmService::OwnerTurn(
+    const lock::FileKey& file, const lock::LockOwner& owner) {
+  if (journal_ == nullptr) co_return std::nullopt;
+  co_return co_await turns_.TakeFor(file, owner);
+}
+
+asio::awaitable<bool> NlmService::JournalCall(std::vector<JournalEntry> entries,
+                                              lock::Grants grants) {
+  bool persisted = true;
+  if (journal_ != nullptr) {
+    AppendGrantEntries(entries, grants);
+    persisted = co_await Persist(std::move(entries));
+  }
+  FinishGrants(std::move(grants), persisted);
+  co_return persisted;
+}
+
+bool NlmService::UndoUnwritten(const lock::PriorLocks& prior, const JournalEntry& entry) {
+  lock::RestoreOutcome undo = locks_.RestoreLocks(prior);
+  PersistInBackground({entry}, std::move(undo.grants));
+  return undo.restored;
+}
+
+bool NlmService::UndoUnwritten(const lock::PriorShare& prior, const JournalEntry& entry) {
+  lock::RestoreOutcome undo = locks_.RestoreShare(prior);
+  PersistInBackground({entry}, std::move(undo.grants));
+  return undo.restored;
+}
+
+void NlmService::RevokeUnaccepted(const lock::WaiterGrant& grant) {
+  lock::RevokeOutcome revoked = locks_.RevokeGrant(grant.id);
+  if (!revoked.revoked) return;  // Settled already (acknowledged, or by the owner's own call).
+  PersistInBackground({JournalEntry::Locks(grant.file, grant.owner, grant.range)},
+                      std::move(revoked.grants));
+}
+
 asio::awaitable<bool> NlmService::Persist(std::vector<JournalEntry> entries) {
   if (journal_ == nullptr || entries.empty()) co_return true;
   bool ok = false;
@@ -572,12 +538,7 @@ void NlmService::FinishGrants(lock::Grants grants, bool persisted) {
     if (!persisted) {
       // The store does not know the waiter holds the lock: take the grant back (fail closed).
       DropWaiterRecord(grant.id.value());
-      lock::RevokeOutcome revoked = locks_.RevokeGrant(grant.id);
-      if (revoked.revoked) {
-        std::vector<JournalEntry> entries{
-            JournalEntry::Locks(grant.file, grant.owner, grant.range)};
-        PersistInBackground(std::move(entries), std::move(revoked.grants));
-      }
+      RevokeUnaccepted(grant);
       continue;
     }
     auto pass = gate_.TryEnter();

@@ -193,6 +193,24 @@ class NlmService {
   asio::awaitable<bool> EnsureMonitored(const rpc::CallContext& context, std::string host,
                                         nlm4_lockargs args);
 
+  // With a journal, the owner's turn on the file (OwnerTurns): an earlier call of the owner,
+  // still awaiting its write, may undo itself, and this call changes the state only after
+  // that. nullopt without a journal.
+  asio::awaitable<std::optional<OwnerTurns::Turn>> OwnerTurn(const lock::FileKey& file,
+                                                             const lock::LockOwner& owner);
+  // Journals a call's own `entries` and the grants it made, in that order, before the call is
+  // answered; then announces the grants, or revokes them if the write failed. True if written
+  // (at once with no journal or nothing to write).
+  asio::awaitable<bool> JournalCall(std::vector<JournalEntry> entries, lock::Grants grants);
+  // A call that changed the owner's state could not be written: puts back what the owner held
+  // before it (`prior`), journals that in the background (`entry` names the owner and file)
+  // and serves the waiters it frees. False when another owner holds what the call gave up, so
+  // that the call stands.
+  bool UndoUnwritten(const lock::PriorLocks& prior, const JournalEntry& entry);
+  bool UndoUnwritten(const lock::PriorShare& prior, const JournalEntry& entry);
+  // Takes back a grant nobody will hold (refused, unanswered, not written, or nobody to call)
+  // and journals that, and the waiters it frees, in the background.
+  void RevokeUnaccepted(const lock::WaiterGrant& grant);
   // Records `entries` in the journal: true once written (at once with no journal or nothing
   // to record), false if the journal failed.
   asio::awaitable<bool> Persist(std::vector<JournalEntry> entries);

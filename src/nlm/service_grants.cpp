@@ -107,11 +107,7 @@ asio::awaitable<void> NlmService::DeliverGrant(lock::WaiterGrant grant,
     // No request to answer (its waiter is gone, or was never NLM's): nobody to call back.
     // RevokeGrant does nothing if the owner already settled the grant.
     DropWaiterRecord(id);
-    lock::RevokeOutcome revoked = locks_.RevokeGrant(grant.id);
-    if (revoked.revoked) {
-      std::vector<JournalEntry> entries{JournalEntry::Locks(grant.file, grant.owner, grant.range)};
-      PersistInBackground(std::move(entries), std::move(revoked.grants));
-    }
+    RevokeUnaccepted(grant);
     co_return;
   }
   WaiterRecord& record = *found->second;
@@ -193,11 +189,7 @@ asio::awaitable<void> NlmService::DeliverGrant(lock::WaiterGrant grant,
     ++stats_.callbacks_failed;
     spdlog::info("nlm GRANTED callback to host={} not acknowledged; revoking the grant", host);
   }
-  lock::RevokeOutcome revoked = locks_.RevokeGrant(grant.id);
-  if (revoked.revoked) {
-    std::vector<JournalEntry> entries{JournalEntry::Locks(grant.file, grant.owner, grant.range)};
-    PersistInBackground(std::move(entries), std::move(revoked.grants));
-  }
+  RevokeUnaccepted(grant);
 }
 
 }  // namespace nlockd::nlm
