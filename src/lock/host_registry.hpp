@@ -17,6 +17,9 @@ struct HostInfo {
   HostId id;
   std::string label;                 // E.g. the NLM caller_name of a host keyed by address.
   std::optional<int32_t> nsm_state;  // The client's last reported NSM state (lockargs.state).
+  // Where its latest request that left it holding state came from (LockRequest::host_address):
+  // the protocol layer lets only that address release the host (NLM FREE_ALL).
+  std::string address;
   Clock::time_point first_seen;
   Clock::time_point last_seen;
   uint64_t locks = 0;           // Lock entries held, including granted-unacknowledged ones.

@@ -224,7 +224,8 @@ class LockManager {
   void ReleaseFileIfEmpty(FileState& file);
   // Marks the owner's host as seen now; returns it (nullptr if unknown).
   HostInfo* TouchHost(const LockOwner& owner, std::optional<OwnerId> id);
-  void NoteHost(HostInfo& host, std::optional<int32_t> nsm_state, const std::string& label);
+  void NoteHost(HostInfo& host, std::optional<int32_t> nsm_state, const std::string& label,
+                const std::string& address);
 
   // Grants, in arrival order, the queued waiters of `file` that overlap `released` and conflict
   // with nothing held; repeats when a grant itself downgrades a lock.

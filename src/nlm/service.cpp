@@ -1,13 +1,13 @@
 #include "nlm/service.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <random>
 
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <spdlog/spdlog.h>
 
+#include "base/host_name.hpp"
 #include "rpc/address.hpp"
 #include "rpc/use_tuple.hpp"
 
@@ -61,14 +61,6 @@ GrantCookies::Key RandomKey() {
   return GrantCookies::Key{word(), word()};
 }
 
-bool SameName(std::string_view a, std::string_view b) {
-  return a.size() == b.size() &&
-         std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
 }  // namespace
 
 NlmService::NlmService(asio::any_io_executor executor, lock::LockManager& locks,
@@ -107,7 +99,6 @@ lock::LockRequest NlmService::ToRequest(const rpc::CallContext& context, const n
 
 lock::LockRequest NlmService::TakeLockRequest(const rpc::CallContext& context, std::string host,
                                               nlm4_lockargs& args) {
-  host_addresses_[host] = context.peer_address;
   lock::LockRequest request;
   request.file = lock::FileKey(std::move(args.alock.fh));
   request.owner = lock::LockOwner{lock::HostId(std::move(host)), args.alock.svid,
@@ -119,6 +110,7 @@ lock::LockRequest NlmService::TakeLockRequest(const rpc::CallContext& context, s
   request.reclaim = args.reclaim;
   request.nsm_state = args.state;
   request.host_label = std::move(args.alock.caller_name);
+  request.host_address = rpc::AddressToString(context.peer_address);
   return request;
 }
 
@@ -173,7 +165,6 @@ asio::awaitable<nlm4_res> NlmService::Lock(const rpc::CallContext& context, nlm4
                                            bool monitor) {
   std::string host = HostKeyFor(context, args.alock.caller_name);
   if (monitor && !monitored_.contains(host)) {
-    host_addresses_[host] = context.peer_address;
     bool ok = co_await EnsureMonitored(context, host, args);
     if (!ok) co_return nlm4_res{std::move(args.cookie), NLM4_DENIED_NOLOCKS};
   }
@@ -225,6 +216,14 @@ asio::awaitable<bool> NlmService::EnsureMonitored(const rpc::CallContext& contex
   monitoring_.erase(host);
   if (ok) {
     monitored_.insert(host);
+    // Bounded by the lock manager's host limit (twice it, so that pruning costs O(1) per host
+    // amortized): a host it no longer knows (evicted or forgotten while idle) is monitored again
+    // if it comes back, which costs one SM_MON.
+    if (monitored_.size() > 2 * locks_.hosts().max_hosts()) {
+      std::erase_if(monitored_, [&](const std::string& name) {
+        return name != host && locks_.hosts().Find(lock::HostId(name)) == nullptr;
+      });
+    }
   } else {
     ++stats_.monitor_failures;
     spdlog::warn("nlm monitoring host={} caller={} failed; answering DENIED_NOLOCKS", host,
@@ -316,7 +315,6 @@ nlm4_res NlmService::Granted(const nlm4_testargs& args) {
 asio::awaitable<nlm4_shareres> NlmService::Share(const rpc::CallContext& context,
                                                  nlm4_shareargs args) {
   std::string host = HostKeyFor(context, args.share.caller_name);
-  host_addresses_[host] = context.peer_address;
   lock::ShareRequest request;
   request.file = lock::FileKey(args.share.fh);
   request.owner = lock::LockOwner{lock::HostId(host), 0, lock::OwnerHandle(args.share.oh)};
@@ -324,6 +322,7 @@ asio::awaitable<nlm4_shareres> NlmService::Share(const rpc::CallContext& context
   request.deny = ToDeny(args.share.mode);
   request.reclaim = args.reclaim;
   request.host_label = args.share.caller_name;
+  request.host_address = rpc::AddressToString(context.peer_address);
   const std::optional<OwnerTurns::Turn> turn = co_await OwnerTurn(request.file, request.owner);
   std::optional<lock::PriorShare> prior;
   if (journal_ != nullptr) prior = locks_.SnapshotShare(request.file, request.owner);
@@ -372,19 +371,17 @@ asio::awaitable<void> NlmService::FreeAll(const rpc::CallContext& context, nlm4_
   // must be bound to the request's own source address. Being on loopback proves nothing: every
   // client on this machine is, each with its own address.
   std::vector<std::string> hosts;
+  const std::string peer = rpc::AddressToString(context.peer_address);
   locks_.hosts().ForEach([&](const lock::HostInfo& host) {
-    bool named = SameName(host.id.value(), args.name) || SameName(host.label, args.name);
-    if (!named) return;
-    auto address = host_addresses_.find(host.id.value());
-    if (address != host_addresses_.end() && address->second == context.peer_address) {
-      hosts.push_back(host.id.value());
-    }
+    bool named = SameHostName(host.id.value(), args.name) || SameHostName(host.label, args.name);
+    if (named && !host.address.empty() && host.address == peer) hosts.push_back(host.id.value());
   });
   if (hosts.empty()) {
     ++stats_.spoof_rejections;
-    spdlog::warn("nlm FREE_ALL name={} from {} refused: no host of that name is bound to that "
-                 "address",
-                 args.name, rpc::AddressToString(context.peer_address));
+    spdlog::warn(
+        "nlm FREE_ALL name={} from {} refused: no host of that name is bound to that "
+        "address",
+        args.name, peer);
     co_return;
   }
   std::vector<JournalEntry> entries;
@@ -409,7 +406,7 @@ void NlmService::SmNotify(const rpc::CallContext& context, const nlm_sm_status& 
 size_t NlmService::HostRebooted(const std::string& name) {
   std::vector<std::string> hosts;
   locks_.hosts().ForEach([&](const lock::HostInfo& host) {
-    if (SameName(host.id.value(), name) || SameName(host.label, name)) {
+    if (SameHostName(host.id.value(), name) || SameHostName(host.label, name)) {
       hosts.push_back(host.id.value());
     }
   });

@@ -182,7 +182,8 @@ class NlmService {
   std::string HostKeyFor(const rpc::CallContext& context, const std::string& caller_name) const;
   lock::LockRequest ToRequest(const rpc::CallContext& context, const nlm4_lock& lock,
                               bool exclusive) const;
-  // The LOCK request, its strings moved out of `args`; binds `host` to the caller's address.
+  // The LOCK request, its strings moved out of `args`; the host is bound to the caller's
+  // address (lock::HostInfo::address) if the call leaves it holding state.
   lock::LockRequest TakeLockRequest(const rpc::CallContext& context, std::string host,
                                     nlm4_lockargs& args);
   // Asks the lock manager; keeps or forgets the waiter record.
@@ -253,6 +254,8 @@ class NlmService {
   rpc::TaskGate gate_;
   OwnerTurns turns_;  // Used while a journal is set.
   NlmStats stats_;
+  // Hosts monitored already (their first lock awaited SM_MON); see EnsureMonitored for its
+  // bound.
   std::unordered_set<std::string> monitored_;
   // Hosts whose first SM_MON is in flight; later first locks wait on it.
   std::unordered_map<std::string, std::shared_ptr<asio::steady_timer>> monitoring_;
@@ -263,9 +266,6 @@ class NlmService {
   std::unordered_map<uint64_t, std::unique_ptr<WaiterRecord>> waiters_;
   std::unordered_map<std::string, size_t> waiters_per_host_;
   std::unordered_map<std::string, uint64_t> waiter_by_cookie_;  // Callbacks in flight.
-  // Per host: the address of its latest request (FREE_ALL binding). Bounded by the hosts that
-  // ever locked (the monitor's registration limit).
-  std::unordered_map<std::string, asio::ip::address> host_addresses_;
 };
 
 }  // namespace nlockd::nlm

@@ -87,7 +87,7 @@ class Registry {
   std::unordered_map<std::string, std::set<std::string>> by_address_;  // address -> peer keys
 };
 
-// ASCII lower case: mon_names are host names or IP literals (RFC 4343: case-insensitive).
+// The key of a mon_name: FoldHostName (every module compares host names that one way).
 std::string FoldName(const std::string& name);
 
 // The normalised text of an IP literal ("::ffff:10.0.0.1" -> "10.0.0.1"), or nullopt.
