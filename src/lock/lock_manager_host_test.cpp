@@ -112,10 +112,10 @@ TEST_F(LockManagerHostTest, AHostKeepsTheAddressOfItsLatestCallThatLeftItHolding
   ASSERT_EQ(manager_.Lock(lock).status, LockStatus::kGranted);
   EXPECT_EQ(manager_.hosts().Find(HostId("a"))->address, "192.0.2.1");
   // A denied call from elsewhere does not move it; a granted one does.
-  LockRequest denied = Req(f_, b_, 0, 10);
+  LockRequest denied = Req(f_, Owner("a", 3), 0, 10);
   denied.host_address = "192.0.2.9";
   ASSERT_EQ(manager_.Lock(denied).status, LockStatus::kDenied);
-  EXPECT_EQ(manager_.hosts().Find(HostId("b")), nullptr);
+  EXPECT_EQ(manager_.hosts().Find(HostId("a"))->address, "192.0.2.1");
   LockRequest moved = Req(g_, a2_, 0, 10);
   moved.host_address = "192.0.2.2";
   ASSERT_EQ(manager_.Lock(moved).status, LockStatus::kGranted);
