@@ -23,6 +23,12 @@ TEST(Checks, FailingRequireThrowsFailedWithConditionAndMessage) {
   }
 }
 
+TEST(ChecksDeathTest, AFailingAssertAbortsTheProcessWithItsReason) {
+  // A broken invariant of our own is not recovered from: nothing may serve from that state.
+  EXPECT_DEATH(NLOCKD_ASSERT(2 < 1, "table broken"),
+               "NLOCKD_ASSERT failed at .*2 < 1: table broken");
+}
+
 TEST(ErrorKind, NamesEveryKind) {
   EXPECT_EQ(ToString(ErrorKind::kOverloaded), "overloaded");
   EXPECT_EQ(ToString(ErrorKind::kDisconnected), "disconnected");
