@@ -7,7 +7,6 @@
 #include <asio/detached.hpp>
 #include <spdlog/spdlog.h>
 
-#include "base/host_name.hpp"
 #include "rpc/address.hpp"
 #include "rpc/use_tuple.hpp"
 
@@ -47,12 +46,6 @@ lock::ShareDeny ToDeny(fsh_mode mode) { return static_cast<lock::ShareDeny>(mode
 
 std::optional<lock::ByteRange> RangeOf(const lock::LockRequest& request) {
   return lock::ByteRange::FromOffsetLength(request.offset, request.length);
-}
-
-void AppendGrantEntries(std::vector<JournalEntry>& entries, const lock::Grants& grants) {
-  for (const auto& grant : grants) {
-    entries.push_back(JournalEntry::Locks(grant.file, grant.owner, grant.range));
-  }
 }
 
 GrantCookies::Key RandomKey() {
@@ -366,71 +359,6 @@ asio::awaitable<nlm4_shareres> NlmService::Unshare(const rpc::CallContext& conte
   co_return nlm4_shareres{std::move(args.cookie), stat, 0};
 }
 
-asio::awaitable<void> NlmService::FreeAll(const rpc::CallContext& context, nlm4_notify args) {
-  // A caller may free only itself, as with Linux lockd: the named host (by key or caller_name)
-  // must be bound to the request's own source address. Being on loopback proves nothing: every
-  // client on this machine is, each with its own address.
-  std::vector<std::string> hosts;
-  const std::string peer = rpc::AddressToString(context.peer_address);
-  locks_.hosts().ForEach([&](const lock::HostInfo& host) {
-    bool named = SameHostName(host.id.value(), args.name) || SameHostName(host.label, args.name);
-    if (named && !host.address.empty() && host.address == peer) hosts.push_back(host.id.value());
-  });
-  if (hosts.empty()) {
-    ++stats_.spoof_rejections;
-    spdlog::warn(
-        "nlm FREE_ALL name={} from {} refused: no host of that name is bound to that "
-        "address",
-        args.name, peer);
-    co_return;
-  }
-  std::vector<JournalEntry> entries;
-  lock::Grants grants;
-  for (const auto& host : hosts) ReleaseHost(host, entries, grants);
-  co_await JournalCall(std::move(entries), std::move(grants));
-}
-
-void NlmService::SmNotify(const rpc::CallContext& context, const nlm_sm_status& args) {
-  // Only a co-resident statd may tell us a host rebooted: loopback and a reserved port, as
-  // Linux lockd requires (PROTOCOL-NOTES.md §1.10).
-  if (!rpc::IsLoopback(context.peer_address) || context.peer_port >= 1024) {
-    ++stats_.spoof_rejections;
-    spdlog::warn("nlm SM_NOTIFY (procedure 16) for {} from {}:{} refused: not loopback with a "
-                 "reserved port",
-                 args.mon_name, rpc::AddressToString(context.peer_address), context.peer_port);
-    return;
-  }
-  HostRebooted(args.mon_name);
-}
-
-size_t NlmService::HostRebooted(const std::string& name) {
-  std::vector<std::string> hosts;
-  locks_.hosts().ForEach([&](const lock::HostInfo& host) {
-    if (SameHostName(host.id.value(), name) || SameHostName(host.label, name)) {
-      hosts.push_back(host.id.value());
-    }
-  });
-  size_t released = 0;
-  std::vector<JournalEntry> entries;
-  lock::Grants grants;
-  for (const auto& host : hosts) released += ReleaseHost(host, entries, grants);
-  PersistInBackground(std::move(entries), std::move(grants));
-  return released;
-}
-
-size_t NlmService::ReleaseHost(const std::string& host, std::vector<JournalEntry>& entries,
-                               lock::Grants& grants) {
-  lock::HostReleaseOutcome outcome = locks_.ReleaseHost(lock::HostId(host));
-  ForgetHostWaiters(host);
-  ++stats_.hosts_released;
-  spdlog::info("nlm released host={} locks={} shares={} waiters={} grants={} restored_dropped={}",
-               host, outcome.locks, outcome.shares, outcome.waiters, outcome.grants.size(),
-               outcome.restored);
-  entries.push_back(JournalEntry::HostReleased(lock::HostId(host)));
-  for (auto& grant : outcome.grants) grants.push_back(std::move(grant));
-  return outcome.locks;
-}
-
 void NlmService::GrantedRes(const rpc::CallContext& context, const nlm4_res& res) {
   auto by_cookie = waiter_by_cookie_.find(res.cookie);
   if (by_cookie == waiter_by_cookie_.end()) return;  // Late or unknown: already settled.
@@ -452,96 +380,6 @@ void NlmService::GrantedRes(const rpc::CallContext& context, const nlm4_res& res
   }
   record.ack->stat = res.stat;
   record.ack->timer.cancel();
-}
-
-// --- Journal ----------------------------------------------------------------------------------
-
-asio::awaitable<std::optional<OwnerTurns::Turn>> NlmService::OwnerTurn(
-    const lock::FileKey& file, const lock::LockOwner& owner) {
-  if (journal_ == nullptr) co_return std::nullopt;
-  co_return co_await turns_.TakeFor(file, owner);
-}
-
-asio::awaitable<bool> NlmService::JournalCall(std::vector<JournalEntry> entries,
-                                              lock::Grants grants) {
-  bool persisted = true;
-  if (journal_ != nullptr) {
-    AppendGrantEntries(entries, grants);
-    persisted = co_await Persist(std::move(entries));
-  }
-  FinishGrants(std::move(grants), persisted);
-  co_return persisted;
-}
-
-bool NlmService::UndoUnwritten(const lock::PriorLocks& prior, const JournalEntry& entry) {
-  lock::RestoreOutcome undo = locks_.RestoreLocks(prior);
-  PersistInBackground({entry}, std::move(undo.grants));
-  return undo.restored;
-}
-
-bool NlmService::UndoUnwritten(const lock::PriorShare& prior, const JournalEntry& entry) {
-  lock::RestoreOutcome undo = locks_.RestoreShare(prior);
-  PersistInBackground({entry}, std::move(undo.grants));
-  return undo.restored;
-}
-
-void NlmService::RevokeUnaccepted(const lock::WaiterGrant& grant) {
-  lock::RevokeOutcome revoked = locks_.RevokeGrant(grant.id);
-  if (!revoked.revoked) return;  // Settled already (acknowledged, or by the owner's own call).
-  PersistInBackground({JournalEntry::Locks(grant.file, grant.owner, grant.range)},
-                      std::move(revoked.grants));
-}
-
-asio::awaitable<bool> NlmService::Persist(std::vector<JournalEntry> entries) {
-  if (journal_ == nullptr || entries.empty()) co_return true;
-  bool ok = false;
-  try {
-    ok = co_await journal_->Record(std::move(entries));
-  } catch (const std::exception& e) {
-    spdlog::error("nlm lock journal failed: {}", e.what());
-  }
-  if (!ok) ++stats_.journal_failures;
-  co_return ok;
-}
-
-void NlmService::SendGrants(lock::Grants grants) {
-  if (grants.empty()) return;
-  PersistInBackground({}, std::move(grants));
-}
-
-void NlmService::PersistInBackground(std::vector<JournalEntry> entries, lock::Grants grants) {
-  if (journal_ == nullptr) {
-    FinishGrants(std::move(grants), true);
-    return;
-  }
-  AppendGrantEntries(entries, grants);
-  if (entries.empty()) return;
-  auto pass = gate_.TryEnter();
-  if (!pass) return;  // Shutting down: the clients re-poll after restart.
-  asio::co_spawn(executor_, PersistThenFinish(std::move(entries), std::move(grants),
-                                              std::move(*pass)),
-                 asio::detached);
-}
-
-asio::awaitable<void> NlmService::PersistThenFinish(std::vector<JournalEntry> entries,
-                                                    lock::Grants grants,
-                                                    rpc::TaskGate::Pass /*pass*/) {
-  bool persisted = co_await Persist(std::move(entries));
-  FinishGrants(std::move(grants), persisted);
-}
-
-void NlmService::FinishGrants(lock::Grants grants, bool persisted) {
-  for (auto& grant : grants) {
-    if (!persisted) {
-      // The store does not know the waiter holds the lock: take the grant back (fail closed).
-      DropWaiterRecord(grant.id.value());
-      RevokeUnaccepted(grant);
-      continue;
-    }
-    auto pass = gate_.TryEnter();
-    if (!pass) return;  // Shutting down: the clients re-poll after restart.
-    asio::co_spawn(executor_, DeliverGrant(std::move(grant), std::move(*pass)), asio::detached);
-  }
 }
 
 // --- _MSG replies -----------------------------------------------------------------------------
