@@ -330,7 +330,7 @@ UnlockOutcome LockManager::Unlock(const FileKey& file_key, const LockOwner& lock
   TouchHost(lock_owner, owner);
   if (file == nullptr || !owner) return out;
 
-  // UNLOCK also cancels the owner's blocks over the range (PROTOCOL-NOTES 1.5), and settles
+  // UNLOCK also cancels the owner's blocks over the range (as Linux lockd), and settles
   // its granted ones there: the client is done with that range.
   int64_t records = 0;
   for (auto it = file->waiters.begin(); it != file->waiters.end();) {
@@ -377,7 +377,7 @@ CancelOutcome LockManager::Cancel(const LockRequest& request) {
   }
   it = file->waiters.Find(*owner, *range, request.type, Waiter::State::kGranted);
   if (it == file->waiters.end()) return out;
-  // CANCEL of a block that was already granted undoes the grant (PROTOCOL-NOTES 1.5).
+  // CANCEL of a block that was already granted (not yet acknowledged) undoes the grant.
   const int64_t records = UndoGrant(*file, it, out.grants);
   Account(*file, *owner, records);
   ReleaseFileIfEmpty(*file);

@@ -36,7 +36,7 @@ struct LockManagerOptions {
   // Stops one client from queuing unbounded blocked requests (each release scans the file's
   // queue).
   size_t max_waiters_per_host = 10'000;
-  // The grace period used when StartGrace() is given no duration (DESIGN.md: 90 s).
+  // The grace period used when StartGrace() is given no duration (90 s, as Linux lockd).
   Clock::duration grace_duration = GracePeriod::kDefaultDuration;
   // Seeds the lock trees' priorities; pass a random value in production so that clients cannot
   // predict, and so unbalance, the tree shape. Tests use a fixed one.
@@ -65,7 +65,7 @@ struct LockManagerOptions {
 //   a waiter is granted even if an older one is still blocked: holding requests back behind
 //   older waiters would let an owner wait for an owner that waits for it (a deadlock that
 //   POSIX programs do not expect). Readers can therefore overtake a waiting writer.
-// - Unlock cancels the owner's queued waiters over the range (PROTOCOL-NOTES 1.5), and forgets
+// - Unlock cancels the owner's queued waiters over the range (as Linux lockd), and forgets
 //   its granted-unacknowledged ones there. A granted block is undone by Cancel or RevokeGrant:
 //   the owner gets back what it held over the range just before the grant (an undone upgrade
 //   leaves the shared lock), except on bytes it changed itself since (its own LOCK, or a grant
@@ -73,7 +73,8 @@ struct LockManagerOptions {
 //   now conflict with another owner's (the grant downgraded it and someone took the bytes),
 //   which keep the grant's shared lock. An owner's pending grants stack in grant order; undoing
 //   one below a later one hands its prior state to the later one.
-// - Grace (PROTOCOL-NOTES 1.6): reclaims are served only during grace (else kDeniedGrace) and
+// - Grace (docs/architecture.md, grace plans): reclaims are served only during grace (else
+// kDeniedGrace) and
 //   are granted unless they conflict; a reclaim takes over its owner's restored locks over the
 //   range. New Lock/Test/Share get kDeniedGrace during classic grace, and during fine-grained
 //   grace when they conflict with a restored lock or share still awaiting its reclaim. Unlock,

@@ -14,7 +14,7 @@
 
 namespace nlockd::lock {
 
-// The protocol outcome of a request (STYLE.md, Errors rule 1). One function per protocol maps it
+// The protocol outcome of a request: a value, never an exception. One function per protocol maps it
 // to wire codes: for NLM v4 kGranted→GRANTED, kDenied→DENIED, kBlocked→BLOCKED,
 // kDeniedGrace→DENIED_GRACE_PERIOD, kNoResources→DENIED_NOLOCKS, kInvalidRange→FBIG.
 enum class LockStatus : uint8_t {

@@ -46,9 +46,9 @@ struct JournalEntry {
   friend bool operator==(const JournalEntry&, const JournalEntry&) = default;
 };
 
-// Where NLM persists its lock-table changes (DESIGN.md: "Lock-table changes are written before
-// the answer"); server/ implements it over the store, which nlm/ never names. NLM calls Record
-// on its executor after each change and awaits it before it answers the call or sends the
+// Where NLM persists its lock-table changes, written before the answer (docs/architecture.md,
+// journal-before-answer); server/ implements it over the store, which nlm/ never names. NLM calls
+// Record on its executor after each change and awaits it before it answers the call or sends the
 // GRANTED callback of a waiter it granted, with the entries of one call in the order they
 // happened (the call's own change first, then the waiters it granted).
 //

@@ -363,7 +363,7 @@ void NlmService::GrantedRes(const rpc::CallContext& context, const nlm4_res& res
   auto by_cookie = waiter_by_cookie_.find(res.cookie);
   if (by_cookie == waiter_by_cookie_.end()) return;  // Late or unknown: already settled.
   WaiterRecord& record = *waiters_.at(by_cookie->second);
-  // Only the host the callback went to may answer it (PROTOCOL-NOTES.md §2 #12).
+  // Only the host the callback went to may answer it.
   if (context.peer_address != record.callback.address) {
     ++stats_.spoof_rejections;
     spdlog::warn("nlm GRANTED_RES for host={} from {} refused: the callback went to {}",

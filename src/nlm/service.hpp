@@ -26,7 +26,7 @@
 namespace nlockd::nlm {
 
 struct NlmOptions {
-  // What identifies a client host (PROTOCOL-NOTES.md §1.3, §1.7): its source address (the
+  // What identifies a client host: its source address (the
   // default; caller_name is then only a label) or its caller_name (like Linux's
   // nsm_use_hostnames). Keying by name trusts what the client says about itself.
   enum class HostKey { kAddress, kCallerName };

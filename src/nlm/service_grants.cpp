@@ -34,7 +34,7 @@ void NlmService::RememberWaiter(lock::WaiterId id, const rpc::CallContext& conte
   record->host = host;
   record->file = request.file;
   record->callback = ClientAddress{context.peer_address, std::nullopt, rpc::Transport::kUdp};
-  // A _MSG over UDP is answered to its source port (PROTOCOL-NOTES.md §1.4); otherwise the
+  // A _MSG over UDP is answered to its source port (as Linux clients expect); otherwise the
   // client's rpcbind names its NLM port.
   if (context.transport == rpc::Transport::kUdp && IsMsgProcedure(context.procedure)) {
     record->callback.port = context.peer_port;

@@ -42,7 +42,7 @@ struct GraceHooks {
 };
 
 // The grace period of one start-up, from the restored table to the store marked complete
-// (DESIGN.md §1 "Grace period", issue 8 steps 2, 5 and 6). Runs on the lock executor.
+// (docs/architecture.md, grace plans). Runs on the lock executor.
 //
 // Begin() installs the persisted locks and shares as expected reclaims and opens the window the
 // plan chose; a watcher then ends it at its timer or early (fine-grained: once nothing awaits a
