@@ -172,8 +172,9 @@ asio::awaitable<nlm4_res> NlmService::Lock(const rpc::CallContext& context, nlm4
   nlm4_stats stat = ToWire(outcome.status);
   const bool granted = outcome.status == LockStatus::kGranted;
   const JournalEntry own = JournalEntry::Locks(request.file, request.owner, RangeOf(request));
-  const bool persisted = co_await JournalCall(
-      granted ? std::vector{own} : std::vector<JournalEntry>{}, std::move(outcome.grants));
+  std::vector<JournalEntry> entries;
+  if (granted) entries.push_back(own);
+  const bool persisted = co_await JournalCall(std::move(entries), std::move(outcome.grants));
   if (!persisted && granted && prior) {
     // Fail closed (Linux lockd, NFS-Ganesha): a lock the store does not know is not granted.
     // Unless the call was a downgrade whose released part another owner holds now: then the
@@ -282,9 +283,10 @@ asio::awaitable<nlm4_res> NlmService::Unlock(const rpc::CallContext& context,
                           lock::ByteRange::FromOffsetLength(args.alock.l_offset, args.alock.l_len));
   // The waiters it granted lose their grants first if it is not written, so that the owner's
   // locks can come back.
+  std::vector<JournalEntry> entries;
+  if (unlocked_ok) entries.push_back(own);
   const bool persisted =
-      co_await JournalCall(unlocked_ok ? std::vector{own} : std::vector<JournalEntry>{},
-                           std::move(unlocked.outcome.grants));
+      co_await JournalCall(std::move(entries), std::move(unlocked.outcome.grants));
   if (!persisted && prior) {
     // The store still holds the locks: answering GRANTED would let a restart bring them back
     // with nobody to reclaim them. The owner keeps them, and the answer is the one clients
@@ -323,8 +325,9 @@ asio::awaitable<nlm4_shareres> NlmService::Share(const rpc::CallContext& context
   nlm4_stats stat = ToWire(outcome.status);
   const bool granted = outcome.status == LockStatus::kGranted;
   const JournalEntry own = JournalEntry::Share(request.file, request.owner);
-  const bool persisted = co_await JournalCall(
-      granted ? std::vector{own} : std::vector<JournalEntry>{}, std::move(outcome.grants));
+  std::vector<JournalEntry> entries;
+  if (granted) entries.push_back(own);
+  const bool persisted = co_await JournalCall(std::move(entries), std::move(outcome.grants));
   if (!persisted && granted && prior) {
     // Fail closed, as for LOCK: the owner's reservation goes back to what it was (none, or
     // the one this call replaced), unless another owner already uses what the call gave up.
@@ -348,7 +351,9 @@ asio::awaitable<nlm4_shareres> NlmService::Unshare(const rpc::CallContext& conte
   lock::UnshareOutcome outcome = locks_.Unshare(file, owner);
   nlm4_stats stat = NLM4_GRANTED;
   const JournalEntry own = JournalEntry::Share(file, owner);
-  const bool persisted = co_await JournalCall({own}, std::move(outcome.grants));
+  std::vector<JournalEntry> entries;
+  entries.push_back(own);
+  const bool persisted = co_await JournalCall(std::move(entries), std::move(outcome.grants));
   if (!persisted && prior && prior->share) {
     // As for UNLOCK: the reservation stays, and the client is told to try again.
     const bool undone = UndoUnwritten(*prior, own);
