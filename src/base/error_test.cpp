@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "base/logging.hpp"
+
 namespace nlockd {
 namespace {
 
@@ -25,8 +27,13 @@ TEST(Checks, FailingRequireThrowsFailedWithConditionAndMessage) {
 
 TEST(ChecksDeathTest, AFailingAssertAbortsTheProcessWithItsReason) {
   // A broken invariant of our own is not recovered from: nothing may serve from that state.
-  EXPECT_DEATH(NLOCKD_ASSERT(2 < 1, "table broken"),
-               "NLOCKD_ASSERT failed at .*2 < 1: table broken");
+  // As in nlockd, the log goes to stderr.
+  EXPECT_DEATH(
+      {
+        SetUpLogging(spdlog::level::info);
+        NLOCKD_ASSERT(2 < 1, "table broken");
+      },
+      "NLOCKD_ASSERT failed at .*2 < 1: table broken");
 }
 
 TEST(ErrorKind, NamesEveryKind) {

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "base/error.hpp"
+#include "base/logging.hpp"
 #include "testutil/run_coroutine.hpp"
 
 namespace nlockd::rpc {
@@ -158,7 +159,12 @@ using DispatcherDeathTest = DispatcherTest;
 
 TEST_F(DispatcherDeathTest, ABrokenInvariantInAHandlerEndsTheProcess) {
   // Not answered SYSTEM_ERR and served on: the state it left is not to be trusted.
-  EXPECT_DEATH(Dispatch(Call(4, 10, {})), "NLOCKD_ASSERT failed.*half-changed state");
+  EXPECT_DEATH(
+      {
+        SetUpLogging(spdlog::level::info);  // As in nlockd: the log goes to stderr.
+        Dispatch(Call(4, 10, {}));
+      },
+      "NLOCKD_ASSERT failed.*half-changed state");
 }
 
 TEST_F(DispatcherTest, UnknownProgramVersionAndProcedure) {
