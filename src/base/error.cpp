@@ -1,6 +1,9 @@
 #include "base/error.hpp"
 
+#include <cstdlib>
+
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 namespace nlockd {
 
@@ -23,6 +26,18 @@ void FailCheck(const char* macro, const char* condition, const char* file, int l
   throw Error(ErrorKind::kFailed,
               fmt::format("{} failed at {}:{}: {}{}{}", macro, file, line, condition,
                           message.empty() ? "" : ": ", message));
+}
+
+void FailInvariant(const char* condition, const char* file, int line,
+                   std::string_view message) noexcept {
+  try {
+    spdlog::critical("NLOCKD_ASSERT failed at {}:{}: {}{}{}; aborting", file, line, condition,
+                     message.empty() ? "" : ": ", message);
+    spdlog::shutdown();  // Flushes every logger, so that the reason reaches the log.
+  } catch (...) {
+    // Logging failed too; abort all the same.
+  }
+  std::abort();
 }
 
 }  // namespace nlockd

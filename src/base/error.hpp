@@ -28,19 +28,28 @@ class Error : public std::runtime_error {
   ErrorKind kind_;
 };
 
+// Throws Error(kFailed) naming the check, the condition, where, and `message`.
 [[noreturn]] void FailCheck(const char* macro, const char* condition, const char* file, int line,
                             std::string_view message);
+// Logs the same as critical, flushes the logs, and aborts: never returns, never throws.
+[[noreturn]] void FailInvariant(const char* condition, const char* file, int line,
+                                std::string_view message) noexcept;
 
 }  // namespace nlockd
 
-// Our own invariant: a failure is a bug in nlockd.
-#define NLOCKD_ASSERT(cond, ...)                                                     \
-  do {                                                                               \
-    if (!(cond)) [[unlikely]]                                                        \
-      ::nlockd::FailCheck("NLOCKD_ASSERT", #cond, __FILE__, __LINE__, "" __VA_ARGS__); \
+// Our own invariant: a failure is a bug in nlockd, and the state it guards (the lock table, a
+// coroutine's lifetime) can no longer be trusted, so the process aborts rather than serve from
+// it; a supervisor restarts it, and the restart recovers from the store. Never reachable from
+// input: check input where it enters and answer it.
+#define NLOCKD_ASSERT(cond, ...)                                          \
+  do {                                                                    \
+    if (!(cond)) [[unlikely]]                                             \
+      ::nlockd::FailInvariant(#cond, __FILE__, __LINE__, "" __VA_ARGS__); \
   } while (false)
 
-// A caller's contract (a REQUIRES: line): a failure is a bug in the caller.
+// A caller's contract (a REQUIRES: line): a failure is a bug in the caller, found before it
+// changed anything. It throws Error(kFailed); the caller's unit of work fails (the RPC
+// dispatcher answers that one call SYSTEM_ERR) and the process goes on.
 #define NLOCKD_REQUIRE(cond, ...)                                                      \
   do {                                                                                 \
     if (!(cond)) [[unlikely]]                                                          \

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "base/logging.hpp"
+
 namespace nlockd {
 namespace {
 
@@ -21,6 +23,17 @@ TEST(Checks, FailingRequireThrowsFailedWithConditionAndMessage) {
     EXPECT_NE(what.find("2 < 1"), std::string::npos) << what;
     EXPECT_NE(what.find("caller broke it"), std::string::npos) << what;
   }
+}
+
+TEST(ChecksDeathTest, AFailingAssertAbortsTheProcessWithItsReason) {
+  // A broken invariant of our own is not recovered from: nothing may serve from that state.
+  // As in nlockd, the log goes to stderr.
+  EXPECT_DEATH(
+      {
+        SetUpLogging(spdlog::level::info);
+        NLOCKD_ASSERT(2 < 1, "table broken");
+      },
+      "NLOCKD_ASSERT failed at .*2 < 1: table broken");
 }
 
 TEST(ErrorKind, NamesEveryKind) {

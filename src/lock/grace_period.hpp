@@ -9,8 +9,8 @@
 
 namespace nlockd::lock {
 
-// How new (non-reclaim) requests are treated during a grace period (DESIGN.md, PROTOCOL-NOTES
-// 1.6).
+// How new (non-reclaim) requests are treated during a grace period (docs/architecture.md, grace
+// plans).
 enum class GraceMode : uint8_t {
   kClassic,      // The restored lock table may be incomplete: every new request is refused.
   kFineGrained,  // The restored table is complete: only requests that conflict with a restored

@@ -17,12 +17,18 @@ struct HostInfo {
   HostId id;
   std::string label;                 // E.g. the NLM caller_name of a host keyed by address.
   std::optional<int32_t> nsm_state;  // The client's last reported NSM state (lockargs.state).
+  // Where its latest request that left it holding state came from (LockRequest::host_address):
+  // the protocol layer lets only that address release the host (NLM FREE_ALL).
+  std::string address;
   Clock::time_point first_seen;
   Clock::time_point last_seen;
   uint64_t locks = 0;           // Lock entries held, including granted-unacknowledged ones.
   uint64_t shares = 0;          // Share reservations held.
   uint64_t waiters = 0;         // Blocked requests still queued.
   uint64_t pending_grants = 0;  // Granted blocked requests not yet acknowledged.
+  // Times everything of the host was released (LockManager::ReleaseHost): an undo of a call
+  // made before a release does not bring back what that release dropped.
+  uint64_t releases = 0;
 
   bool HoldsState() const {
     return locks != 0 || shares != 0 || waiters != 0 || pending_grants != 0;

@@ -100,9 +100,10 @@ HostInfo* LockManager::TouchHost(const LockOwner& owner, std::optional<OwnerId> 
 }
 
 void LockManager::NoteHost(HostInfo& host, std::optional<int32_t> nsm_state,
-                           const std::string& label) {
+                           const std::string& label, const std::string& address) {
   if (nsm_state) host.nsm_state = nsm_state;
   if (!label.empty() && host.label != label) host.label = label;
+  if (!address.empty() && host.address != address) host.address = address;
 }
 
 // --- Waiters -----------------------------------------------------------------------------------
@@ -247,7 +248,7 @@ LockOutcome LockManager::Lock(const LockRequest& request) {
     HostInfo& info = *HostOf(ref->id).info;
     ++info.waiters;
     ++waiters_;
-    NoteHost(info, request.nsm_state, request.host_label);
+    NoteHost(info, request.nsm_state, request.host_label, request.host_address);
     Account(*file, ref->id, 1);
     out.waiter = id;
     out.host_added = ref->host_added;
@@ -279,7 +280,7 @@ LockOutcome LockManager::Lock(const LockRequest& request) {
     SettleOwnerGrants(target, ref->id, *range);
     records += SettlePendingGrant(target, ref->id, *range, request.type);
   }
-  NoteHost(*HostOf(ref->id).info, request.nsm_state, request.host_label);
+  NoteHost(*HostOf(ref->id).info, request.nsm_state, request.host_label, request.host_address);
   if (delta.released) ServeWaiters(target, *delta.released, out.grants);
   Account(target, ref->id, records);
   out.status = LockStatus::kGranted;
@@ -329,7 +330,7 @@ UnlockOutcome LockManager::Unlock(const FileKey& file_key, const LockOwner& lock
   TouchHost(lock_owner, owner);
   if (file == nullptr || !owner) return out;
 
-  // UNLOCK also cancels the owner's blocks over the range (PROTOCOL-NOTES 1.5), and settles
+  // UNLOCK also cancels the owner's blocks over the range (as Linux lockd), and settles
   // its granted ones there: the client is done with that range.
   int64_t records = 0;
   for (auto it = file->waiters.begin(); it != file->waiters.end();) {
@@ -376,7 +377,7 @@ CancelOutcome LockManager::Cancel(const LockRequest& request) {
   }
   it = file->waiters.Find(*owner, *range, request.type, Waiter::State::kGranted);
   if (it == file->waiters.end()) return out;
-  // CANCEL of a block that was already granted undoes the grant (PROTOCOL-NOTES 1.5).
+  // CANCEL of a block that was already granted (not yet acknowledged) undoes the grant.
   const int64_t records = UndoGrant(*file, it, out.grants);
   Account(*file, *owner, records);
   ReleaseFileIfEmpty(*file);
@@ -471,7 +472,7 @@ ShareOutcome LockManager::Share(const ShareRequest& request) {
   info.shares = static_cast<uint64_t>(static_cast<int64_t>(info.shares) + delta.entries);
   shares_ = static_cast<size_t>(static_cast<int64_t>(shares_) + delta.entries);
   awaiting_shares_ = static_cast<size_t>(static_cast<int64_t>(awaiting_shares_) + delta.awaiting);
-  NoteHost(info, std::nullopt, request.host_label);
+  NoteHost(info, std::nullopt, request.host_label, request.host_address);
   Account(target, ref->id, delta.entries);
   out.host_added = ref->host_added;
   out.host_activated = !was_active;

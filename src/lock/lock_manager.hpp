@@ -36,7 +36,7 @@ struct LockManagerOptions {
   // Stops one client from queuing unbounded blocked requests (each release scans the file's
   // queue).
   size_t max_waiters_per_host = 10'000;
-  // The grace period used when StartGrace() is given no duration (DESIGN.md: 90 s).
+  // The grace period used when StartGrace() is given no duration (90 s, as Linux lockd).
   Clock::duration grace_duration = GracePeriod::kDefaultDuration;
   // Seeds the lock trees' priorities; pass a random value in production so that clients cannot
   // predict, and so unbalance, the tree shape. Tests use a fixed one.
@@ -65,7 +65,7 @@ struct LockManagerOptions {
 //   a waiter is granted even if an older one is still blocked: holding requests back behind
 //   older waiters would let an owner wait for an owner that waits for it (a deadlock that
 //   POSIX programs do not expect). Readers can therefore overtake a waiting writer.
-// - Unlock cancels the owner's queued waiters over the range (PROTOCOL-NOTES 1.5), and forgets
+// - Unlock cancels the owner's queued waiters over the range (as Linux lockd), and forgets
 //   its granted-unacknowledged ones there. A granted block is undone by Cancel or RevokeGrant:
 //   the owner gets back what it held over the range just before the grant (an undone upgrade
 //   leaves the shared lock), except on bytes it changed itself since (its own LOCK, or a grant
@@ -73,7 +73,8 @@ struct LockManagerOptions {
 //   now conflict with another owner's (the grant downgraded it and someone took the bytes),
 //   which keep the grant's shared lock. An owner's pending grants stack in grant order; undoing
 //   one below a later one hands its prior state to the later one.
-// - Grace (PROTOCOL-NOTES 1.6): reclaims are served only during grace (else kDeniedGrace) and
+// - Grace (docs/architecture.md, grace plans): reclaims are served only during grace (else
+// kDeniedGrace) and
 //   are granted unless they conflict; a reclaim takes over its owner's restored locks over the
 //   range. New Lock/Test/Share get kDeniedGrace during classic grace, and during fine-grained
 //   grace when they conflict with a restored lock or share still awaiting its reclaim. Unlock,
@@ -124,17 +125,19 @@ class LockManager {
       const ByteRange& range = ByteRange::FromFirstLast(0, ByteRange::kMaxOffset)) const;
   std::optional<PriorLocks> SnapshotLocks(const FileKey& file, const LockOwner& owner,
                                           uint64_t offset, uint64_t length) const;
-  // Gives the owner back, over the snapshot's range, exactly the locks it held then, and serves
-  // the waiters this frees. Does nothing (restored=false) if another owner now holds a lock
-  // that conflicts with the prior ones; nothing either if the owner is gone (its host was
-  // released meanwhile: that release stands). Bytes that a grant of the owner's blocked
-  // request made since the snapshot still decides stay as that grant made them (its undo gives
-  // back the snapshot's state there).
+  // Gives the owner back, over the snapshot's range, exactly the locks it held then (making the
+  // owner again if the undone call, an UNLOCK, released its last record), and serves the
+  // waiters this frees. Does nothing (restored=false) if another owner now holds a lock that
+  // conflicts with the prior ones; nothing either if the owner's host was released since the
+  // snapshot (that release stands). Bytes that a grant of the owner's blocked request made
+  // since the snapshot still decides stay as that grant made them (its undo gives back the
+  // snapshot's state there).
   // REQUIRES: the owner made no other call on this file since the snapshot (NLM serialises an
   // owner's calls while one awaits its journal write).
   RestoreOutcome RestoreLocks(const PriorLocks& prior);
   PriorShare SnapshotShare(const FileKey& file, const LockOwner& owner) const;
-  // The same for a SHARE: puts the prior reservation back, or removes the owner's if it had none.
+  // The same for a SHARE or UNSHARE: puts the prior reservation back, or removes the owner's if
+  // it had none.
   RestoreOutcome RestoreShare(const PriorShare& prior);
 
   // --- Share reservations -------------------------------------------------------------------
@@ -166,6 +169,10 @@ class LockManager {
   size_t AwaitingReclaimCount() const { return awaiting_locks_ + awaiting_shares_; }
   // Drops a host's still-awaiting restored state (it rebooted again, or will never reclaim).
   DropOutcome DropRestored(const HostId& host);
+  // Restored locks and shares removed before their reclaim, however that happened: grace ended,
+  // DropRestored, or their host released everything (a reboot, FREE_ALL). A restored record is
+  // either reclaimed, dropped (counted here), or still awaiting.
+  uint64_t DroppedRestoredCount() const { return dropped_restored_; }
   // Ends grace now and drops all still-awaiting restored state.
   DropOutcome EndGrace(GraceEndReason reason);
   // Call from a timer: ends grace if its time ran out (every other call checks too).
@@ -218,7 +225,8 @@ class LockManager {
   void ReleaseFileIfEmpty(FileState& file);
   // Marks the owner's host as seen now; returns it (nullptr if unknown).
   HostInfo* TouchHost(const LockOwner& owner, std::optional<OwnerId> id);
-  void NoteHost(HostInfo& host, std::optional<int32_t> nsm_state, const std::string& label);
+  void NoteHost(HostInfo& host, std::optional<int32_t> nsm_state, const std::string& label,
+                const std::string& address);
 
   // Grants, in arrival order, the queued waiters of `file` that overlap `released` and conflict
   // with nothing held; repeats when a grant itself downgrades a lock.
@@ -228,7 +236,18 @@ class LockManager {
   // Forgets the owner's granted-unacknowledged record of exactly this lock, if any.
   int64_t SettlePendingGrant(FileState& file, OwnerId owner, const ByteRange& range, LockType type);
 
-  // Undo of granted blocks (lock_manager_undo.cpp).
+  // Undo of granted blocks and calls (lock_manager_undo.cpp).
+  // The owner and file to restore a snapshot into: found, or made again when the undone call
+  // released the owner's last record there. nullopt when there is nothing to restore: the
+  // owner's host was released since the snapshot (`host_releases`), or the owner is gone and
+  // held nothing then (`held_before` false).
+  struct RestoreTarget {
+    FileState* file;
+    OwnerId owner;
+  };
+  std::optional<RestoreTarget> FindRestoreTarget(const FileKey& file, const LockOwner& owner,
+                                                 uint64_t host_releases, bool held_before);
+  uint64_t HostReleases(const HostId& host) const;
   // The owner's locks over `range`, clipped to it.
   static std::vector<PriorLocks::Entry> OwnerLocksOver(const FileState& file, OwnerId owner,
                                                        const ByteRange& range);
@@ -265,6 +284,7 @@ class LockManager {
     size_t shares = 0;
     size_t waiters = 0;
     size_t pending_grants = 0;
+    size_t restored = 0;  // Of the locks and shares, those awaiting their reclaim.
   };
   Removal RemoveFromFile(FileState& file, const std::function<bool(OwnerId)>& owner_match,
                          bool awaiting_only, Grants& grants);
@@ -289,6 +309,7 @@ class LockManager {
   size_t awaiting_shares_ = 0;
   size_t waiters_ = 0;
   size_t pending_grants_ = 0;
+  uint64_t dropped_restored_ = 0;
 };
 
 }  // namespace nlockd::lock

@@ -231,6 +231,30 @@ TEST_F(LockManagerGraceTest, DropRestoredReleasesOneHostsAwaitingState) {
   EXPECT_EQ(manager_.Lock(Req(f_, c_, 0, 10)).status, LockStatus::kGranted);
 }
 
+TEST_F(LockManagerGraceTest, RestoredStateReleasedWithItsHostIsCountedDropped) {
+  StartWithRestoredState(GraceMode::kFineGrained);
+  manager_.Lock(Reclaim(f_, b_, 100, 100, kS));
+  manager_.Lock(Reclaim(f_, Owner("a", 2), 50, 1));
+  // a rebooted (or sent FREE_ALL) before reclaiming: its restored lock and share go with the
+  // rest of its state, unreclaimed.
+  const HostReleaseOutcome released = manager_.ReleaseHost(HostId("a"));
+  EXPECT_EQ(released.locks, 2u);
+  EXPECT_EQ(released.shares, 1u);
+  EXPECT_EQ(released.restored, 2u) << "a's restored lock and share, not its new lock";
+  EXPECT_EQ(manager_.AwaitingReclaimCount(), 0u);
+  EXPECT_EQ(manager_.DroppedRestoredCount(), 2u);
+  EXPECT_EQ(manager_.EndGrace(GraceEndReason::kAllReclaimed).locks, 0u);
+  EXPECT_EQ(manager_.DroppedRestoredCount(), 2u);
+}
+
+TEST_F(LockManagerGraceTest, EveryWayOfDroppingRestoredStateIsCounted) {
+  StartWithRestoredState(GraceMode::kFineGrained);
+  EXPECT_EQ(manager_.DropRestored(HostId("a")).locks, 1u);
+  EXPECT_EQ(manager_.DroppedRestoredCount(), 2u);
+  EXPECT_EQ(manager_.EndGrace(GraceEndReason::kTimer).locks, 1u);
+  EXPECT_EQ(manager_.DroppedRestoredCount(), 3u);
+}
+
 TEST_F(LockManagerGraceTest, EndingGraceEarlyServesNewRequestsAtOnce) {
   StartWithRestoredState(GraceMode::kClassic);
   manager_.Lock(Reclaim(f_, a_, 0, 10));

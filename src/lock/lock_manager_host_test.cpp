@@ -106,5 +106,21 @@ TEST_F(LockManagerHostTest, ListsByHostOnlyThatHostsState) {
   EXPECT_EQ(manager_.hosts().Find(HostId("a"))->locks, 2u);
 }
 
+TEST_F(LockManagerHostTest, AHostKeepsTheAddressOfItsLatestCallThatLeftItHoldingState) {
+  LockRequest lock = Req(f_, a1_, 0, 10);
+  lock.host_address = "192.0.2.1";
+  ASSERT_EQ(manager_.Lock(lock).status, LockStatus::kGranted);
+  EXPECT_EQ(manager_.hosts().Find(HostId("a"))->address, "192.0.2.1");
+  // A denied call from elsewhere does not move it; a granted one does.
+  LockRequest denied = Req(f_, Owner("a", 3), 0, 10);
+  denied.host_address = "192.0.2.9";
+  ASSERT_EQ(manager_.Lock(denied).status, LockStatus::kDenied);
+  EXPECT_EQ(manager_.hosts().Find(HostId("a"))->address, "192.0.2.1");
+  LockRequest moved = Req(g_, a2_, 0, 10);
+  moved.host_address = "192.0.2.2";
+  ASSERT_EQ(manager_.Lock(moved).status, LockStatus::kGranted);
+  EXPECT_EQ(manager_.hosts().Find(HostId("a"))->address, "192.0.2.2");
+}
+
 }  // namespace
 }  // namespace nlockd::lock

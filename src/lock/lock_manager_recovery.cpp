@@ -15,6 +15,7 @@ HostReleaseOutcome LockManager::ReleaseHost(const HostId& host) {
   CheckGrace(out.grants);
   HostInfo* info = hosts_.Find(host);
   if (info == nullptr) return out;
+  ++info->releases;
   auto state = host_states_.find(info);
   if (state == host_states_.end()) return out;
   std::vector<FileState*> files;
@@ -30,6 +31,7 @@ HostReleaseOutcome LockManager::ReleaseHost(const HostId& host) {
       out.shares += removed.shares;
       out.waiters += removed.waiters;
       out.pending_grants += removed.pending_grants;
+      out.restored += removed.restored;
     } catch (const std::exception&) {
       ++out.files_failed;
     }
@@ -71,6 +73,7 @@ LockManager::Removal LockManager::RemoveFromFile(FileState& file,
       AddLockCounts(e.owner, TableDelta{-1, e.awaiting_reclaim ? -1 : 0, std::nullopt});
       --records[e.owner.value()];
       released = released ? released->Hull(e.range) : e.range;
+      if (e.awaiting_reclaim) ++out.restored;
     }
     out.locks = removed.size();
   }
@@ -81,11 +84,15 @@ LockManager::Removal LockManager::RemoveFromFile(FileState& file,
     for (const ShareEntry& e : removed) {
       --HostOf(e.owner).info->shares;
       --shares_;
-      if (e.awaiting_reclaim) --awaiting_shares_;
+      if (e.awaiting_reclaim) {
+        --awaiting_shares_;
+        ++out.restored;
+      }
       --records[e.owner.value()];
     }
     out.shares = removed.size();
   }
+  dropped_restored_ += out.restored;
   if (released) ServeWaiters(file, *released, grants);
   for (const auto& [owner, delta] : records) Account(file, OwnerId(owner), delta);
   ReleaseFileIfEmpty(file);

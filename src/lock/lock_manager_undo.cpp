@@ -1,11 +1,12 @@
-// LockManager: undoing a change that was granted but must not stand. A LOCK or SHARE the
-// protocol layer could not persist, and a granted block taken back (CANCEL, a revoked grant),
-// give the owner back exactly what it held before over the range, not nothing: an upgrade that
-// is undone leaves the shared lock it upgraded.
+// LockManager: undoing a change that was made but must not stand. A LOCK, UNLOCK, SHARE or
+// UNSHARE the protocol layer could not persist, and a granted block taken back (CANCEL, a
+// revoked grant), give the owner back exactly what it held before over the range, not nothing:
+// an upgrade that is undone leaves the shared lock it upgraded.
 
 #include <algorithm>
 #include <utility>
 
+#include "base/error.hpp"
 #include "lock/lock_manager.hpp"
 
 namespace nlockd::lock {
@@ -71,7 +72,8 @@ std::optional<PriorLocks> LockManager::SnapshotLocks(const FileKey& file_key,
                                                      uint64_t length) const {
   const std::optional<ByteRange> range = ByteRange::FromOffsetLength(offset, length);
   if (!range) return std::nullopt;
-  PriorLocks prior{file_key, lock_owner, *range, {}, next_grant_seq_, {}};
+  PriorLocks prior{file_key, lock_owner, *range, {}, next_grant_seq_, {},
+                   HostReleases(lock_owner.host)};
   const FileState* file = FindFile(file_key);
   const std::optional<OwnerId> owner = FindOwner(lock_owner);
   if (file == nullptr || !owner) return prior;
@@ -192,13 +194,35 @@ int64_t LockManager::UndoGrant(FileState& file, WaiterQueue::iterator grant, Gra
   return records;
 }
 
+uint64_t LockManager::HostReleases(const HostId& host) const {
+  const HostInfo* info = hosts_.Find(host);
+  return info != nullptr ? info->releases : 0;
+}
+
+std::optional<LockManager::RestoreTarget> LockManager::FindRestoreTarget(
+    const FileKey& file_key, const LockOwner& lock_owner, uint64_t host_releases,
+    bool held_before) {
+  if (HostReleases(lock_owner.host) != host_releases) return std::nullopt;
+  FileState* file = FindFile(file_key);
+  std::optional<OwnerId> owner = FindOwner(lock_owner);
+  if (file != nullptr && owner) return RestoreTarget{file, *owner};
+  if (!held_before) return std::nullopt;
+  // The undone call released the owner's last record here: admitted before, so past limits.
+  const std::optional<OwnerRef> ref =
+      EnsureOwner(lock_owner, owner, nullptr, HostRegistry::Admission::kForce);
+  NLOCKD_ASSERT(ref.has_value());
+  return RestoreTarget{&UseFile(file, file_key), ref->id};
+}
+
 RestoreOutcome LockManager::RestoreLocks(const PriorLocks& prior) {
   RestoreOutcome out;
   CheckGrace(out.grants);
-  FileState* file = FindFile(prior.file);
-  const std::optional<OwnerId> owner = FindOwner(prior.owner);
   out.restored = true;
-  if (file == nullptr || !owner) return out;  // Nothing held now; a host release stands.
+  const std::optional<RestoreTarget> target =
+      FindRestoreTarget(prior.file, prior.owner, prior.host_releases, !prior.locks.empty());
+  if (!target) return out;
+  FileState* file = target->file;
+  const std::optional<OwnerId> owner = target->owner;
   // Grants of the owner's blocked requests made since the snapshot sit on top of the call: the
   // bytes they decide stay as they made them, and they inherit the prior state there.
   const std::vector<Waiter*> later = LaterGrants(*file, *owner, prior.next_grant, prior.range);
@@ -209,12 +233,14 @@ RestoreOutcome LockManager::RestoreLocks(const PriorLocks& prior) {
     covered.push_back(top.Within(Undecided(*above)));
     top.Subtract(covered.back());
   }
-  // While the call was in flight the owner held at least the call's lock over the range, so
-  // only what the call gave up (a downgrade's exclusivity) can have been taken by others.
+  // Only what the call gave up (a downgrade's exclusivity, an unlock's locks) can have been
+  // taken by others while it was in flight.
   for (const PriorLocks::Entry& e : prior.locks) {
     for (const ByteRange& piece : top.Within(e.range)) {
       if (file->locks.FindConflict(*owner, piece, e.type) != nullptr) {
         out.restored = false;
+        Account(*file, *owner, 0);  // Forgets an owner made again for nothing.
+        ReleaseFileIfEmpty(*file);
         return out;
       }
     }
@@ -237,7 +263,7 @@ RestoreOutcome LockManager::RestoreLocks(const PriorLocks& prior) {
 }
 
 PriorShare LockManager::SnapshotShare(const FileKey& file_key, const LockOwner& lock_owner) const {
-  PriorShare prior{file_key, lock_owner, std::nullopt};
+  PriorShare prior{file_key, lock_owner, std::nullopt, HostReleases(lock_owner.host)};
   const FileState* file = FindFile(file_key);
   const std::optional<OwnerId> owner = FindOwner(lock_owner);
   if (file == nullptr || !owner) return prior;
@@ -250,14 +276,18 @@ PriorShare LockManager::SnapshotShare(const FileKey& file_key, const LockOwner& 
 RestoreOutcome LockManager::RestoreShare(const PriorShare& prior) {
   RestoreOutcome out;
   CheckGrace(out.grants);
-  FileState* file = FindFile(prior.file);
-  const std::optional<OwnerId> owner = FindOwner(prior.owner);
   out.restored = true;
-  if (file == nullptr || !owner) return out;  // Nothing held now; a host release stands.
+  const std::optional<RestoreTarget> target =
+      FindRestoreTarget(prior.file, prior.owner, prior.host_releases, prior.share.has_value());
+  if (!target) return out;
+  FileState* file = target->file;
+  const std::optional<OwnerId> owner = target->owner;
   ShareTable::Delta delta;
   if (prior.share) {
     if (file->shares.FindConflict(*owner, prior.share->access, prior.share->deny) != nullptr) {
       out.restored = false;  // The call weakened the reservation and another owner used that.
+      Account(*file, *owner, 0);  // Forgets an owner made again for nothing.
+      ReleaseFileIfEmpty(*file);
       return out;
     }
     delta = file->shares.Set(

@@ -1,4 +1,5 @@
-// LockManager: undoing a granted LOCK or SHARE gives the owner back exactly its prior state.
+// LockManager: undoing a LOCK, UNLOCK, SHARE or UNSHARE gives the owner back exactly its prior
+// state.
 
 #include <gtest/gtest.h>
 
@@ -185,6 +186,58 @@ TEST_F(LockManagerUndoTest, AWeakerShareAnotherOwnerUsedMeanwhileIsNotUndone) {
             LockStatus::kGranted);
   EXPECT_FALSE(manager_.RestoreShare(prior).restored);
   EXPECT_EQ(Shares(), "1@a read deny-none, 1@b write deny-none");
+}
+
+TEST_F(LockManagerUndoTest, UndoingAnUnlockOfTheOwnersLastLockMakesTheOwnerAgain) {
+  manager_.Lock(Req(f_, a_, 0, 100));
+  manager_.Lock(Req(f_, b_, 200, 10, kS));
+  const std::optional<PriorLocks> prior = manager_.SnapshotLocks(f_, a_, 0, 0);
+  ASSERT_TRUE(prior.has_value());
+  ASSERT_EQ(manager_.Unlock(f_, a_, 0, 0).status, LockStatus::kGranted);
+  ASSERT_EQ(Locks(manager_, f_), "1@b S [200,209]");
+  const RestoreOutcome undo = manager_.RestoreLocks(*prior);
+  EXPECT_TRUE(undo.restored);
+  EXPECT_EQ(Locks(manager_, f_), "1@a X [0,99], 1@b S [200,209]");
+  EXPECT_EQ(manager_.Counts().locks, 2u);
+  EXPECT_EQ(manager_.hosts().Find(a_.host)->locks, 1u);
+  ASSERT_EQ(manager_.Unlock(f_, a_, 0, 0).status, LockStatus::kGranted);
+  EXPECT_EQ(Locks(manager_, f_), "1@b S [200,209]");
+}
+
+TEST_F(LockManagerUndoTest, UndoingAnUnlockAfterAnotherOwnerTookTheRangeChangesNothing) {
+  manager_.Lock(Req(f_, a_, 0, 10));
+  const std::optional<PriorLocks> prior = manager_.SnapshotLocks(f_, a_, 0, 10);
+  ASSERT_EQ(manager_.Unlock(f_, a_, 0, 10).status, LockStatus::kGranted);
+  ASSERT_EQ(manager_.Lock(Req(f_, b_, 5, 1)).status, LockStatus::kGranted);
+  EXPECT_FALSE(manager_.RestoreLocks(*prior).restored);
+  EXPECT_EQ(Locks(manager_, f_), "1@b X [5,5]");
+  EXPECT_EQ(manager_.hosts().Find(a_.host)->locks, 0u);
+  EXPECT_FALSE(manager_.hosts().Find(a_.host)->HoldsState());
+}
+
+TEST_F(LockManagerUndoTest, AHostReleaseSinceTheSnapshotStands) {
+  manager_.Lock(Req(f_, a_, 0, 10));
+  manager_.Share(Shr(a_, ShareAccess::kRead, ShareDeny::kWrite));
+  const std::optional<PriorLocks> prior = manager_.SnapshotLocks(f_, a_, 0, 10);
+  const PriorShare prior_share = manager_.SnapshotShare(f_, a_);
+  ASSERT_EQ(manager_.Unlock(f_, a_, 0, 10).status, LockStatus::kGranted);
+  manager_.Unshare(f_, a_);
+  manager_.ReleaseHost(a_.host);  // a rebooted while the unlock was being written.
+  EXPECT_TRUE(manager_.RestoreLocks(*prior).restored);
+  EXPECT_TRUE(manager_.RestoreShare(prior_share).restored);
+  EXPECT_EQ(manager_.Counts().locks, 0u);
+  EXPECT_EQ(Shares(), "");
+}
+
+TEST_F(LockManagerUndoTest, UndoingAnUnshareOfTheOwnersLastShareMakesTheOwnerAgain) {
+  manager_.Share(Shr(a_, ShareAccess::kRead, ShareDeny::kWrite));
+  const PriorShare prior = manager_.SnapshotShare(f_, a_);
+  EXPECT_TRUE(manager_.Unshare(f_, a_).removed);
+  EXPECT_EQ(Shares(), "");
+  EXPECT_TRUE(manager_.RestoreShare(prior).restored);
+  EXPECT_EQ(Shares(), "1@a read deny-write");
+  EXPECT_EQ(manager_.Share(Shr(b_, ShareAccess::kWrite, ShareDeny::kNone)).status,
+            LockStatus::kDenied);
 }
 
 }  // namespace

@@ -14,7 +14,7 @@
 
 namespace nlockd::lock {
 
-// The protocol outcome of a request (STYLE.md, Errors rule 1). One function per protocol maps it
+// The protocol outcome of a request: a value, never an exception. One function per protocol maps it
 // to wire codes: for NLM v4 kGranted→GRANTED, kDenied→DENIED, kBlocked→BLOCKED,
 // kDeniedGrace→DENIED_GRACE_PERIOD, kNoResources→DENIED_NOLOCKS, kInvalidRange→FBIG.
 enum class LockStatus : uint8_t {
@@ -122,6 +122,8 @@ struct HostReleaseOutcome {
   size_t shares = 0;          // Share reservations released.
   size_t waiters = 0;         // Queued waiters dropped.
   size_t pending_grants = 0;  // Granted, unacknowledged waiters dropped (their locks released).
+  // Of the locks and shares, restored ones still awaiting their reclaim: dropped unreclaimed.
+  size_t restored = 0;
   size_t files_failed = 0;    // Files whose clean-up threw; the others were still done.
   Grants grants;              // Waiters of other hosts that became granted.
 };

@@ -10,7 +10,7 @@
 namespace nlockd::lock {
 
 // What identifies a client host. The protocol layer chooses it: for NLM the client's source
-// address by default, or its caller_name (PROTOCOL-NOTES 1.3, 1.7). lock/ only compares it.
+// address by default, or its caller_name (nlockd --host-key). lock/ only compares it.
 using HostId = StrongId<struct HostIdTag, std::string>;
 
 // The opaque key of a locked file: for NLM the NFS file handle bytes.
@@ -19,7 +19,7 @@ using FileKey = StrongId<struct FileKeyTag, std::string>;
 // The opaque owner handle (NLM `oh`), raw bytes.
 using OwnerHandle = StrongId<struct OwnerHandleTag, std::string>;
 
-// A lock owner: (host, svid, oh), all three compared (PROTOCOL-NOTES 1.3). Linux clients send
+// A lock owner: (host, svid, oh), all three compared. Linux clients send
 // oh = "<svid>@<nodename>", so for them this equals Linux's (host, svid) identity; clients that
 // use one svid with several owner handles get one owner per handle. Share reservations use the
 // same type with svid 0, as nlm_share carries no svid.

@@ -13,12 +13,12 @@
 
 namespace nlockd::lock {
 
-// What one owner held on one file before a LOCK or SHARE, so that the protocol layer can undo
-// that call exactly when it must still fail after the manager granted it (the lock journal
-// could not record it): LockManager::SnapshotLocks/SnapshotShare take it, RestoreLocks and
-// RestoreShare put it back. A plain value; it names the owner by value (not the manager's
-// owner id), so that it stays valid if the owner is gone by the undo. The same snapshot, kept in
-// each granted waiter, undoes a granted block (GrantUndo).
+// What one owner held on one file before a LOCK, UNLOCK, SHARE or UNSHARE, so that the protocol
+// layer can undo that call exactly when it must still fail after the manager applied it (the
+// lock journal could not record it): LockManager::SnapshotLocks/SnapshotShare take it,
+// RestoreLocks and RestoreShare put it back. A plain value; it names the owner by value (not the
+// manager's owner id), so that it stays valid if the owner is gone by the undo (an UNLOCK of its
+// last lock). The same snapshot, kept in each granted waiter, undoes a granted block (GrantUndo).
 struct PriorLocks {
   FileKey file;
   LockOwner owner;
@@ -37,6 +37,8 @@ struct PriorLocks {
   // The owner's pending grants then (by WaiterId value) with the bytes of the range each still
   // decided: the call takes them over, and RestoreLocks hands them back. Usually empty.
   std::vector<std::pair<uint64_t, RangeSet>> grants_below;
+  // The owner's host's HostInfo::releases then: a host release since stands.
+  uint64_t host_releases = 0;
 };
 
 struct PriorShare {
@@ -48,6 +50,7 @@ struct PriorShare {
     bool awaiting_reclaim = false;
   };
   std::optional<Entry> share;  // nullopt: the owner had no reservation on the file.
+  uint64_t host_releases = 0;  // As in PriorLocks.
 };
 
 }  // namespace nlockd::lock

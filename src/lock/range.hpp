@@ -17,7 +17,7 @@ class ByteRange {
   // The whole file, [0, end].
   constexpr ByteRange() = default;
 
-  // NLM/fcntl form (RFC 1813 App. II, PROTOCOL-NOTES 1.2): `length` bytes from `offset`, length 0
+  // NLM/fcntl form (RFC 1813 App. II): `length` bytes from `offset`, length 0
   // meaning to the end. nullopt when offset + length - 1 does not fit in 64 bits (NLM4_FBIG).
   static constexpr std::optional<ByteRange> FromOffsetLength(uint64_t offset, uint64_t length) {
     if (length == 0) return ByteRange(offset, kMaxOffset);

@@ -24,6 +24,7 @@ struct LockRequest {
   // Recorded on the host when the call leaves it holding state (Lock only):
   std::optional<int32_t> nsm_state;  // The client's NSM state (nlm_lockargs.state).
   std::string host_label;            // E.g. caller_name when hosts are keyed by address.
+  std::string host_address;          // Where the request came from (NLM: its source address).
 };
 
 // A SHARE reservation request (nlm_shareargs).
@@ -34,6 +35,7 @@ struct ShareRequest {
   ShareDeny deny = ShareDeny::kNone;
   bool reclaim = false;
   std::string host_label;
+  std::string host_address;
 };
 
 // A lock from the persisted table, installed at start-up as held but awaiting its reclaim.

@@ -9,7 +9,7 @@
 
 namespace nlockd::lock {
 
-// DOS-style share reservations as NLM SHARE carries them (nlm_share, PROTOCOL-NOTES 1.1): what
+// DOS-style share reservations as NLM SHARE carries them (nlm_share): what
 // the opener does (fsh_access) and what it denies others (fsh_mode). Bit 1 read, bit 2 write.
 enum class ShareAccess : uint8_t { kNone = 0, kRead = 1, kWrite = 2, kReadWrite = 3 };
 enum class ShareDeny : uint8_t { kNone = 0, kRead = 1, kWrite = 2, kReadWrite = 3 };

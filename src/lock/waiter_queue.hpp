@@ -16,7 +16,7 @@
 namespace nlockd::lock {
 
 // Names one blocked request, unique for the life of a LockManager (never reused). The NLM layer
-// maps it to the cookie of its GRANTED callback (PROTOCOL-NOTES 1.5: a server-unique cookie).
+// maps it to the cookie of its GRANTED callback, which must be unique on the server.
 using WaiterId = StrongId<struct WaiterIdTag, uint64_t>;
 
 // How to take back a grant (CANCEL of a granted block, a revoked grant): what the owner held over
@@ -69,7 +69,7 @@ class WaiterQueue {
   void MarkGranted(iterator it, Clock::time_point now);
 
   // The record of exactly this request (owner, range, type) in `state`, or end(): a retransmitted
-  // blocking LOCK finds its queued record (PROTOCOL-NOTES 1.5: one block per request).
+  // blocking LOCK finds its queued record (one waiter per request, however often it is sent).
   iterator Find(OwnerId owner, const ByteRange& range, LockType type, Waiter::State state);
 
  private:

@@ -11,8 +11,9 @@ namespace nlockd::nlm {
 // (it would settle or refuse a grant that is not its own with a forged GRANTED_RES). Each cookie
 // is SipHash-2-4 (Aumasson and Bernstein, 2012), a keyed pseudo-random function, of a counter
 // under a 128-bit secret key: distinct for every call and unpredictable without the key, even
-// to a host that has seen many of them. The key is injected (STYLE.md: randomness arrives
-// through a constructor); production passes one from std::random_device, tests a fixed one.
+// to a host that has seen many of them. The key is injected (randomness arrives through a
+// constructor, so that tests are repeatable); production passes one from std::random_device, tests
+// a fixed one.
 class GrantCookies {
  public:
   using Key = std::array<uint64_t, 2>;

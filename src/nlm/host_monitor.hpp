@@ -17,7 +17,7 @@ struct MonitorRequest {
 };
 
 // The status monitor as NLM sees it; server/ wires it to nsm/. A host is monitored before it
-// is granted its first lock, so that its reboot releases its locks (DESIGN.md §1).
+// is granted its first lock, so that its reboot releases its locks.
 class HostMonitor {
  public:
   virtual ~HostMonitor() = default;

@@ -46,21 +46,23 @@ struct JournalEntry {
   friend bool operator==(const JournalEntry&, const JournalEntry&) = default;
 };
 
-// Where NLM persists its lock-table changes (DESIGN.md: "Lock-table changes are written before
-// the answer"); server/ implements it over the store, which nlm/ never names. NLM calls Record
-// on its executor after each change and awaits it before it answers the call or sends the
+// Where NLM persists its lock-table changes, written before the answer (docs/architecture.md,
+// journal-before-answer); server/ implements it over the store, which nlm/ never names. NLM calls
+// Record on its executor after each change and awaits it before it answers the call or sends the
 // GRANTED callback of a waiter it granted, with the entries of one call in the order they
 // happened (the call's own change first, then the waiters it granted).
 //
-// Record returns false when the change could not be written (the store failed). NLM then fails
-// closed, as Linux lockd and NFS-Ganesha do: a LOCK, NM_LOCK or SHARE is undone (the owner gets
-// back exactly what it held before the call) and answered DENIED_NOLOCKS, unless it gave up
-// something another owner has taken since (then it stands and is answered GRANTED); a granted
-// waiter has its grant revoked instead of announced; a release (UNLOCK, CANCEL, UNSHARE,
-// FREE_ALL, a reboot) stays done in memory, and the persisted copy, which still shows the
-// released state, is corrected by the next entry for that owner and file or dropped as an
-// unreclaimed restored lock after a restart. A later call of the same owner on the same file
-// waits for that outcome (OwnerTurns), so that an undo never overwrites it.
+// Record returns false when the change could not be written (the store failed). No answer then
+// claims the change: the call is undone (the owner gets back exactly what it held before it)
+// unless it gave up something another owner has taken since (then it stands and is answered
+// GRANTED). A LOCK, NM_LOCK or SHARE is answered DENIED_NOLOCKS, as Linux lockd and
+// NFS-Ganesha fail closed; an UNLOCK or UNSHARE DENIED_GRACE_PERIOD, the answer a client sends
+// its UNLOCK again for (Linux drops the lock locally first and retries only that refusal). A
+// granted waiter has its grant revoked instead of announced. CANCEL of a granted block, FREE_ALL
+// and a reboot stay done in memory (the client is not holding what they released); their
+// persisted rows are rewritten by the owner's next entry on that file, or dropped unreclaimed
+// after a restart. A later call of the same owner on the same file waits for that outcome
+// (OwnerTurns), so that an undo never overwrites it.
 //
 // With no journal set (NlmService::set_journal), nothing is persisted and nothing is awaited.
 class LockJournal {

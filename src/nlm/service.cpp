@@ -1,7 +1,6 @@
 #include "nlm/service.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <random>
 
 #include <asio/co_spawn.hpp>
@@ -49,24 +48,10 @@ std::optional<lock::ByteRange> RangeOf(const lock::LockRequest& request) {
   return lock::ByteRange::FromOffsetLength(request.offset, request.length);
 }
 
-void AppendGrantEntries(std::vector<JournalEntry>& entries, const lock::Grants& grants) {
-  for (const auto& grant : grants) {
-    entries.push_back(JournalEntry::Locks(grant.file, grant.owner, grant.range));
-  }
-}
-
 GrantCookies::Key RandomKey() {
   std::random_device random;
   auto word = [&random] { return (static_cast<uint64_t>(random()) << 32) | random(); };
   return GrantCookies::Key{word(), word()};
-}
-
-bool SameName(std::string_view a, std::string_view b) {
-  return a.size() == b.size() &&
-         std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
 }
 
 }  // namespace
@@ -107,7 +92,6 @@ lock::LockRequest NlmService::ToRequest(const rpc::CallContext& context, const n
 
 lock::LockRequest NlmService::TakeLockRequest(const rpc::CallContext& context, std::string host,
                                               nlm4_lockargs& args) {
-  host_addresses_[host] = context.peer_address;
   lock::LockRequest request;
   request.file = lock::FileKey(std::move(args.alock.fh));
   request.owner = lock::LockOwner{lock::HostId(std::move(host)), args.alock.svid,
@@ -119,6 +103,7 @@ lock::LockRequest NlmService::TakeLockRequest(const rpc::CallContext& context, s
   request.reclaim = args.reclaim;
   request.nsm_state = args.state;
   request.host_label = std::move(args.alock.caller_name);
+  request.host_address = rpc::AddressToString(context.peer_address);
   return request;
 }
 
@@ -173,55 +158,32 @@ asio::awaitable<nlm4_res> NlmService::Lock(const rpc::CallContext& context, nlm4
                                            bool monitor) {
   std::string host = HostKeyFor(context, args.alock.caller_name);
   if (monitor && !monitored_.contains(host)) {
-    host_addresses_[host] = context.peer_address;
     bool ok = co_await EnsureMonitored(context, host, args);
     if (!ok) co_return nlm4_res{std::move(args.cookie), NLM4_DENIED_NOLOCKS};
   }
   lock::LockRequest request = TakeLockRequest(context, std::move(host), args);
-  std::optional<OwnerTurns::Turn> turn;
-  // What the owner held over the range, to undo exactly this call if it cannot be persisted.
+  const std::optional<OwnerTurns::Turn> turn = co_await OwnerTurn(request.file, request.owner);
+  // What the owner held over the range, to undo exactly this call if it cannot be written.
   std::optional<lock::PriorLocks> prior;
   if (journal_ != nullptr) {
-    // An earlier call of this owner on this file, still awaiting its write, may undo itself:
-    // this one changes the state only after that (the undo must not overwrite this call).
-    const size_t slot = OwnerTurns::SlotOf(request.file, request.owner);
-    turn = turns_.TryTake(slot);
-    if (!turn) turn.emplace(co_await turns_.Take(slot));
     prior = locks_.SnapshotLocks(request.file, request.owner, request.offset, request.length);
   }
   lock::LockOutcome outcome = ApplyLock(context, request);
   nlm4_stats stat = ToWire(outcome.status);
   const bool granted = outcome.status == LockStatus::kGranted;
-  bool persisted = true;
-  if (journal_ != nullptr && (granted || !outcome.grants.empty())) {
-    std::vector<JournalEntry> entries;
-    if (granted) {
-      entries.push_back(JournalEntry::Locks(request.file, request.owner, RangeOf(request)));
-    }
-    AppendGrantEntries(entries, outcome.grants);
-    persisted = co_await Persist(std::move(entries));
-  }
-  FinishGrants(std::move(outcome.grants), persisted);
+  const JournalEntry own = JournalEntry::Locks(request.file, request.owner, RangeOf(request));
+  std::vector<JournalEntry> entries;
+  if (granted) entries.push_back(own);
+  const bool persisted = co_await JournalCall(std::move(entries), std::move(outcome.grants));
   if (!persisted && granted && prior) {
     // Fail closed (Linux lockd, NFS-Ganesha): a lock the store does not know is not granted.
-    // The owner gets back exactly what it held over the range before this call (an upgrade
-    // that fails leaves the shared lock it upgraded).
-    lock::RestoreOutcome undo = locks_.RestoreLocks(*prior);
-    std::vector<JournalEntry> entries{
-        JournalEntry::Locks(request.file, request.owner, RangeOf(request))};
-    PersistInBackground(std::move(entries), std::move(undo.grants));
-    if (undo.restored) {
-      spdlog::warn("nlm lock host={} caller={} not persisted; answering DENIED_NOLOCKS",
-                   request.owner.host.value(), request.host_label);
-      stat = NLM4_DENIED_NOLOCKS;
-    } else {
-      // The call was a downgrade and another owner already holds what it gave up: the lock as
-      // granted is the state everyone saw, so it stands and is answered as it is.
-      spdlog::warn(
-          "nlm lock host={} caller={} not persisted and not undoable (another owner "
-          "holds what it released); answering GRANTED",
-          request.owner.host.value(), request.host_label);
-    }
+    // Unless the call was a downgrade whose released part another owner holds now: then the
+    // lock as granted is the state everyone saw, and it stands.
+    const bool undone = UndoUnwritten(*prior, own);
+    if (undone) stat = NLM4_DENIED_NOLOCKS;
+    spdlog::warn("nlm lock host={} caller={} not persisted; answering {}",
+                 request.owner.host.value(), request.host_label,
+                 undone ? "DENIED_NOLOCKS" : "GRANTED (another owner holds what it released)");
   }
   co_return nlm4_res{std::move(args.cookie), stat};
 }
@@ -248,6 +210,14 @@ asio::awaitable<bool> NlmService::EnsureMonitored(const rpc::CallContext& contex
   monitoring_.erase(host);
   if (ok) {
     monitored_.insert(host);
+    // Bounded by the lock manager's host limit (twice it, so that pruning costs O(1) per host
+    // amortized): a host it no longer knows (evicted or forgotten while idle) is monitored again
+    // if it comes back, which costs one SM_MON.
+    if (monitored_.size() > 2 * locks_.hosts().max_hosts()) {
+      std::erase_if(monitored_, [&](const std::string& name) {
+        return name != host && locks_.hosts().Find(lock::HostId(name)) == nullptr;
+      });
+    }
   } else {
     ++stats_.monitor_failures;
     spdlog::warn("nlm monitoring host={} caller={} failed; answering DENIED_NOLOCKS", host,
@@ -260,26 +230,14 @@ asio::awaitable<bool> NlmService::EnsureMonitored(const rpc::CallContext& contex
 asio::awaitable<nlm4_res> NlmService::Cancel(const rpc::CallContext& context, nlm4_cancargs args) {
   lock::LockRequest request = ToRequest(context, args.alock, args.exclusive);
   request.block = args.block;
-  std::optional<OwnerTurns::Turn> turn;
-  if (journal_ != nullptr) {
-    const size_t slot = OwnerTurns::SlotOf(request.file, request.owner);
-    turn = turns_.TryTake(slot);
-    if (!turn) turn.emplace(co_await turns_.Take(slot));
-  }
+  const std::optional<OwnerTurns::Turn> turn = co_await OwnerTurn(request.file, request.owner);
   lock::CancelOutcome outcome = locks_.Cancel(request);
   ForgetGoneWaiters(request.owner.host.value(), request.file);
-  if (journal_ != nullptr &&
-      (outcome.result == lock::CancelResult::kGrantUndone || !outcome.grants.empty())) {
-    std::vector<JournalEntry> entries;
-    if (outcome.result == lock::CancelResult::kGrantUndone) {
-      entries.push_back(JournalEntry::Locks(request.file, request.owner, RangeOf(request)));
-    }
-    AppendGrantEntries(entries, outcome.grants);
-    bool persisted = co_await Persist(std::move(entries));
-    FinishGrants(std::move(outcome.grants), persisted);
-  } else {
-    FinishGrants(std::move(outcome.grants), true);
+  std::vector<JournalEntry> own;
+  if (outcome.result == lock::CancelResult::kGrantUndone) {
+    own.push_back(JournalEntry::Locks(request.file, request.owner, RangeOf(request)));
   }
+  co_await JournalCall(std::move(own), std::move(outcome.grants));
   // Cancelling what is not queued is not an error to the client: it was granted or gone.
   nlm4_stats stat = outcome.result == lock::CancelResult::kInvalidRange ? NLM4_FBIG : NLM4_GRANTED;
   co_return nlm4_res{std::move(args.cookie), stat};
@@ -311,23 +269,37 @@ std::optional<nlm4_res> NlmService::TryUnlock(const rpc::CallContext& context,
 asio::awaitable<nlm4_res> NlmService::Unlock(const rpc::CallContext& context,
                                              nlm4_unlockargs args) {
   Unlocked unlocked = TakeUnlock(context, args);
-  std::optional<OwnerTurns::Turn> turn;
+  const std::optional<OwnerTurns::Turn> turn = co_await OwnerTurn(unlocked.file, unlocked.owner);
+  std::optional<lock::PriorLocks> prior;
   if (journal_ != nullptr) {
-    const size_t slot = OwnerTurns::SlotOf(unlocked.file, unlocked.owner);
-    turn = turns_.TryTake(slot);
-    if (!turn) turn.emplace(co_await turns_.Take(slot));
+    prior = locks_.SnapshotLocks(unlocked.file, unlocked.owner, args.alock.l_offset,
+                                 args.alock.l_len);
   }
   ApplyUnlock(unlocked, args);
-  bool persisted = true;
-  if (journal_ != nullptr && unlocked.outcome.status == LockStatus::kGranted) {
-    std::vector<JournalEntry> entries{JournalEntry::Locks(
-        unlocked.file, unlocked.owner,
-        lock::ByteRange::FromOffsetLength(args.alock.l_offset, args.alock.l_len))};
-    AppendGrantEntries(entries, unlocked.outcome.grants);
-    persisted = co_await Persist(std::move(entries));
+  nlm4_stats stat = ToWire(unlocked.outcome.status);
+  const bool unlocked_ok = unlocked.outcome.status == LockStatus::kGranted;
+  const JournalEntry own =
+      JournalEntry::Locks(unlocked.file, unlocked.owner,
+                          lock::ByteRange::FromOffsetLength(args.alock.l_offset, args.alock.l_len));
+  // The waiters it granted lose their grants first if it is not written, so that the owner's
+  // locks can come back.
+  std::vector<JournalEntry> entries;
+  if (unlocked_ok) entries.push_back(own);
+  const bool persisted =
+      co_await JournalCall(std::move(entries), std::move(unlocked.outcome.grants));
+  if (!persisted && prior) {
+    // The store still holds the locks: answering GRANTED would let a restart bring them back
+    // with nobody to reclaim them. The owner keeps them, and the answer is the one clients
+    // send their UNLOCK again for (Linux retries an UNLOCK refused with DENIED_GRACE_PERIOD,
+    // having already dropped the lock locally; DENIED_NOLOCKS would end its attempts and leave
+    // the lock held here for good).
+    const bool undone = UndoUnwritten(*prior, own);
+    if (undone) stat = NLM4_DENIED_GRACE_PERIOD;
+    spdlog::warn(
+        "nlm unlock host={} not persisted; answering {}", unlocked.owner.host.value(),
+        undone ? "DENIED_GRACE_PERIOD (try again)" : "GRANTED (another owner holds the range now)");
   }
-  FinishGrants(std::move(unlocked.outcome.grants), persisted);
-  co_return nlm4_res{std::move(args.cookie), ToWire(unlocked.outcome.status)};
+  co_return nlm4_res{std::move(args.cookie), stat};
 }
 
 nlm4_res NlmService::Granted(const nlm4_testargs& args) {
@@ -338,7 +310,6 @@ nlm4_res NlmService::Granted(const nlm4_testargs& args) {
 asio::awaitable<nlm4_shareres> NlmService::Share(const rpc::CallContext& context,
                                                  nlm4_shareargs args) {
   std::string host = HostKeyFor(context, args.share.caller_name);
-  host_addresses_[host] = context.peer_address;
   lock::ShareRequest request;
   request.file = lock::FileKey(args.share.fh);
   request.owner = lock::LockOwner{lock::HostId(host), 0, lock::OwnerHandle(args.share.oh)};
@@ -346,36 +317,25 @@ asio::awaitable<nlm4_shareres> NlmService::Share(const rpc::CallContext& context
   request.deny = ToDeny(args.share.mode);
   request.reclaim = args.reclaim;
   request.host_label = args.share.caller_name;
-  std::optional<OwnerTurns::Turn> turn;
+  request.host_address = rpc::AddressToString(context.peer_address);
+  const std::optional<OwnerTurns::Turn> turn = co_await OwnerTurn(request.file, request.owner);
   std::optional<lock::PriorShare> prior;
-  if (journal_ != nullptr) {
-    // As for LOCK: an earlier SHARE of this owner may still undo itself.
-    const size_t slot = OwnerTurns::SlotOf(request.file, request.owner);
-    turn = turns_.TryTake(slot);
-    if (!turn) turn.emplace(co_await turns_.Take(slot));
-    prior = locks_.SnapshotShare(request.file, request.owner);
-  }
+  if (journal_ != nullptr) prior = locks_.SnapshotShare(request.file, request.owner);
   lock::ShareOutcome outcome = locks_.Share(request);
   nlm4_stats stat = ToWire(outcome.status);
   const bool granted = outcome.status == LockStatus::kGranted;
-  bool persisted = true;
-  if (journal_ != nullptr && (granted || !outcome.grants.empty())) {
-    std::vector<JournalEntry> entries;
-    if (granted) entries.push_back(JournalEntry::Share(request.file, request.owner));
-    AppendGrantEntries(entries, outcome.grants);
-    persisted = co_await Persist(std::move(entries));
-  }
-  FinishGrants(std::move(outcome.grants), persisted);
+  const JournalEntry own = JournalEntry::Share(request.file, request.owner);
+  std::vector<JournalEntry> entries;
+  if (granted) entries.push_back(own);
+  const bool persisted = co_await JournalCall(std::move(entries), std::move(outcome.grants));
   if (!persisted && granted && prior) {
     // Fail closed, as for LOCK: the owner's reservation goes back to what it was (none, or
     // the one this call replaced), unless another owner already uses what the call gave up.
-    lock::RestoreOutcome undo = locks_.RestoreShare(*prior);
-    std::vector<JournalEntry> entries{JournalEntry::Share(request.file, request.owner)};
-    PersistInBackground(std::move(entries), std::move(undo.grants));
-    if (undo.restored) stat = NLM4_DENIED_NOLOCKS;
+    const bool undone = UndoUnwritten(*prior, own);
+    if (undone) stat = NLM4_DENIED_NOLOCKS;
     spdlog::warn("nlm share host={} caller={} not persisted; answering {}",
                  request.owner.host.value(), request.host_label,
-                 undo.restored ? "DENIED_NOLOCKS" : "GRANTED (not undoable)");
+                 undone ? "DENIED_NOLOCKS" : "GRANTED (not undoable)");
   }
   co_return nlm4_shareres{std::move(args.cookie), stat, 0};
 }
@@ -385,100 +345,30 @@ asio::awaitable<nlm4_shareres> NlmService::Unshare(const rpc::CallContext& conte
   lock::FileKey file(args.share.fh);
   lock::LockOwner owner{lock::HostId(HostKeyFor(context, args.share.caller_name)), 0,
                         lock::OwnerHandle(args.share.oh)};
-  std::optional<OwnerTurns::Turn> turn;
-  if (journal_ != nullptr) {
-    const size_t slot = OwnerTurns::SlotOf(file, owner);
-    turn = turns_.TryTake(slot);
-    if (!turn) turn.emplace(co_await turns_.Take(slot));
-  }
+  const std::optional<OwnerTurns::Turn> turn = co_await OwnerTurn(file, owner);
+  std::optional<lock::PriorShare> prior;
+  if (journal_ != nullptr) prior = locks_.SnapshotShare(file, owner);
   lock::UnshareOutcome outcome = locks_.Unshare(file, owner);
-  bool persisted = true;
-  if (journal_ != nullptr) {
-    std::vector<JournalEntry> entries{JournalEntry::Share(file, owner)};
-    AppendGrantEntries(entries, outcome.grants);
-    persisted = co_await Persist(std::move(entries));
-  }
-  FinishGrants(std::move(outcome.grants), persisted);
-  co_return nlm4_shareres{std::move(args.cookie), NLM4_GRANTED, 0};
-}
-
-asio::awaitable<void> NlmService::FreeAll(const rpc::CallContext& context, nlm4_notify args) {
-  // The caller may free only itself: the host its address is bound to must carry the name
-  // (PROTOCOL-NOTES.md §2 #12); a co-resident caller on loopback may free any host.
-  std::vector<std::string> hosts;
-  std::string peer = rpc::AddressToString(context.peer_address);
-  bool local = rpc::IsLoopback(context.peer_address);
-  locks_.hosts().ForEach([&](const lock::HostInfo& host) {
-    bool named = SameName(host.id.value(), args.name) || SameName(host.label, args.name);
-    if (!named) return;
-    auto address = host_addresses_.find(host.id.value());
-    bool bound = address != host_addresses_.end() &&
-                 rpc::AddressToString(address->second) == peer;
-    if (local || bound) hosts.push_back(host.id.value());
-  });
-  if (hosts.empty()) {
-    ++stats_.spoof_rejections;
-    spdlog::warn("nlm FREE_ALL name={} from peer={} matches no host bound to that address; "
-                 "ignored",
-                 args.name, peer);
-    co_return;
-  }
+  nlm4_stats stat = NLM4_GRANTED;
+  const JournalEntry own = JournalEntry::Share(file, owner);
   std::vector<JournalEntry> entries;
-  lock::Grants grants;
-  for (const auto& host : hosts) ReleaseHost(host, entries, grants);
-  bool persisted = true;
-  if (journal_ != nullptr) {
-    AppendGrantEntries(entries, grants);
-    persisted = co_await Persist(std::move(entries));
+  entries.push_back(own);
+  const bool persisted = co_await JournalCall(std::move(entries), std::move(outcome.grants));
+  if (!persisted && prior && prior->share) {
+    // As for UNLOCK: the reservation stays, and the client is told to try again.
+    const bool undone = UndoUnwritten(*prior, own);
+    if (undone) stat = NLM4_DENIED_GRACE_PERIOD;
+    spdlog::warn("nlm unshare host={} not persisted; answering {}", owner.host.value(),
+                 undone ? "DENIED_GRACE_PERIOD (try again)" : "GRANTED (not undoable)");
   }
-  FinishGrants(std::move(grants), persisted);
-}
-
-void NlmService::SmNotify(const rpc::CallContext& context, const nlm_sm_status& args) {
-  // Only a co-resident statd may tell us a host rebooted: loopback and a reserved port, as
-  // Linux lockd requires (PROTOCOL-NOTES.md §1.10).
-  if (!rpc::IsLoopback(context.peer_address) || context.peer_port >= 1024) {
-    ++stats_.spoof_rejections;
-    spdlog::warn("nlm SM_NOTIFY (procedure 16) for {} from {}:{} refused: not loopback with a "
-                 "reserved port",
-                 args.mon_name, rpc::AddressToString(context.peer_address), context.peer_port);
-    return;
-  }
-  HostRebooted(args.mon_name);
-}
-
-size_t NlmService::HostRebooted(const std::string& name) {
-  std::vector<std::string> hosts;
-  locks_.hosts().ForEach([&](const lock::HostInfo& host) {
-    if (SameName(host.id.value(), name) || SameName(host.label, name)) {
-      hosts.push_back(host.id.value());
-    }
-  });
-  size_t released = 0;
-  std::vector<JournalEntry> entries;
-  lock::Grants grants;
-  for (const auto& host : hosts) released += ReleaseHost(host, entries, grants);
-  PersistInBackground(std::move(entries), std::move(grants));
-  return released;
-}
-
-size_t NlmService::ReleaseHost(const std::string& host, std::vector<JournalEntry>& entries,
-                               lock::Grants& grants) {
-  lock::HostReleaseOutcome outcome = locks_.ReleaseHost(lock::HostId(host));
-  ForgetHostWaiters(host);
-  ++stats_.hosts_released;
-  spdlog::info("nlm released host={} locks={} shares={} waiters={} grants={}", host,
-               outcome.locks, outcome.shares, outcome.waiters, outcome.grants.size());
-  entries.push_back(JournalEntry::HostReleased(lock::HostId(host)));
-  for (auto& grant : outcome.grants) grants.push_back(std::move(grant));
-  return outcome.locks;
+  co_return nlm4_shareres{std::move(args.cookie), stat, 0};
 }
 
 void NlmService::GrantedRes(const rpc::CallContext& context, const nlm4_res& res) {
   auto by_cookie = waiter_by_cookie_.find(res.cookie);
   if (by_cookie == waiter_by_cookie_.end()) return;  // Late or unknown: already settled.
   WaiterRecord& record = *waiters_.at(by_cookie->second);
-  // Only the host the callback went to may answer it (PROTOCOL-NOTES.md §2 #12).
+  // Only the host the callback went to may answer it.
   if (context.peer_address != record.callback.address) {
     ++stats_.spoof_rejections;
     spdlog::warn("nlm GRANTED_RES for host={} from {} refused: the callback went to {}",
@@ -486,68 +376,15 @@ void NlmService::GrantedRes(const rpc::CallContext& context, const nlm4_res& res
                  rpc::AddressToString(record.callback.address));
     return;
   }
-  if (!record.ack || !record.ack->awaiting_res) return;
-  record.ack->stat = res.stat;
-  record.ack->timer.cancel();
-}
-
-// --- Journal ----------------------------------------------------------------------------------
-
-asio::awaitable<bool> NlmService::Persist(std::vector<JournalEntry> entries) {
-  if (journal_ == nullptr || entries.empty()) co_return true;
-  bool ok = false;
-  try {
-    ok = co_await journal_->Record(std::move(entries));
-  } catch (const std::exception& e) {
-    spdlog::error("nlm lock journal failed: {}", e.what());
-  }
-  if (!ok) ++stats_.journal_failures;
-  co_return ok;
-}
-
-void NlmService::SendGrants(lock::Grants grants) {
-  if (grants.empty()) return;
-  PersistInBackground({}, std::move(grants));
-}
-
-void NlmService::PersistInBackground(std::vector<JournalEntry> entries, lock::Grants grants) {
-  if (journal_ == nullptr) {
-    FinishGrants(std::move(grants), true);
+  if (!record.ack) return;
+  if (res.stat == NLM4_GRANTED) {
+    // Accepted even between attempts: the client holds the lock once it said so.
+    AcceptGrant(by_cookie->second);
+  } else if (!record.ack->awaiting_res) {
     return;
   }
-  AppendGrantEntries(entries, grants);
-  if (entries.empty()) return;
-  auto pass = gate_.TryEnter();
-  if (!pass) return;  // Shutting down: the clients re-poll after restart.
-  asio::co_spawn(executor_, PersistThenFinish(std::move(entries), std::move(grants),
-                                              std::move(*pass)),
-                 asio::detached);
-}
-
-asio::awaitable<void> NlmService::PersistThenFinish(std::vector<JournalEntry> entries,
-                                                    lock::Grants grants,
-                                                    rpc::TaskGate::Pass /*pass*/) {
-  bool persisted = co_await Persist(std::move(entries));
-  FinishGrants(std::move(grants), persisted);
-}
-
-void NlmService::FinishGrants(lock::Grants grants, bool persisted) {
-  for (auto& grant : grants) {
-    if (!persisted) {
-      // The store does not know the waiter holds the lock: take the grant back (fail closed).
-      DropWaiterRecord(grant.id.value());
-      lock::RevokeOutcome revoked = locks_.RevokeGrant(grant.id);
-      if (revoked.revoked) {
-        std::vector<JournalEntry> entries{
-            JournalEntry::Locks(grant.file, grant.owner, grant.range)};
-        PersistInBackground(std::move(entries), std::move(revoked.grants));
-      }
-      continue;
-    }
-    auto pass = gate_.TryEnter();
-    if (!pass) return;  // Shutting down: the clients re-poll after restart.
-    asio::co_spawn(executor_, DeliverGrant(std::move(grant), std::move(*pass)), asio::detached);
-  }
+  record.ack->stat = res.stat;
+  record.ack->timer.cancel();
 }
 
 // --- _MSG replies -----------------------------------------------------------------------------

@@ -26,7 +26,7 @@
 namespace nlockd::nlm {
 
 struct NlmOptions {
-  // What identifies a client host (PROTOCOL-NOTES.md §1.3, §1.7): its source address (the
+  // What identifies a client host: its source address (the
   // default; caller_name is then only a label) or its caller_name (like Linux's
   // nsm_use_hostnames). Keying by name trusts what the client says about itself.
   enum class HostKey { kAddress, kCallerName };
@@ -142,6 +142,7 @@ class NlmService {
     asio::steady_timer timer;
     bool awaiting_res = false;  // A GRANTED_MSG was sent and its GRANTED_RES is awaited.
     std::optional<nlm4_stats> stat;
+    bool accepted = false;  // The client accepted the grant; AcceptGrant acknowledged it.
   };
 
   // What the blocked LOCK that made a waiter said, for the waiter's GRANTED callback: the
@@ -181,7 +182,8 @@ class NlmService {
   std::string HostKeyFor(const rpc::CallContext& context, const std::string& caller_name) const;
   lock::LockRequest ToRequest(const rpc::CallContext& context, const nlm4_lock& lock,
                               bool exclusive) const;
-  // The LOCK request, its strings moved out of `args`; binds `host` to the caller's address.
+  // The LOCK request, its strings moved out of `args`; the host is bound to the caller's
+  // address (lock::HostInfo::address) if the call leaves it holding state.
   lock::LockRequest TakeLockRequest(const rpc::CallContext& context, std::string host,
                                     nlm4_lockargs& args);
   // Asks the lock manager; keeps or forgets the waiter record.
@@ -192,6 +194,24 @@ class NlmService {
   asio::awaitable<bool> EnsureMonitored(const rpc::CallContext& context, std::string host,
                                         nlm4_lockargs args);
 
+  // With a journal, the owner's turn on the file (OwnerTurns): an earlier call of the owner,
+  // still awaiting its write, may undo itself, and this call changes the state only after
+  // that. nullopt without a journal.
+  asio::awaitable<std::optional<OwnerTurns::Turn>> OwnerTurn(const lock::FileKey& file,
+                                                             const lock::LockOwner& owner);
+  // Journals a call's own `entries` and the grants it made, in that order, before the call is
+  // answered; then announces the grants, or revokes them if the write failed. True if written
+  // (at once with no journal or nothing to write).
+  asio::awaitable<bool> JournalCall(std::vector<JournalEntry> entries, lock::Grants grants);
+  // A call that changed the owner's state could not be written: puts back what the owner held
+  // before it (`prior`), journals that in the background (`entry` names the owner and file)
+  // and serves the waiters it frees. False when another owner holds what the call gave up, so
+  // that the call stands.
+  bool UndoUnwritten(const lock::PriorLocks& prior, const JournalEntry& entry);
+  bool UndoUnwritten(const lock::PriorShare& prior, const JournalEntry& entry);
+  // Takes back a grant nobody will hold (refused, unanswered, not written, or nobody to call)
+  // and journals that, and the waiters it frees, in the background.
+  void RevokeUnaccepted(const lock::WaiterGrant& grant);
   // Records `entries` in the journal: true once written (at once with no journal or nothing
   // to record), false if the journal failed.
   asio::awaitable<bool> Persist(std::vector<JournalEntry> entries);
@@ -213,6 +233,10 @@ class NlmService {
   // Marks a record gone: its callback, if one is running, stops at its next step.
   void DropWaiterRecord(uint64_t id);
   asio::awaitable<void> DeliverGrant(lock::WaiterGrant grant, rpc::TaskGate::Pass pass);
+  // The client accepted the grant of waiter `id` (in GRANTED's reply or a GRANTED_RES): the
+  // lock manager settles it now, so that the client holds the lock from this moment, whatever
+  // runs before the delivering coroutine resumes (a CANCEL then finds nothing to undo).
+  void AcceptGrant(uint64_t id);
   // True while the callback of waiter `id` should go on (its grant is still pending).
   bool GrantStillPending(uint64_t id) const;
   asio::awaitable<void> SendRes(ClientAddress client, uint32_t version, uint32_t procedure,
@@ -230,6 +254,8 @@ class NlmService {
   rpc::TaskGate gate_;
   OwnerTurns turns_;  // Used while a journal is set.
   NlmStats stats_;
+  // Hosts monitored already (their first lock awaited SM_MON); see EnsureMonitored for its
+  // bound.
   std::unordered_set<std::string> monitored_;
   // Hosts whose first SM_MON is in flight; later first locks wait on it.
   std::unordered_map<std::string, std::shared_ptr<asio::steady_timer>> monitoring_;
@@ -240,9 +266,6 @@ class NlmService {
   std::unordered_map<uint64_t, std::unique_ptr<WaiterRecord>> waiters_;
   std::unordered_map<std::string, size_t> waiters_per_host_;
   std::unordered_map<std::string, uint64_t> waiter_by_cookie_;  // Callbacks in flight.
-  // Per host: the address of its latest request (FREE_ALL binding). Bounded by the hosts that
-  // ever locked (the monitor's registration limit).
-  std::unordered_map<std::string, asio::ip::address> host_addresses_;
 };
 
 }  // namespace nlockd::nlm

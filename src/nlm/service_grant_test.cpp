@@ -81,36 +81,59 @@ TEST_F(NlmServiceTest, CookiesAreUnguessableAndOnlyTheCalledHostSettlesTheGrant)
   EXPECT_EQ(locks_.ListLocks()[0].owner.host.value(), "192.0.2.2");
 }
 
-TEST_F(NlmServiceTest, ACancelledGrantIsNotAnnouncedAgain) {
-  auto a = From("192.0.2.1"), b = From("192.0.2.2");
-  auto held = LockArgs("client-a", 1, 0, 10);
-  auto wanted = LockArgs("client-b", 2, 0, 10, true);
-  ASSERT_EQ(Lock(a, held).stat, NLM4_GRANTED);
-  ASSERT_EQ(Lock(b, wanted).stat, NLM4_BLOCKED);
-  Unlock(a, held);  // b is granted; its GRANTED_RES never comes.
-  RunFor(std::chrono::milliseconds(10));
-  ASSERT_EQ(caller_.sent.size(), 1u);
-  nlm4_cancargs cancel{"c", true, true, wanted.alock};
-  EXPECT_EQ(RunCoroutine(io_, service_->Cancel(b, cancel)).stat, NLM4_GRANTED);
+// A (192.0.2.1) holds [0, 10) of file1 and B (192.0.2.2) blocks on it; A's unlock grants it to
+// B, whose GRANTED_MSG is sent and awaits its GRANTED_RES.
+class NlmPendingGrantTest : public NlmServiceTest {
+ protected:
+  void GrantToB() {
+    ASSERT_EQ(Lock(a_, held_).stat, NLM4_GRANTED);
+    ASSERT_EQ(Lock(b_, wanted_).stat, NLM4_BLOCKED);
+    Unlock(a_, held_);
+    RunFor(std::chrono::milliseconds(10));
+    ASSERT_EQ(caller_.sent.size(), 1u);
+  }
+
+  const rpc::CallContext a_ = From("192.0.2.1"), b_ = From("192.0.2.2");
+  const nlm4_lockargs held_ = LockArgs("client-a", 1, 0, 10);
+  const nlm4_lockargs wanted_ = LockArgs("client-b", 2, 0, 10, true);
+};
+
+TEST_F(NlmPendingGrantTest, ACancelledGrantIsNotAnnouncedAgain) {
+  GrantToB();  // Its GRANTED_RES never comes.
+  nlm4_cancargs cancel{"c", true, true, wanted_.alock};
+  EXPECT_EQ(RunCoroutine(io_, service_->Cancel(b_, cancel)).stat, NLM4_GRANTED);
   EXPECT_EQ(locks_.Counts().locks, 0u);
   // The same owner queues again behind a new holder: nothing more is sent for the old grant.
-  ASSERT_EQ(Lock(a, held).stat, NLM4_GRANTED);
-  ASSERT_EQ(Lock(b, wanted).stat, NLM4_BLOCKED);
+  ASSERT_EQ(Lock(a_, held_).stat, NLM4_GRANTED);
+  ASSERT_EQ(Lock(b_, wanted_).stat, NLM4_BLOCKED);
   RunFor(std::chrono::milliseconds(300));
   EXPECT_EQ(caller_.sent.size(), 1u);
   EXPECT_EQ(service_->stats().callbacks_failed, 0u) << "nothing to revoke: the grant was gone";
   EXPECT_EQ(locks_.ListWaiters().size(), 1u);
 }
 
-TEST_F(NlmServiceTest, UnlockAndFreeAllStopTheCallbackOfAGrantTheyTookBack) {
-  auto a = From("192.0.2.1"), b = From("192.0.2.2");
-  auto held = LockArgs("client-a", 1, 0, 10);
-  auto wanted = LockArgs("client-b", 2, 0, 10, true);
-  ASSERT_EQ(Lock(a, held).stat, NLM4_GRANTED);
-  ASSERT_EQ(Lock(b, wanted).stat, NLM4_BLOCKED);
-  Unlock(a, held);
-  RunFor(std::chrono::milliseconds(10));
-  ASSERT_EQ(caller_.sent.size(), 1u);
+TEST_F(NlmPendingGrantTest, ACancelRightAfterAnAcceptedGrantKeepsTheLock) {
+  GrantToB();
+  service_->GrantedRes(b_, nlm4_res{GrantedArgs(caller_.sent[0]).cookie, NLM4_GRANTED});
+  // The client's CANCEL is handled before the delivering callback resumes (it runs on another
+  // context here, so the service's own context has not run since the GRANTED_RES): the client
+  // accepted the grant already, so it holds the lock and the CANCEL finds nothing to undo.
+  asio::io_context elsewhere;
+  nlm4_cancargs cancel{"c", true, true, wanted_.alock};
+  EXPECT_EQ(RunCoroutine(elsewhere, service_->Cancel(b_, cancel)).stat, NLM4_GRANTED);
+  RunFor(std::chrono::milliseconds(100));
+  EXPECT_EQ(service_->stats().callbacks_acknowledged, 1u);
+  EXPECT_EQ(service_->stats().callbacks_failed, 0u);
+  EXPECT_EQ(caller_.sent.size(), 1u);
+  ASSERT_EQ(locks_.ListLocks().size(), 1u);
+  EXPECT_EQ(locks_.ListLocks()[0].owner.host.value(), "192.0.2.2");
+  EXPECT_EQ(locks_.ListWaiters().size(), 0u);
+}
+
+TEST_F(NlmPendingGrantTest, UnlockAndFreeAllStopTheCallbackOfAGrantTheyTookBack) {
+  GrantToB();
+  auto a = a_, b = b_;
+  auto held = held_, wanted = wanted_;
   Unlock(b, wanted);
   RunFor(std::chrono::milliseconds(300));
   EXPECT_EQ(caller_.sent.size(), 1u);

@@ -34,7 +34,7 @@ void NlmService::RememberWaiter(lock::WaiterId id, const rpc::CallContext& conte
   record->host = host;
   record->file = request.file;
   record->callback = ClientAddress{context.peer_address, std::nullopt, rpc::Transport::kUdp};
-  // A _MSG over UDP is answered to its source port (PROTOCOL-NOTES.md §1.4); otherwise the
+  // A _MSG over UDP is answered to its source port (as Linux clients expect); otherwise the
   // client's rpcbind names its NLM port.
   if (context.transport == rpc::Transport::kUdp && IsMsgProcedure(context.procedure)) {
     record->callback.port = context.peer_port;
@@ -87,6 +87,15 @@ bool NlmService::GrantStillPending(uint64_t id) const {
   return it != waiters_.end() && !it->second->gone;
 }
 
+void NlmService::AcceptGrant(uint64_t id) {
+  auto it = waiters_.find(id);
+  if (it == waiters_.end() || !it->second->ack || it->second->ack->accepted) return;
+  // False when the grant was taken back first (CANCEL, UNLOCK, a host release): nothing to keep.
+  if (!locks_.AcknowledgeGrant(lock::WaiterId(id))) return;
+  it->second->ack->accepted = true;
+  ++stats_.callbacks_acknowledged;
+}
+
 // --- GRANTED callbacks ------------------------------------------------------------------------
 
 asio::awaitable<void> NlmService::DeliverGrant(lock::WaiterGrant grant,
@@ -98,11 +107,7 @@ asio::awaitable<void> NlmService::DeliverGrant(lock::WaiterGrant grant,
     // No request to answer (its waiter is gone, or was never NLM's): nobody to call back.
     // RevokeGrant does nothing if the owner already settled the grant.
     DropWaiterRecord(id);
-    lock::RevokeOutcome revoked = locks_.RevokeGrant(grant.id);
-    if (revoked.revoked) {
-      std::vector<JournalEntry> entries{JournalEntry::Locks(grant.file, grant.owner, grant.range)};
-      PersistInBackground(std::move(entries), std::move(revoked.grants));
-    }
+    RevokeUnaccepted(grant);
     co_return;
   }
   WaiterRecord& record = *found->second;
@@ -130,11 +135,11 @@ asio::awaitable<void> NlmService::DeliverGrant(lock::WaiterGrant grant,
   xdr::Encoder enc(body);
   Encode(enc, version, args);
 
-  bool acknowledged = false;
   bool refused = false;
+  std::optional<nlm4_stats> answer;
   for (int attempt = 1; attempt <= options_.callback_attempts && !gate_.closed(); ++attempt) {
-    if (!GrantStillPending(id)) break;
-    std::optional<nlm4_stats> answer;
+    if (ack->accepted || !GrantStillPending(id)) break;
+    answer.reset();
     ++stats_.callbacks_sent;
     if (options_.granted_msg) {
       ack->stat.reset();
@@ -154,13 +159,11 @@ asio::awaitable<void> NlmService::DeliverGrant(lock::WaiterGrant grant,
         nlm4_res res;
         xdr::Decoder dec(result.body);
         if (Decode(dec, version, res)) answer = res.stat;
+        if (answer == NLM4_GRANTED) AcceptGrant(id);
       }
     }
-    if (!GrantStillPending(id)) break;
-    if (answer == NLM4_GRANTED) {
-      acknowledged = true;
-      break;
-    }
+    // Accepted (AcceptGrant settled it), or accepted too late to keep: done either way.
+    if (ack->accepted || answer == NLM4_GRANTED || !GrantStillPending(id)) break;
     if (answer && answer != NLM4_DENIED_GRACE_PERIOD) {  // The client refused the lock.
       refused = true;
       break;
@@ -171,16 +174,13 @@ asio::awaitable<void> NlmService::DeliverGrant(lock::WaiterGrant grant,
       co_await ack->timer.async_wait(rpc::kUseTuple);
     }
   }
-  const bool pending = GrantStillPending(id);
+  // Not accepted yet an answer of GRANTED: the grant was taken back before the answer came.
+  const bool pending = !ack->accepted && answer != NLM4_GRANTED && GrantStillPending(id);
   waiter_by_cookie_.erase(waiters_.at(id)->cookie);
   waiters_.at(id)->ack.reset();
   DropWaiterRecord(id);
-  if (!pending) co_return;  // CANCEL, UNLOCK or FREE_ALL took the grant back already.
-  if (acknowledged) {
-    locks_.AcknowledgeGrant(grant.id);
-    ++stats_.callbacks_acknowledged;
-    co_return;
-  }
+  // Accepted, or CANCEL, UNLOCK or FREE_ALL took the grant back already.
+  if (!pending) co_return;
   if (gate_.closed()) co_return;
   if (refused) {
     ++stats_.callbacks_refused;
@@ -189,11 +189,7 @@ asio::awaitable<void> NlmService::DeliverGrant(lock::WaiterGrant grant,
     ++stats_.callbacks_failed;
     spdlog::info("nlm GRANTED callback to host={} not acknowledged; revoking the grant", host);
   }
-  lock::RevokeOutcome revoked = locks_.RevokeGrant(grant.id);
-  if (revoked.revoked) {
-    std::vector<JournalEntry> entries{JournalEntry::Locks(grant.file, grant.owner, grant.range)};
-    PersistInBackground(std::move(entries), std::move(revoked.grants));
-  }
+  RevokeUnaccepted(grant);
 }
 
 }  // namespace nlockd::nlm

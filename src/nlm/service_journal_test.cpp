@@ -152,11 +152,44 @@ TEST_F(NlmJournalTest, AWaiterGrantThatCannotBeWrittenIsRevokedNotAnnounced) {
   ASSERT_EQ(JLock(a, held).stat, NLM4_GRANTED);
   ASSERT_EQ(JLock(b, LockArgs("client-b", 2, 0, 10, true)).stat, NLM4_BLOCKED);
   journal_.succeed = false;
-  EXPECT_EQ(JUnlock(a, held).stat, NLM4_GRANTED) << "a release stays done";
+  EXPECT_EQ(JUnlock(a, held).stat, NLM4_DENIED_GRACE_PERIOD) << "not written: try again";
   RunFor(std::chrono::milliseconds(50));
   EXPECT_TRUE(caller_.sent.empty());
-  EXPECT_EQ(locks_.Counts().locks, 0u);
+  EXPECT_EQ(OwnerLocks(locks_, "192.0.2.1"), "X [0,9]");
+  EXPECT_EQ(OwnerLocks(locks_, "192.0.2.2"), "");
   EXPECT_EQ(locks_.ListWaiters().size(), 0u);
+}
+
+TEST_F(NlmJournalTest, AnUnlockThatCannotBeWrittenIsRefusedAndUndone) {
+  auto a = From("192.0.2.1");
+  auto held = LockArgs("client-a", 1, 0, 100);
+  ASSERT_EQ(JLock(a, held).stat, NLM4_GRANTED);
+  journal_.succeed = false;
+  // A whole unlock, and one that would split the lock: refused with the answer that makes a
+  // client send its UNLOCK again later.
+  EXPECT_EQ(JUnlock(a, held).stat, NLM4_DENIED_GRACE_PERIOD);
+  EXPECT_EQ(OwnerLocks(locks_, "192.0.2.1"), "X [0,99]");
+  EXPECT_EQ(JUnlock(a, LockArgs("client-a", 1, 10, 10)).stat, NLM4_DENIED_GRACE_PERIOD);
+  EXPECT_EQ(OwnerLocks(locks_, "192.0.2.1"), "X [0,99]");
+  RunFor(std::chrono::milliseconds(10));
+  EXPECT_EQ(OwnerLocks(locks_, "192.0.2.1"), "X [0,99]");
+  // Version 1 has the same code (nlm_denied_grace_period).
+  EXPECT_EQ(JUnlock(From("192.0.2.1", NLM_VERS), held).stat, NLM4_DENIED_GRACE_PERIOD);
+  journal_.succeed = true;
+  EXPECT_EQ(JUnlock(a, held).stat, NLM4_GRANTED);
+  EXPECT_EQ(locks_.Counts().locks, 0u);
+}
+
+TEST_F(NlmJournalTest, AnUnshareThatCannotBeWrittenIsRefusedAndUndone) {
+  auto a = From("192.0.2.1");
+  nlm4_shareargs share{"s1", {"client-a", "file1", "oh-a", fsm_DW, fsa_R}, false};
+  ASSERT_EQ(Answered(service_->Share(a, share)).stat, NLM4_GRANTED);
+  journal_.succeed = false;
+  EXPECT_EQ(Answered(service_->Unshare(a, share)).stat, NLM4_DENIED_GRACE_PERIOD);
+  ASSERT_EQ(locks_.ListShares().size(), 1u);
+  journal_.succeed = true;
+  EXPECT_EQ(Answered(service_->Unshare(a, share)).stat, NLM4_GRANTED);
+  EXPECT_TRUE(locks_.ListShares().empty());
 }
 
 TEST_F(NlmJournalTest, CancelRecordsOnlyAGrantItUndid) {

@@ -50,7 +50,8 @@ asio::awaitable<rpc::HandlerStatus> NlmService::ServeMsg(const rpc::CallContext&
     reclaim = Reclaims(args);
     result = co_await method(context, std::move(args));
   } else {
-    // The caller still gets its empty reply; the failure goes in the _RES (PROTOCOL-NOTES §1.4).
+    // The caller still gets its empty reply (a _MSG is always answered empty); the failure
+    // goes in the _RES.
     result.stat = NLM4_FAILED;
   }
   std::vector<uint8_t> body;

@@ -131,6 +131,33 @@ TEST_F(NlmServiceTest, FreeAllReleasesOnlyAHostBoundToTheCallersAddress) {
   EXPECT_EQ(locks_.Counts().locks, 0u);
 }
 
+TEST_F(NlmServiceTest, FreeAllFromAnotherLoopbackAddressIsRefused) {
+  // Two client hosts on one machine: loopback addresses are not all the same caller.
+  auto a = From("127.0.0.2"), b = From("127.0.0.3");
+  ASSERT_EQ(Lock(a, LockArgs("hosta", 1, 0, 10)).stat, NLM4_GRANTED);
+  RunCoroutine(io_, service_->FreeAll(b, nlm4_notify{"hosta", 5}));
+  RunCoroutine(io_, service_->FreeAll(b, nlm4_notify{"127.0.0.2", 5}));
+  RunCoroutine(io_, service_->FreeAll(From("127.0.0.1"), nlm4_notify{"hosta", 5}));
+  EXPECT_EQ(locks_.Counts().locks, 1u);
+  EXPECT_EQ(service_->stats().spoof_rejections, 3u);
+  EXPECT_EQ(service_->stats().hosts_released, 0u);
+  RunCoroutine(io_, service_->FreeAll(a, nlm4_notify{"hosta", 5}));
+  EXPECT_EQ(locks_.Counts().locks, 0u);
+}
+
+TEST_F(NlmServiceTest, FreeAllByCallerNameNeedsTheNameBoundToTheCallersAddress) {
+  NlmOptions options = TestOptions();
+  options.host_key = NlmOptions::HostKey::kCallerName;
+  MakeService(options);
+  auto a = From("127.0.0.2"), b = From("127.0.0.3");
+  ASSERT_EQ(Lock(a, LockArgs("hosta", 1, 0, 10)).stat, NLM4_GRANTED);
+  RunCoroutine(io_, service_->FreeAll(b, nlm4_notify{"hosta", 5}));
+  EXPECT_EQ(locks_.Counts().locks, 1u);
+  EXPECT_EQ(service_->stats().spoof_rejections, 1u);
+  RunCoroutine(io_, service_->FreeAll(a, nlm4_notify{"HostA", 5}));
+  EXPECT_EQ(locks_.Counts().locks, 0u);
+}
+
 TEST_F(NlmServiceTest, StatusCallbackNeedsLoopbackAndAReservedPort) {
   ASSERT_EQ(Lock(From("192.0.2.1"), LockArgs("client-a", 1, 0, 10)).stat, NLM4_GRANTED);
   service_->SmNotify(From("192.0.2.7", 4, 700), nlm_sm_status{"client-a", 5, {}});

@@ -19,7 +19,7 @@ bool DecodeRange(xdr::Decoder& dec, uint32_t version, uint64_t& offset, uint64_t
 }
 
 // A holder's range as the version can say it: for 32 bits clipped to [0, 2^32), saturated,
-// never wrapped (PROTOCOL-NOTES.md §1.2).
+// never wrapped (a 64-bit range past 4 GiB reads as "to the end" to a 32-bit client).
 void EncodeRange(xdr::Encoder& enc, uint32_t version, uint64_t offset, uint64_t len) {
   if (Is64Bit(version)) {
     enc.U64(offset);

@@ -21,8 +21,8 @@ inline constexpr uint32_t NLM_VERS = 1;
 inline constexpr uint32_t NLM_VERSX = 3;
 inline constexpr uint32_t NLM4_VERS = 4;
 
-// Bounds (PROTOCOL-NOTES.md §1.1). Each stops a caller from making us hold large strings:
-// caller_name and names at most LM_MAXSTRLEN; cookies and owner handles are netobj<1024>.
+// Bounds of the protocol definitions (nlm_prot.x). Each stops a caller from making us hold large
+// strings: caller_name and names at most LM_MAXSTRLEN; cookies and owner handles are netobj<1024>.
 inline constexpr uint32_t LM_MAXSTRLEN = 1024;
 inline constexpr uint32_t MAXNETOBJ_SZ = 1024;
 // File handles: an NFSv3 handle is at most 64 bytes (NFS3_FHSIZE), and Linux lockd caps NLM
@@ -183,7 +183,7 @@ void Encode(xdr::Encoder& enc, uint32_t version, const nlm4_cancargs& args);
 void Encode(xdr::Encoder& enc, uint32_t version, const nlm4_unlockargs& args);
 
 // Versions 1 and 3 replies never carry version 4 codes: deadlock becomes denied and ROFS,
-// STALE_FH, FBIG and FAILED become denied_nolocks (PROTOCOL-NOTES.md §1.2, Linux's cast_status).
+// STALE_FH, FBIG and FAILED become denied_nolocks, as Linux lockd maps them.
 nlm4_stats StatusForVersion(nlm4_stats stat, uint32_t version);
 
 // The status's name in lowercase without the prefix ("granted", "denied_grace_period", ...): the

@@ -1,7 +1,6 @@
 #include "nsm/notifier.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <exception>
 #include <memory>
 #include <unordered_map>
@@ -13,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "base/error.hpp"
+#include "base/host_name.hpp"
 #include "nsm/name_resolver.hpp"
 #include "nsm/wire.hpp"
 #include "rpc/client.hpp"
@@ -35,12 +35,6 @@ milliseconds Remaining(steady_clock::time_point deadline) {
 }
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 // Resolves `name` with asio's resolver, giving up after `timeout`. getaddrinfo cannot be
 // interrupted, so on timeout the lookup is cancelled and left to finish on the resolver's
@@ -102,8 +96,10 @@ Notifier::Notifier(asio::any_io_executor executor, rpc::Client& client, store::S
 }
 
 Notifier::~Notifier() {
-  NLOCKD_REQUIRE(gate_.count() == 0 && channel_gate_.count() == 0,
-                 "Notifier destroyed before Shutdown() completed");
+  // Coroutines still in flight would touch a destroyed notifier: a lifetime bug of ours, so it
+  // aborts (a destructor must not throw).
+  NLOCKD_ASSERT(gate_.count() == 0 && channel_gate_.count() == 0,
+                "Notifier destroyed before Shutdown() completed");
 }
 
 void Notifier::StartRound(std::string our_name, int32_t state, std::vector<NotifyTarget> targets) {
@@ -418,7 +414,7 @@ std::vector<NotifyTarget> MergeTargets(std::vector<NotifyTarget> owed,
   for (auto* list : {&owed, &monitored}) {
     for (NotifyTarget& target : *list) {
       if (target.mon_name.empty()) continue;
-      auto [it, inserted] = index.emplace(Lower(target.mon_name), merged.size());
+      auto [it, inserted] = index.emplace(FoldHostName(target.mon_name), merged.size());
       if (inserted) {
         merged.push_back(std::move(target));
       } else if (merged[it->second].address.empty()) {

@@ -30,7 +30,7 @@ struct LoadedState;
 }  // namespace nlockd::store
 
 // The restart notifier: after a state bump, SM_NOTIFY(our name, state) to the statd of every
-// monitored host, in parallel, retried with backoff (issue 6, "nlockd restarts").
+// monitored host, in parallel, retried with backoff.
 namespace nlockd::nsm {
 
 // A host to notify. address: an IP literal, or empty to resolve mon_name (asynchronously, within

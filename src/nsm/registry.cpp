@@ -4,17 +4,12 @@
 
 #include <asio/ip/address.hpp>
 
+#include "base/host_name.hpp"
 #include "rpc/address.hpp"
 
 namespace nlockd::nsm {
 
-std::string FoldName(const std::string& name) {
-  std::string out = name;
-  std::transform(out.begin(), out.end(), out.begin(), [](char c) {
-    return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-  });
-  return out;
-}
+std::string FoldName(const std::string& name) { return FoldHostName(name); }
 
 std::optional<std::string> NormalizedAddressLiteral(const std::string& text) {
   asio::error_code ec;

@@ -22,10 +22,10 @@ namespace nlockd::nsm {
 // A registration is identified exactly by (mon_name, my_id), as the store keys it; a peer by
 // its mon_name compared case-insensitively (host names are), so "Client" and "client" are one
 // peer with two registrations. An IP-literal mon_name is also an address of its peer,
-// IPv4-mapped IPv6 normalised (PROTOCOL-NOTES.md §2 #1).
+// IPv4-mapped IPv6 normalised (::ffff:10.0.0.1 is 10.0.0.1).
 class Registry {
  public:
-  // `limit` bounds the registrations held (DESIGN.md: default 10,000): an unprivileged local
+  // `limit` bounds the registrations held (default 10,000): an unprivileged local
   // user of SM_MON, or a flood of client hosts, cannot make the monitor grow without end.
   explicit Registry(size_t limit) : limit_(limit) {}
 
@@ -87,14 +87,14 @@ class Registry {
   std::unordered_map<std::string, std::set<std::string>> by_address_;  // address -> peer keys
 };
 
-// ASCII lower case: mon_names are host names or IP literals (RFC 4343: case-insensitive).
+// The key of a mon_name: FoldHostName (every module compares host names that one way).
 std::string FoldName(const std::string& name);
 
 // The normalised text of an IP literal ("::ffff:10.0.0.1" -> "10.0.0.1"), or nullopt.
 std::optional<std::string> NormalizedAddressLiteral(const std::string& text);
 
 // Whether state `candidate` is newer than `known` in serial-number arithmetic (RFC 1982 on 32
-// bits): the counter wraps, so "larger" means "less than 2^31 ahead" (PROTOCOL-NOTES.md §1.8).
+// bits): the counter wraps, so "larger" means "less than 2^31 ahead".
 bool StateIsNewer(int32_t candidate, int32_t known);
 
 }  // namespace nlockd::nsm

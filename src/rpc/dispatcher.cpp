@@ -175,6 +175,9 @@ asio::awaitable<bool> Dispatcher::Dispatch(CallContext context, std::span<const 
   try {
     status = co_await procedure.handler(context, args, out);
   } catch (const std::exception& e) {
+    // A fault of the machinery (the store, an allocation) or a caller's broken contract
+    // (NLOCKD_REQUIRE): this call fails, the next is served. A broken invariant of our own
+    // (NLOCKD_ASSERT) never gets here: it aborts the process.
     spdlog::error("rpc handler failed prog={} vers={} proc={} peer={} xid={}: {}",
                   context.program, context.version, procedure.name,
                   AddressToString(context.peer_address), context.xid, e.what());

@@ -7,6 +7,8 @@
 #include <asio/io_context.hpp>
 #include <gtest/gtest.h>
 
+#include "base/error.hpp"
+#include "base/logging.hpp"
 #include "testutil/run_coroutine.hpp"
 
 namespace nlockd::rpc {
@@ -27,6 +29,18 @@ asio::awaitable<HandlerStatus> Echo(const CallContext&, xdr::Decoder& args, xdr:
 asio::awaitable<HandlerStatus> Throws(const CallContext&, xdr::Decoder&, xdr::Encoder& out) {
   out.U32(1234);  // Partial result that must not reach the wire.
   throw std::runtime_error("boom");
+  co_return HandlerStatus::kSuccess;
+}
+
+// A caller's broken contract, found before anything changed: that call fails, the rest go on.
+asio::awaitable<HandlerStatus> BreaksContract(const CallContext&, xdr::Decoder&, xdr::Encoder&) {
+  NLOCKD_REQUIRE(false, "the caller broke it");
+  co_return HandlerStatus::kSuccess;
+}
+
+// An invariant of our own broken halfway through a change.
+asio::awaitable<HandlerStatus> BreaksInvariant(const CallContext&, xdr::Decoder&, xdr::Encoder&) {
+  NLOCKD_ASSERT(false, "half-changed state");
   co_return HandlerStatus::kSuccess;
 }
 
@@ -60,6 +74,8 @@ class DispatcherTest : public ::testing::Test {
     dispatcher_.Register(kProg, 4, 3, "SILENT", Silent);
     dispatcher_.Register(kProg, 4, 5, "WHOAMI", WhoAmI);
     dispatcher_.Register(kProg, 4, 8, "JUDGE", Judge);
+    dispatcher_.Register(kProg, 4, 9, "CONTRACT", BreaksContract);
+    dispatcher_.Register(kProg, 4, 10, "INVARIANT", BreaksInvariant);
     dispatcher_.SetObserver([this](const CallRecord& record) {
       std::string line = std::string(record.procedure_name) + ":" + std::string(record.outcome);
       if (!record.result.empty()) line += ":" + std::string(record.result);
@@ -128,6 +144,27 @@ TEST_F(DispatcherTest, ThrowingHandlerIsSystemErrAndDropsItsPartialResult) {
   DecodedReply decoded = DecodeReply(*reply);
   EXPECT_EQ(decoded.accept_stat, AcceptStat::kSystemErr);
   EXPECT_TRUE(decoded.body.empty());
+}
+
+TEST_F(DispatcherTest, ABrokenContractFailsThatCallAndTheNextIsServed) {
+  auto reply = Dispatch(Call(4, 9, {}));
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(DecodeReply(*reply).accept_stat, AcceptStat::kSystemErr);
+  reply = Dispatch(Call(4, 1, {41}));
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(DecodeReply(*reply).accept_stat, AcceptStat::kSuccess);
+}
+
+using DispatcherDeathTest = DispatcherTest;
+
+TEST_F(DispatcherDeathTest, ABrokenInvariantInAHandlerEndsTheProcess) {
+  // Not answered SYSTEM_ERR and served on: the state it left is not to be trusted.
+  EXPECT_DEATH(
+      {
+        SetUpLogging(spdlog::level::info);  // As in nlockd: the log goes to stderr.
+        Dispatch(Call(4, 10, {}));
+      },
+      "NLOCKD_ASSERT failed.*half-changed state");
 }
 
 TEST_F(DispatcherTest, UnknownProgramVersionAndProcedure) {

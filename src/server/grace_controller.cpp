@@ -58,6 +58,7 @@ void GraceController::Begin(const GracePlan& plan, const store::LoadedState& loa
     return;
   }
   locks_.StartGrace(*mode, options_.duration);
+  dropped_before_ = locks_.DroppedRestoredCount();
   const std::vector<lock::RestoredLock> restored_locks = ToRestoredLocks(loaded.locks);
   const std::vector<lock::RestoredShare> restored_shares = ToRestoredShares(loaded.shares);
   lock::LoadOutcome load = locks_.LoadRestored(restored_locks, restored_shares);
@@ -103,12 +104,11 @@ void GraceController::DropUnmonitored(const store::LoadedState& loaded) {
     lock::DropOutcome dropped = locks_.DropRestored(lock::HostId(host));
     spdlog::info("restore: host {} is not monitored; dropped its {} locks and {} shares", host,
                  dropped.locks, dropped.shares);
-    CountDropped(dropped);
+    ServeDropped(dropped);
   }
 }
 
-void GraceController::CountDropped(lock::DropOutcome& dropped) {
-  dropped_ += dropped.locks + dropped.shares;
+void GraceController::ServeDropped(lock::DropOutcome& dropped) {
   hooks_.send_grants(std::move(dropped.grants));
 }
 
@@ -125,7 +125,7 @@ void GraceController::HostUnreachable(const std::string& mon_name) {
   spdlog::warn("grace: host {} never answered SM_NOTIFY; dropped its {} restored locks and {} "
                "shares, serving {} waiters",
                mon_name, dropped.locks, dropped.shares, dropped.grants.size());
-  CountDropped(dropped);
+  ServeDropped(dropped);
   if (journal_ == nullptr) return;
   asio::co_spawn(
       executor_,
@@ -136,13 +136,17 @@ void GraceController::HostUnreachable(const std::string& mon_name) {
 bool GraceController::End(lock::GraceEndReason reason) {
   if (!locks_.grace().IsActive()) return false;
   lock::DropOutcome dropped = locks_.EndGrace(reason);
-  CountDropped(dropped);
+  ServeDropped(dropped);
   return true;
+}
+
+uint64_t GraceController::dropped() const {
+  return locks_.DroppedRestoredCount() - dropped_before_;
 }
 
 uint64_t GraceController::reclaimed() const {
   const uint64_t settled = expected_ - std::min<uint64_t>(expected_, locks_.AwaitingReclaimCount());
-  return settled - std::min(settled, dropped_);
+  return settled - std::min(settled, dropped());
 }
 
 bool GraceController::MayEndEarly() const {
@@ -167,10 +171,10 @@ asio::awaitable<void> GraceController::Watch() {
     if (stopped_) co_return;
     // Ends the window if its time ran out (a request may have noticed first).
     lock::DropOutcome dropped = locks_.Tick();
-    CountDropped(dropped);
+    ServeDropped(dropped);
     if (locks_.grace().IsActive() && MayEndEarly()) {
       dropped = locks_.EndGrace(lock::GraceEndReason::kAllReclaimed);
-      CountDropped(dropped);
+      ServeDropped(dropped);
     }
     if (!locks_.grace().IsActive()) break;
   }
@@ -181,7 +185,7 @@ asio::awaitable<void> GraceController::Watch() {
 asio::awaitable<void> GraceController::Finish() {
   const auto reason = locks_.grace().last_end_reason();
   spdlog::info("grace period ended reason={} reclaimed={} dropped={} seconds={:.3f}",
-               reason ? lock::ToString(*reason) : "unknown", reclaimed(), dropped_,
+               reason ? lock::ToString(*reason) : "unknown", reclaimed(), dropped(),
                SecondsSince(clock_, started_));
   if (journal_ == nullptr) co_return;
   if (!co_await journal_->SettleRestored()) co_return;

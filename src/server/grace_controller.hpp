@@ -42,7 +42,7 @@ struct GraceHooks {
 };
 
 // The grace period of one start-up, from the restored table to the store marked complete
-// (DESIGN.md §1 "Grace period", issue 8 steps 2, 5 and 6). Runs on the lock executor.
+// (docs/architecture.md, grace plans). Runs on the lock executor.
 //
 // Begin() installs the persisted locks and shares as expected reclaims and opens the window the
 // plan chose; a watcher then ends it at its timer or early (fine-grained: once nothing awaits a
@@ -78,10 +78,11 @@ class GraceController {
   const GracePlan& plan() const { return plan_; }
   // Restored locks and shares awaiting a reclaim when the window opened.
   uint64_t expected() const { return expected_; }
-  // Restored locks and shares dropped unreclaimed (timer, admin, unreachable, unmonitored).
-  uint64_t dropped() const { return dropped_; }
-  // Of those expected, how many are back with their owners (reclaimed, or released by the owner
-  // itself, e.g. a reboot notification).
+  // Restored locks and shares dropped unreclaimed (timer, admin, unreachable, unmonitored, or
+  // released with their host: a reboot notification, FREE_ALL).
+  uint64_t dropped() const;
+  // Of those expected, how many are back with their owners: no longer awaiting and not dropped
+  // (reclaimed, or changed by their owner's own call).
   uint64_t reclaimed() const;
 
  private:
@@ -89,7 +90,8 @@ class GraceController {
   bool MayEndEarly() const;
   // Drops restored state of hosts nobody will notify (not monitored: NM_LOCK locks).
   void DropUnmonitored(const store::LoadedState& loaded);
-  void CountDropped(lock::DropOutcome& dropped);
+  // Sends the callbacks of the waiters that dropping restored state granted.
+  void ServeDropped(lock::DropOutcome& dropped);
   // After grace: settles restored rows and marks the lock table complete.
   asio::awaitable<void> Finish();
   // Grace "none": the persisted rows are stale; clear them and mark the table complete.
@@ -109,7 +111,8 @@ class GraceController {
   // Last notification answer or give-up; the classic floor counts from it.
   Clock::time_point last_notify_event_{};
   size_t expected_ = 0;
-  uint64_t dropped_ = 0;
+  // LockManager::DroppedRestoredCount() when the window opened.
+  uint64_t dropped_before_ = 0;
   bool stopped_ = false;
   std::optional<asio::steady_timer> timer_;
 };

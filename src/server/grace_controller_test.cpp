@@ -190,6 +190,19 @@ TEST_F(GraceControllerTest, EndingByTheAdminCountsWhatItDrops) {
   EXPECT_EQ(PersistedLocksOf("10.0.0.1"), 1u);
 }
 
+TEST_F(GraceControllerTest, RestoredLocksReleasedByAHostRebootAreDroppedNotReclaimed) {
+  PersistPreCrashTable();
+  Begin(GracePlan::Kind::kFineGrained);
+  EXPECT_EQ(locks_.Lock(Reclaim(g_, b_, 0, 10)).status, LockStatus::kGranted);
+  // a reboots before it reclaims (SM_NOTIFY): NLM releases everything it held.
+  EXPECT_EQ(locks_.ReleaseHost(a_.host).locks, 2u);
+  ASSERT_TRUE(RunUntil([&] { return !locks_.grace().IsActive(); }));
+  EXPECT_EQ(locks_.grace().last_end_reason(), lock::GraceEndReason::kAllReclaimed);
+  EXPECT_EQ(controller_.expected(), 3u);
+  EXPECT_EQ(controller_.reclaimed(), 1u) << "only b's reclaim";
+  EXPECT_EQ(controller_.dropped(), 2u) << "a's two restored locks";
+}
+
 TEST_F(GraceControllerTest, NoGraceClearsTheStaleTable) {
   PersistPreCrashTable();
   Begin(GracePlan::Kind::kNone);

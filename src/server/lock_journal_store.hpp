@@ -21,12 +21,12 @@
 
 namespace nlockd::server {
 
-// NLM's lock journal over the store (issue 8: "lock-table changes are written before the
-// answer"). Each entry becomes the current state of that owner on that file, read from the
-// LockManager at the moment Record is called (same executor, so it is what NLM answers), and
-// written as one ApplyLockChanges (kCommitted: survives a process crash; a host crash is caught
-// by the store's lock_table_complete). Runs on the lock executor; `locks` and `store` must
-// outlive it, and so must the executor's pending handlers.
+// NLM's lock journal over the store (docs/architecture.md, journal-before-answer: lock-table
+// changes are written before the answer). Each entry becomes the current state of that owner on
+// that file, read from the LockManager at the moment Record is called (same executor, so it is what
+// NLM answers), and written as one ApplyLockChanges (kCommitted: survives a process crash; a host
+// crash is caught by the store's lock_table_complete). Runs on the lock executor; `locks` and
+// `store` must outlive it, and so must the executor's pending handlers.
 //
 // Group journal: the entries of every call recorded in one turn of the executor go into one
 // open batch, written as a single store write once the executor has run what was ready, and

@@ -15,11 +15,11 @@ class NsmService;
 
 namespace nlockd::server {
 
-// Joins NLM and NSM, which never include each other (DESIGN.md §2): NLM's "monitor this host"
-// becomes a durable NSM registration (with nsm::LocalNlmId() as its my_id), and the status
-// callback of such a registration releases the host's locks through NlmService::HostRebooted,
-// which grants the waiters they blocked. Runs on the server's executor. Attach() before serving;
-// both services must outlive it.
+// Joins NLM and NSM, which never include each other (docs/architecture.md, modules): NLM's "monitor
+// this host" becomes a durable NSM registration (with nsm::LocalNlmId() as its my_id), and the
+// status callback of such a registration releases the host's locks through
+// NlmService::HostRebooted, which grants the waiters they blocked. Runs on the server's executor.
+// Attach() before serving; both services must outlive it.
 class NsmBridge final : public nlm::HostMonitor, public nsm::LocalStatusReceiver {
  public:
   void Attach(nsm::NsmService& nsm, nlm::NlmService& nlm) {

@@ -1,0 +1,77 @@
+// NlmService and client hosts as a whole: FREE_ALL, the status monitor's reboot callback
+// (procedure 16) and reboots NSM reports, each releasing everything of a host.
+#include <spdlog/spdlog.h>
+
+#include "base/host_name.hpp"
+#include "nlm/service.hpp"
+#include "rpc/address.hpp"
+
+namespace nlockd::nlm {
+
+asio::awaitable<void> NlmService::FreeAll(const rpc::CallContext& context, nlm4_notify args) {
+  // A caller may free only itself, as with Linux lockd: the named host (by key or caller_name)
+  // must be bound to the request's own source address. Being on loopback proves nothing: every
+  // client on this machine is, each with its own address.
+  std::vector<std::string> hosts;
+  const std::string peer = rpc::AddressToString(context.peer_address);
+  locks_.hosts().ForEach([&](const lock::HostInfo& host) {
+    bool named = SameHostName(host.id.value(), args.name) || SameHostName(host.label, args.name);
+    if (named && !host.address.empty() && host.address == peer) hosts.push_back(host.id.value());
+  });
+  if (hosts.empty()) {
+    ++stats_.spoof_rejections;
+    spdlog::warn(
+        "nlm FREE_ALL name={} from {} refused: no host of that name is bound to that "
+        "address",
+        args.name, peer);
+    co_return;
+  }
+  std::vector<JournalEntry> entries;
+  lock::Grants grants;
+  for (const auto& host : hosts) ReleaseHost(host, entries, grants);
+  co_await JournalCall(std::move(entries), std::move(grants));
+}
+
+void NlmService::SmNotify(const rpc::CallContext& context, const nlm_sm_status& args) {
+  // Only a co-resident statd may tell us a host rebooted: loopback and a reserved port, as
+  // Linux lockd requires.
+  if (!rpc::IsLoopback(context.peer_address) || context.peer_port >= 1024) {
+    ++stats_.spoof_rejections;
+    spdlog::warn(
+        "nlm SM_NOTIFY (procedure 16) for {} from {}:{} refused: not loopback with a "
+        "reserved port",
+        args.mon_name, rpc::AddressToString(context.peer_address), context.peer_port);
+    return;
+  }
+  HostRebooted(args.mon_name);
+}
+
+size_t NlmService::HostRebooted(const std::string& name) {
+  std::vector<std::string> hosts;
+  locks_.hosts().ForEach([&](const lock::HostInfo& host) {
+    if (SameHostName(host.id.value(), name) || SameHostName(host.label, name)) {
+      hosts.push_back(host.id.value());
+    }
+  });
+  size_t released = 0;
+  std::vector<JournalEntry> entries;
+  lock::Grants grants;
+  for (const auto& host : hosts) released += ReleaseHost(host, entries, grants);
+  PersistInBackground(std::move(entries), std::move(grants));
+  return released;
+}
+
+size_t NlmService::ReleaseHost(const std::string& host, std::vector<JournalEntry>& entries,
+                               lock::Grants& grants) {
+  lock::HostReleaseOutcome outcome = locks_.ReleaseHost(lock::HostId(host));
+  ForgetHostWaiters(host);
+  ++stats_.hosts_released;
+  spdlog::info("nlm released host={} locks={} shares={} waiters={} grants={} restored_dropped={}",
+               host, outcome.locks, outcome.shares, outcome.waiters, outcome.grants.size(),
+               outcome.restored);
+  entries.push_back(JournalEntry::HostReleased(lock::HostId(host)));
+  for (auto& grant : outcome.grants) grants.push_back(std::move(grant));
+  return outcome.locks;
+}
+
+}  // namespace nlockd::nlm

@@ -1,0 +1,110 @@
+// NlmService and the lock journal: the owner's turn, writing a call's change before its answer,
+// undoing a change that could not be written, and the grants that wait for their write
+// (docs/architecture.md, journal-before-answer).
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <spdlog/spdlog.h>
+
+#include "nlm/service.hpp"
+
+namespace nlockd::nlm {
+
+namespace {
+
+void AppendGrantEntries(std::vector<JournalEntry>& entries, const lock::Grants& grants) {
+  for (const auto& grant : grants) {
+    entries.push_back(JournalEntry::Locks(grant.file, grant.owner, grant.range));
+  }
+}
+
+}  // namespace
+
+asio::awaitable<std::optional<OwnerTurns::Turn>> NlmService::OwnerTurn(
+    const lock::FileKey& file, const lock::LockOwner& owner) {
+  if (journal_ == nullptr) co_return std::nullopt;
+  co_return co_await turns_.TakeFor(file, owner);
+}
+
+asio::awaitable<bool> NlmService::JournalCall(std::vector<JournalEntry> entries,
+                                              lock::Grants grants) {
+  bool persisted = true;
+  if (journal_ != nullptr) {
+    AppendGrantEntries(entries, grants);
+    persisted = co_await Persist(std::move(entries));
+  }
+  FinishGrants(std::move(grants), persisted);
+  co_return persisted;
+}
+
+bool NlmService::UndoUnwritten(const lock::PriorLocks& prior, const JournalEntry& entry) {
+  lock::RestoreOutcome undo = locks_.RestoreLocks(prior);
+  PersistInBackground({entry}, std::move(undo.grants));
+  return undo.restored;
+}
+
+bool NlmService::UndoUnwritten(const lock::PriorShare& prior, const JournalEntry& entry) {
+  lock::RestoreOutcome undo = locks_.RestoreShare(prior);
+  PersistInBackground({entry}, std::move(undo.grants));
+  return undo.restored;
+}
+
+void NlmService::RevokeUnaccepted(const lock::WaiterGrant& grant) {
+  lock::RevokeOutcome revoked = locks_.RevokeGrant(grant.id);
+  if (!revoked.revoked) return;  // Settled already (acknowledged, or by the owner's own call).
+  PersistInBackground({JournalEntry::Locks(grant.file, grant.owner, grant.range)},
+                      std::move(revoked.grants));
+}
+
+asio::awaitable<bool> NlmService::Persist(std::vector<JournalEntry> entries) {
+  if (journal_ == nullptr || entries.empty()) co_return true;
+  bool ok = false;
+  try {
+    ok = co_await journal_->Record(std::move(entries));
+  } catch (const std::exception& e) {
+    spdlog::error("nlm lock journal failed: {}", e.what());
+  }
+  if (!ok) ++stats_.journal_failures;
+  co_return ok;
+}
+
+void NlmService::SendGrants(lock::Grants grants) {
+  if (grants.empty()) return;
+  PersistInBackground({}, std::move(grants));
+}
+
+void NlmService::PersistInBackground(std::vector<JournalEntry> entries, lock::Grants grants) {
+  if (journal_ == nullptr) {
+    FinishGrants(std::move(grants), true);
+    return;
+  }
+  AppendGrantEntries(entries, grants);
+  if (entries.empty()) return;
+  auto pass = gate_.TryEnter();
+  if (!pass) return;  // Shutting down: the clients re-poll after restart.
+  asio::co_spawn(executor_,
+                 PersistThenFinish(std::move(entries), std::move(grants), std::move(*pass)),
+                 asio::detached);
+}
+
+asio::awaitable<void> NlmService::PersistThenFinish(std::vector<JournalEntry> entries,
+                                                    lock::Grants grants,
+                                                    rpc::TaskGate::Pass /*pass*/) {
+  bool persisted = co_await Persist(std::move(entries));
+  FinishGrants(std::move(grants), persisted);
+}
+
+void NlmService::FinishGrants(lock::Grants grants, bool persisted) {
+  for (auto& grant : grants) {
+    if (!persisted) {
+      // The store does not know the waiter holds the lock: take the grant back (fail closed).
+      DropWaiterRecord(grant.id.value());
+      RevokeUnaccepted(grant);
+      continue;
+    }
+    auto pass = gate_.TryEnter();
+    if (!pass) return;  // Shutting down: the clients re-poll after restart.
+    asio::co_spawn(executor_, DeliverGrant(std::move(grant), std::move(*pass)), asio::detached);
+  }
+}
+
+}  // namespace nlockd::nlm
