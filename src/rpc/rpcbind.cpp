@@ -358,8 +358,11 @@ asio::awaitable<void> RpcbindRegistration::TryV4(const std::vector<Entry>& wante
       RpcbMapping stale = *holder;
       stale.owner = RpcbindOwner();
       auto unset = co_await rpcb_.Unset(stale);
-      if (unset.outcome != RpcbOutcome::kAnswered) {
-        attempt.failure = "UNSET did not complete";
+      if (unset.outcome != RpcbOutcome::kAnswered || !unset.value) {
+        // rpcbind takes a mapping away only for its owner or root on its unix socket.
+        attempt.failure = unset.outcome == RpcbOutcome::kAnswered
+                              ? "rpcbind refused to take away the mapping of owner " + holder->owner
+                              : "UNSET did not complete";
         continue;
       }
     }
