@@ -174,23 +174,19 @@ asio::awaitable<RpcbAnswer<std::vector<uint8_t>>> RpcbClient::Call(uint32_t proc
 }
 
 asio::awaitable<RpcbAnswer<bool>> RpcbClient::Set(const RpcbMapping& mapping) {
-  std::vector<uint8_t> args;
-  xdr::Encoder enc(args);
-  EncodeRpcb(enc, mapping);
-  auto reply = co_await Call(kRpcbProcSet, std::move(args));
-  RpcbAnswer<bool> answer{reply.outcome, false};
-  xdr::Decoder dec(reply.value);
-  if (reply.outcome == RpcbOutcome::kAnswered && !dec.Bool(answer.value, "result")) {
-    answer.outcome = RpcbOutcome::kFailed;
-  }
-  co_return answer;
+  co_return co_await CallWithMapping(kRpcbProcSet, mapping);
 }
 
 asio::awaitable<RpcbAnswer<bool>> RpcbClient::Unset(const RpcbMapping& mapping) {
+  co_return co_await CallWithMapping(kRpcbProcUnset, mapping);
+}
+
+asio::awaitable<RpcbAnswer<bool>> RpcbClient::CallWithMapping(uint32_t procedure,
+                                                              const RpcbMapping& mapping) {
   std::vector<uint8_t> args;
   xdr::Encoder enc(args);
   EncodeRpcb(enc, mapping);
-  auto reply = co_await Call(kRpcbProcUnset, std::move(args));
+  auto reply = co_await Call(procedure, std::move(args));
   RpcbAnswer<bool> answer{reply.outcome, false};
   xdr::Decoder dec(reply.value);
   if (reply.outcome == RpcbOutcome::kAnswered && !dec.Bool(answer.value, "result")) {

@@ -124,6 +124,8 @@ class RpcbClient {
  private:
   asio::awaitable<RpcbAnswer<std::vector<uint8_t>>> Call(uint32_t procedure,
                                                          std::vector<uint8_t> args);
+  // SET and UNSET: an rpcb argument, a boolean result.
+  asio::awaitable<RpcbAnswer<bool>> CallWithMapping(uint32_t procedure, const RpcbMapping& mapping);
 
   Client& client_;
   std::string host_;

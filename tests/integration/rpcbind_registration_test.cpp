@@ -52,6 +52,11 @@ class RpcbindRegistrationTest : public ::testing::Test {
   static bool Lists(const std::string& listing, const std::string& pattern) {
     return std::regex_search(listing, std::regex(pattern));
   }
+  static void ExpectListed(const std::string& listing, const std::vector<std::string>& patterns) {
+    for (const auto& pattern : patterns) {
+      EXPECT_TRUE(Lists(listing, pattern)) << pattern << "\n" << listing;
+    }
+  }
 
   std::unique_ptr<NetNamespace> host_;
   std::unique_ptr<Subprocess> rpcbind_;
@@ -72,12 +77,10 @@ TEST_F(RpcbindRegistrationTest, RpcinfoListsV4EntriesWithNetidsAndOwnerUntilShut
   // records "unknown" whatever the caller sends (only its unix socket tells it the uid).
   auto [rc_v4, v4] = Rpcinfo({"127.0.0.1"});
   ASSERT_EQ(rc_v4, 0);
-  for (const char* pattern : {R"(100021\s+1\s+tcp\s+0\.0\.0\.0\.15\.205\s+nlockmgr\s+unknown)",
-                              R"(100021\s+3\s+udp\s+0\.0\.0\.0\.15\.205\s+nlockmgr\s+unknown)",
-                              R"(100021\s+4\s+tcp\s+0\.0\.0\.0\.15\.205\s+nlockmgr\s+unknown)",
-                              R"(100024\s+1\s+udp\s+0\.0\.0\.0\.15\.205\s+status\s+unknown)"}) {
-    EXPECT_TRUE(Lists(v4, pattern)) << pattern << "\n" << v4;
-  }
+  ExpectListed(v4, {R"(100021\s+1\s+tcp\s+0\.0\.0\.0\.15\.205\s+nlockmgr\s+unknown)",
+                    R"(100021\s+3\s+udp\s+0\.0\.0\.0\.15\.205\s+nlockmgr\s+unknown)",
+                    R"(100021\s+4\s+tcp\s+0\.0\.0\.0\.15\.205\s+nlockmgr\s+unknown)",
+                    R"(100024\s+1\s+udp\s+0\.0\.0\.0\.15\.205\s+status\s+unknown)"});
   EXPECT_EQ(nlockd.Stop(), 0);
   auto [rc_after, after] = Rpcinfo({"127.0.0.1"});
   EXPECT_EQ(rc_after, 0);
@@ -106,12 +109,10 @@ TEST_F(RpcbindRegistrationTest, AnIpv6ListenerAddsTcp6AndUdp6) {
   EXPECT_TRUE(registered);
   auto [rc, v4] = Rpcinfo({"127.0.0.1"});
   ASSERT_EQ(rc, 0);
-  for (const char* pattern : {R"(100021\s+4\s+tcp\s+0\.0\.0\.0\.15\.205\s+nlockmgr)",
-                              R"(100021\s+4\s+udp\s+0\.0\.0\.0\.15\.205\s+nlockmgr)",
-                              R"(100021\s+4\s+tcp6\s+::\.15\.205\s+nlockmgr)",
-                              R"(100021\s+4\s+udp6\s+::\.15\.205\s+nlockmgr)"}) {
-    EXPECT_TRUE(Lists(v4, pattern)) << pattern << "\n" << v4;
-  }
+  ExpectListed(v4, {R"(100021\s+4\s+tcp\s+0\.0\.0\.0\.15\.205\s+nlockmgr)",
+                    R"(100021\s+4\s+udp\s+0\.0\.0\.0\.15\.205\s+nlockmgr)",
+                    R"(100021\s+4\s+tcp6\s+::\.15\.205\s+nlockmgr)",
+                    R"(100021\s+4\s+udp6\s+::\.15\.205\s+nlockmgr)"});
 }
 
 // A libtirpc service (registered through rpcbind's unix socket, owner "superuser") holds
