@@ -369,7 +369,7 @@ asio::awaitable<void> RpcbindRegistration::TryV4(const std::vector<Entry>& wante
     } else {
       attempt.failure = "SET of program " + std::to_string(entry.program) + " version " +
                         std::to_string(entry.version) + " " + entry.netid + " " +
-                        (set.outcome == RpcbOutcome::kAnswered ? "refused" : "not answered");
+                        (set.outcome == RpcbOutcome::kNoAnswer ? "not answered" : "refused");
     }
   }
   attempt.complete = done == wanted.size();

@@ -170,12 +170,14 @@ class RpcbindRegistration {
         pmap_(client, host_, port, options.call_deadline) {}
 
   // Returns once every pair is registered (true), or once the retries are given up, another
-  // process holds a mapping, or Unregister() began (false). IPv4 only ("0.0.0.0").
-  asio::awaitable<bool> Register(std::vector<std::pair<uint32_t, uint32_t>> program_versions,
-                                 uint16_t port);
+  // process holds a mapping, or Unregister() began (false). May be called once per listener.
   asio::awaitable<bool> Register(std::vector<std::pair<uint32_t, uint32_t>> program_versions,
                                  RpcbindListener listener);
-  // Stops registering, then takes away the mappings registered that still name our port.
+  // The same for an IPv4 wildcard listener ("0.0.0.0": tcp and udp only).
+  asio::awaitable<bool> Register(std::vector<std::pair<uint32_t, uint32_t>> program_versions,
+                                 uint16_t port);
+  // Stops registering (a later Register() does nothing), then takes away the mappings
+  // registered that still name our port.
   asio::awaitable<void> Unregister();
 
  private:
