@@ -7,9 +7,8 @@
 #include <regex>
 #include <string>
 
-#include <unistd.h>
-
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "integration/loopback_peers.hpp"
 #include "integration/nlockd_process.hpp"
@@ -51,7 +50,7 @@ bool SmNotify(const std::string& from, uint16_t port, uint16_t server, const std
 class NlmFreeAll : public ::testing::Test {
  protected:
   NlmFreeAll()
-      : nlockd_({"--listen", "127.0.0.1:0", "--rpcbind-register=false", "--name",
+      : nlockd_({"--listen", "127.0.0.1:0", "--rpcbind-register=false", "--grace", "0", "--name",
                  "server.test"}) {}
 
   // Host b's lock on the range host a held: denied while a holds it.
@@ -60,8 +59,8 @@ class NlmFreeAll : public ::testing::Test {
   }
 
   NlockdProcess nlockd_;
-  const std::string a_ = LoopbackPeers::Address(1);  // 127.0.0.2
-  const std::string b_ = LoopbackPeers::Address(2);  // 127.0.0.3
+  const std::string a_ = LoopbackPeers::Address(1);  // 127.0.1.2
+  const std::string b_ = LoopbackPeers::Address(2);  // 127.0.1.3
 };
 
 TEST_F(NlmFreeAll, AnotherHostCannotFreeAHostByItsNameOrAddress) {
@@ -72,7 +71,9 @@ TEST_F(NlmFreeAll, AnotherHostCannotFreeAHostByItsNameOrAddress) {
   EXPECT_TRUE(FreeAll(b_, port, a_));
   EXPECT_EQ(BTries(), "stat=denied") << nlockd_.process().output();
   EXPECT_TRUE(nlockd_.process().WaitForLine(
-      std::regex("FREE_ALL name=hosta from 127\\.0\\.0\\.3 refused"), kTimeout))
+      std::regex("FREE_ALL name=hosta from " + std::regex_replace(b_, std::regex("\\."), "\\.") +
+                 " refused"),
+      kTimeout))
       << nlockd_.process().output();
 
   // Host a frees itself.

@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <regex>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -27,10 +26,16 @@ std::optional<std::string> SuperuserUri() {
   const char* datadir = std::getenv("NLOCKD_TEST_PG_DATADIR");
   const std::optional<std::string> uri = store::testutil::PgTestUri();
   if (datadir == nullptr || !uri) return std::nullopt;
-  std::smatch port;
-  if (!std::regex_search(*uri, port, std::regex(R"(@[^/:]+:(\d+)/)"))) return std::nullopt;
+  // postgresql://user:password@127.0.0.1:PORT/database
+  const size_t at = uri->rfind('@');
+  const size_t colon = uri->find(':', at == std::string::npos ? 0 : at);
+  const size_t slash = uri->find('/', colon == std::string::npos ? 0 : colon);
+  if (at == std::string::npos || colon == std::string::npos || slash == std::string::npos) {
+    return std::nullopt;
+  }
+  const std::string port = uri->substr(colon + 1, slash - colon - 1);
   const std::string socket_dir = std::filesystem::path(datadir).parent_path().string();
-  return "postgresql:///postgres?host=" + socket_dir + "&port=" + port[1].str() + "&user=postgres";
+  return "postgresql:///postgres?host=" + socket_dir + "&port=" + port + "&user=postgres";
 }
 
 class NlmJournalPgTest : public NlmServiceTest {
@@ -86,7 +91,7 @@ class NlmJournalPgTest : public NlmServiceTest {
   // The rows a restart would load for host 192.0.2.1.
   size_t PersistedLocks() {
     size_t rows = 0;
-    for (const auto& row : store_->LoadAll().locks) rows += row.host == "192.0.2.1" ? 1 : 0;
+    for (const auto& row : store_->LoadAll().locks) rows += row.host == "192.0.2.1" ? 1u : 0u;
     return rows;
   }
 

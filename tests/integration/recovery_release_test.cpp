@@ -22,8 +22,9 @@ bool NotifyFrom(const std::string& from, uint16_t port, const std::string& mon_n
   if (!socket.Bind(Ipv4(from, 0))) return false;
   XdrWriter args;
   args.Opaque(mon_name).U32(static_cast<uint32_t>(state));
-  auto reply = socket.Call(Ipv4("127.0.0.1", port), BuildCall(0x5e1ea5e, 100024, 1, 6, args.bytes()),
-                           std::chrono::seconds(5));
+  auto reply =
+      socket.Call(Ipv4("127.0.0.1", port), BuildCall(0x5e1ea5e, 100024, 1, 6, args.bytes()),
+                  std::chrono::seconds(5));
   return reply && reply->reply_stat == 0 && reply->accept_stat == kSuccess;
 }
 
@@ -38,8 +39,8 @@ TEST(RecoveryRelease, RestoredLocksOfAHostThatRebootsAreDroppedNotReclaimed) {
 
   auto nlockd = StartNlockd(store, peers.statd_port(), kGraceSeconds);
   ASSERT_NE(nlockd->port(), 0);
-  ASSERT_TRUE(WaitForLog(*nlockd, std::regex(R"(grace period started .* restored_locks=2 )"),
-                         kWait))
+  ASSERT_TRUE(
+      WaitForLog(*nlockd, std::regex(R"(grace period started .* restored_locks=2 )"), kWait))
       << nlockd->process().output();
   // Host 1 reboots before it reclaims anything.
   const std::string host = LoopbackPeers::Address(1);
