@@ -32,7 +32,7 @@ file(READ ${PROJECT_SOURCE_DIR}/packaging/nlockd.service unit)
 string(REPLACE "/usr/sbin/nlockd" "${CMAKE_INSTALL_FULL_SBINDIR}/nlockd" unit "${unit}")
 file(WRITE ${PROJECT_BINARY_DIR}/packaging/nlockd.service "${unit}")
 install(FILES ${PROJECT_BINARY_DIR}/packaging/nlockd.service
-  DESTINATION ${CMAKE_INSTALL_PREFIX}/lib/systemd/system)
+  DESTINATION lib/systemd/system)
 install(FILES ${PROJECT_SOURCE_DIR}/config/nlockd.toml
   DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/nlockd/examples)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/docs/operator-guide.md

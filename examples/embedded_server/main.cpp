@@ -182,20 +182,25 @@ class Host {
       co_return out;
     }
     // The file is gone: so are the locks on it.
-    nlockd::FileRelease released =
-        co_await asio::async_initiate<decltype(asio::use_awaitable), void(nlockd::FileRelease)>(
-            [this, fh](auto handler) {
-              auto shared = std::make_shared<decltype(handler)>(std::move(handler));
-              locks_.ReleaseFile(fh, [this, shared](nlockd::FileRelease release) {
-                asio::post(io_, [shared, release] { std::move (*shared)(release); });
-              });
-            },
-            asio::use_awaitable);
+    nlockd::FileRelease released = co_await ReleaseFile(fh);
     std::printf("removed %s: released %zu lock owners, %zu shares, %zu waiters\n", name.c_str(),
                 released.locks, released.shares, released.waiters);
     std::fflush(stdout);
     w.U32(static_cast<uint32_t>(released.locks));
     co_return out;
+  }
+
+  // LockService::ReleaseFile as an awaitable whose completion comes back to our io_context. A
+  // plain function: the initiation lambda is not a temporary inside a co_await expression.
+  asio::awaitable<nlockd::FileRelease> ReleaseFile(std::string fh) {
+    return asio::async_initiate<decltype(asio::use_awaitable), void(nlockd::FileRelease)>(
+        [this, fh = std::move(fh)](auto handler) {
+          auto shared = std::make_shared<decltype(handler)>(std::move(handler));
+          locks_.ReleaseFile(fh, [this, shared](nlockd::FileRelease release) {
+            asio::post(io_, [shared, release] { std::move (*shared)(release); });
+          });
+        },
+        asio::use_awaitable);
   }
 
   asio::io_context& io_;
