@@ -94,11 +94,19 @@ class LockService::Impl {
         core_(std::make_unique<server::Core>(executor_, std::move(options))),
         admin_router_(core_->admin_backend(), core_->metrics(),
                       admin::RouterOptions{options_token_}) {
-    if (own_io_) work_.emplace(io_.get_executor());
+    // Its thread runs from the start, so that calls handed in before Start() are refused on
+    // the executor like any other.
+    if (own_io_) {
+      work_.emplace(io_.get_executor());
+      thread_ = std::thread([this] { io_.run(); });
+    }
   }
 
   ~Impl() {
     Shutdown();
+    // Its own thread keeps running after Shutdown(), refusing late calls, until now.
+    work_.reset();
+    if (thread_.joinable()) thread_.join();
     // Destroyed before the io_context: what it holds may name the io_context's services.
     core_.reset();
   }
@@ -109,7 +117,6 @@ class LockService::Impl {
   void Start() {
     core_->Start();
     started_.store(true);
-    if (own_io_) thread_ = std::thread([this] { io_.run(); });
   }
 
   // Waits for the executor unless an AsyncShutdown already finished (the host may have
@@ -121,8 +128,6 @@ class LockService::Impl {
       AsyncShutdown([&done] { done.set_value(); });
       done.get_future().wait();
     }
-    work_.reset();
-    if (thread_.joinable()) thread_.join();
   }
 
   void AsyncShutdown(std::function<void()> done) {

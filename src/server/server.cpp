@@ -6,6 +6,7 @@
 
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
+#include <asio/post.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/use_awaitable.hpp>
 #include <spdlog/spdlog.h>
@@ -215,7 +216,7 @@ Core::~Core() = default;
 void Core::set_events(nlockd::EventHandlers events) { events_ = std::move(events); }
 
 uint16_t Core::Listen(const std::string& address_text, uint16_t port) {
-  NLOCKD_REQUIRE(!started_ && rpc_server_ == nullptr, "Listen once, before Start");
+  NLOCKD_REQUIRE(!start_posted_ && rpc_server_ == nullptr, "Listen once, before Start");
   asio::error_code ec;
   auto address = asio::ip::make_address(address_text, ec);
   if (ec) {
@@ -228,7 +229,7 @@ uint16_t Core::Listen(const std::string& address_text, uint16_t port) {
 }
 
 uint16_t Core::ListenOnSockets(int tcp_listen_fd, int udp_fd) {
-  NLOCKD_REQUIRE(!started_ && rpc_server_ == nullptr, "Listen once, before Start");
+  NLOCKD_REQUIRE(!start_posted_ && rpc_server_ == nullptr, "Listen once, before Start");
   auto server = std::make_unique<rpc::Server>(executor_, dispatcher_, RpcOptions(options_));
   server->Adopt(tcp_listen_fd, udp_fd);
   rpc_server_ = std::move(server);
@@ -236,20 +237,25 @@ uint16_t Core::ListenOnSockets(int tcp_listen_fd, int udp_fd) {
 }
 
 void Core::Start() {
-  NLOCKD_REQUIRE(!started_, "Start once");
-  // The new state is durable before anything is served or sent.
+  NLOCKD_REQUIRE(!started_ && !start_posted_, "Start once");
+  start_posted_ = true;
+  // The new state is durable before anything is served or sent. Read here, on the caller's
+  // thread, so that a store that cannot be read fails Start(); nothing on the executor touches
+  // NSM or lock state until the rest runs there.
   int32_t state = store_->BumpState();
-  store::LoadedState loaded = store_->LoadAll();
-  nsm_.Load(state, loaded.registrations);
+  auto loaded = std::make_shared<store::LoadedState>(store_->LoadAll());
+  nsm_.Load(state, loaded->registrations);
   admin_backend_.MarkStoreLoaded();
+  asio::post(executor_, [this, state, loaded] { Serve(state, std::move(*loaded)); });
+}
+
+void Core::Serve(int32_t state, store::LoadedState loaded) {
   std::vector<nsm::NotifyTarget> owed;
   for (const auto& row : loaded.notify_owed) owed.push_back({row.mon_name, row.address});
-
   // Restored locks are in place and the window open before the first request is read.
   const GracePlan plan = DecideGrace(store_->startup(), loaded, options_.grace);
   grace_.Begin(plan, loaded);
   loaded = {};
-  started_ = true;
   if (plan.mode() && events_.grace_started) {
     events_.grace_started(nlockd::GraceStarted{*plan.mode() == lock::GraceMode::kClassic
                                                    ? nlockd::GraceMode::kClassic
@@ -272,6 +278,7 @@ void Core::Start() {
     asio::co_spawn(executor_, RegisterWithRpcbind(advertised), asio::detached);
   }
   StartNotificationRound(state, std::move(owed));
+  started_.store(true);
 }
 
 asio::awaitable<void> Core::WatchGrace() {
@@ -323,7 +330,7 @@ asio::awaitable<void> Core::ShutDown() {
   co_await nsm_.Shutdown();
   co_await notifier_.Shutdown();
   if (registered_port_ != 0) co_await rpcbind_.Unregister();
-  if (started_) {
+  if (start_posted_) {
     // Even state: down. A crash leaves it odd; the next start moves on anyway.
     store_->MarkCleanShutdown();
   }

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -51,8 +52,8 @@ namespace nlockd::server {
 // clean stop, so that peers can tell a restart from a retransmission.
 //
 // Threading: everything but the constructor, Listen and Start runs on `executor`, which must be
-// a strand or a single-threaded io_context's executor. Start runs on the caller's thread
-// before any call is handed in, as nothing else touches the state yet.
+// a strand or a single-threaded io_context's executor. Start reads the store on the caller's
+// thread and posts the rest; until that ran, the executor refuses every call.
 class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
  public:
   Core(asio::any_io_executor executor, nlockd::Options options);
@@ -68,8 +69,9 @@ class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
   uint16_t ListenOnSockets(int tcp_listen_fd, int udp_fd);
   uint16_t port() const { return rpc_server_ ? rpc_server_->port() : 0; }
 
-  // Loads the store, opens grace, starts the listener (if any), rpcbind and the notification
-  // round. Throws Error if the store cannot be read.
+  // Loads the store (on the caller's thread; throws Error if it cannot be read), then posts
+  // the rest to the executor: grace, the listener (if any), rpcbind and the notification round.
+  // Calls handed in before that ran are refused; calls posted after Start() returned are not.
   void Start();
   bool serving() const { return started_ && !stopping_; }
 
@@ -105,6 +107,8 @@ class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
   void HostRebooted(const std::string& mon_name, int32_t state) override;
 
  private:
+  // The part of Start() that runs on the executor.
+  void Serve(int32_t state, store::LoadedState loaded);
   // SM_NOTIFY(our name, state) to every distinct monitored host and every host still owed one
   // from an earlier run (`owed`).
   void StartNotificationRound(int32_t state, std::vector<nsm::NotifyTarget> owed);
@@ -144,7 +148,10 @@ class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
   nlockd::EventHandlers events_;
   std::optional<asio::steady_timer> grace_watch_;
   uint16_t registered_port_ = 0;
-  bool started_ = false;
+  // Written by Start() on the caller's thread; read on the executor, where calls handed in
+  // before it are refused.
+  std::atomic<bool> started_{false};
+  bool start_posted_ = false;  // Start() was called (caller's thread; then read on the executor).
   bool stopping_ = false;
   bool stopped_ = false;
 };
