@@ -7,7 +7,7 @@
 
 #include <asio/associated_executor.hpp>
 #include <asio/async_result.hpp>
-#include <asio/post.hpp>
+#include <asio/dispatch.hpp>
 
 #include "nlockd/lock_service.hpp"
 
@@ -25,7 +25,9 @@ auto AsyncHandleCall(LockService& service, const RpcCall& call, CompletionToken&
         auto shared = std::make_shared<Handler>(std::move(handler));
         service.HandleCall(routed, [shared](RpcReply reply) {
           auto executor = asio::get_associated_executor(*shared);
-          asio::post(executor, [shared, reply = std::move(reply)]() mutable {
+          // Inline when the service's executor runs on a thread of the handler's (the host's
+          // io_context): one queue hop less per call.
+          asio::dispatch(executor, [shared, reply = std::move(reply)]() mutable {
             std::move (*shared)(std::move(reply));
           });
         });
