@@ -10,13 +10,25 @@ target_compile_options(nlockd_warnings INTERFACE
   $<$<BOOL:${NLOCKD_WERROR}>:-Werror>)
 
 # nlockd_module(NAME SOURCES ... DEPS ...): the static library nlockd_NAME, alias nlockd::NAME,
-# with includes rooted at src/.
+# with includes rooted at src/ and include/.
 function(nlockd_module name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
   add_library(nlockd_${name} STATIC ${ARG_SOURCES})
   add_library(nlockd::${name} ALIAS nlockd_${name})
-  target_include_directories(nlockd_${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
+  target_include_directories(nlockd_${name} PUBLIC ${PROJECT_SOURCE_DIR}/src
+                                                   ${PROJECT_SOURCE_DIR}/include
+                                                   ${PROJECT_BINARY_DIR}/include)
   target_link_libraries(nlockd_${name} PUBLIC ${ARG_DEPS} PRIVATE nlockd_warnings)
+endfunction()
+
+# nlockd_library_modules(MODULE ...): these modules also go into the installed libnlockd
+# (static and shared), so they are compiled position-independent, with their symbols hidden
+# unless the public API exports them (include/nlockd/export.hpp).
+function(nlockd_library_modules)
+  foreach(module ${ARGN})
+    set_target_properties(nlockd_${module} PROPERTIES
+      POSITION_INDEPENDENT_CODE ON CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
+  endforeach()
 endfunction()
 
 # nlockd_test(NAME LABEL unit|integration|db SOURCES ... DEPS ...): a gtest binary run by ctest.

@@ -13,13 +13,14 @@
 namespace nlockd::admin {
 namespace {
 
-void Serve(const Router& router, const httplib::Request& request, httplib::Response& response) {
+void Serve(const AdminServer::Handler& handler, const httplib::Request& request,
+           httplib::Response& response) {
   HttpRequest routed;
   routed.method = request.method;
   routed.target = request.target;
   routed.authorization = request.get_header_value("Authorization");
   routed.body = request.body;
-  HttpResponse answer = router.Handle(routed);
+  HttpResponse answer = handler(routed);
   spdlog::debug("admin: {} {} from {}: {}", request.method, request.target, request.remote_addr,
                 answer.status);
   response.status = answer.status;
@@ -30,7 +31,12 @@ void Serve(const Router& router, const httplib::Request& request, httplib::Respo
 }  // namespace
 
 AdminServer::AdminServer(Backend& backend, Metrics& metrics, AdminServerOptions options)
-    : router_(backend, metrics, RouterOptions{options.token}), options_(std::move(options)) {}
+    : router_(std::in_place, backend, metrics, RouterOptions{options.token}),
+      handler_([this](const HttpRequest& request) { return router_->Handle(request); }),
+      options_(std::move(options)) {}
+
+AdminServer::AdminServer(Handler handler, AdminServerOptions options)
+    : handler_(std::move(handler)), options_(std::move(options)) {}
 
 AdminServer::~AdminServer() { Stop(); }
 
@@ -50,7 +56,7 @@ void AdminServer::Start(const std::string& address, uint16_t port) {
   // One catch-all handler per method: the Router matches paths itself (so that it can answer
   // 405 and decode host names that contain '/'). Handlers (not a pre-routing hook) see the body.
   const auto handler = [this](const httplib::Request& request, httplib::Response& response) {
-    Serve(router_, request, response);
+    Serve(handler_, request, response);
   };
   server->Get(".*", handler);
   server->Post(".*", handler);

@@ -2,7 +2,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -27,13 +29,18 @@ struct AdminServerOptions {
 };
 
 // The admin HTTP server (cpp-httplib): /metrics, /healthz, /readyz and /api/v1 (docs/api.md) on
-// its own threads, never on the lock executor or an io thread; the Router does the work.
-// `backend` and `metrics` must outlive the server.
+// its own threads, never on the lock executor or an io thread; a Router (or the handler given)
+// does the work. `backend` and `metrics`, or the handler's state, must outlive the server.
 class AdminServer {
  public:
   static constexpr uint16_t kDefaultPort = 9464;
+  // Answers one request; called on the HTTP threads, several at once.
+  using Handler = std::function<HttpResponse(const HttpRequest&)>;
 
   AdminServer(Backend& backend, Metrics& metrics, AdminServerOptions options = {});
+  // Serves `handler` (e.g. nlockd::LockService::HandleAdminRequest, which checks the token
+  // itself; options.token is not used here).
+  AdminServer(Handler handler, AdminServerOptions options = {});
   ~AdminServer();  // Stops.
   AdminServer(const AdminServer&) = delete;
   AdminServer& operator=(const AdminServer&) = delete;
@@ -49,7 +56,8 @@ class AdminServer {
   uint16_t port() const { return port_; }
 
  private:
-  Router router_;
+  std::optional<Router> router_;
+  Handler handler_;
   AdminServerOptions options_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;

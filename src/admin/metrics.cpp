@@ -100,7 +100,7 @@ void RequestMetrics::Observe(std::string_view result, double seconds) {
   duration_.Observe(seconds);
 }
 
-Metrics::Metrics() : registry_(std::make_unique<prometheus::Registry>()) {
+Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
   auto& registry = *registry_;
   nsm_requests_ = &BuildCounter()
                        .Name("nsm_requests_total")

@@ -94,8 +94,8 @@ class RequestMetrics {
   std::unique_ptr<std::atomic<prometheus::Counter*>[]> known_;
 };
 
-// Owns the prometheus registry with every metric family of nlockd (issue 7; docs/api.md lists
-// them) and typed methods to update them. Every method is thread-safe and cheap (atomic adds);
+// Owns the prometheus registry with every metric family of nlockd (docs/api.md lists them) and
+// typed methods to update them. Every method is thread-safe and cheap (atomic adds);
 // snapshot gauges (locks held, grace, ...) are set by Refresh() at scrape time.
 class Metrics {
  public:
@@ -142,6 +142,8 @@ class Metrics {
   // The Prometheus text exposition format (version 0.0.4).
   std::string Serialize() const;
   prometheus::Registry& registry() { return *registry_; }
+  // The same registry, for an exposer that keeps it (prometheus::Exposer holds a weak_ptr).
+  std::shared_ptr<prometheus::Registry> shared_registry() { return registry_; }
 
  private:
   static constexpr size_t kNotificationResults = 3;
@@ -149,7 +151,7 @@ class Metrics {
   static constexpr size_t kCallbackResults = 4;
   static constexpr size_t kMalformedReasons = 8;
 
-  std::unique_ptr<prometheus::Registry> registry_;
+  std::shared_ptr<prometheus::Registry> registry_;
 
   prometheus::Family<prometheus::Counter>* nsm_requests_;
   prometheus::Family<prometheus::Histogram>* nsm_request_duration_;

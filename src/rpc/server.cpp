@@ -1,5 +1,7 @@
 #include "rpc/server.hpp"
 
+#include <sys/socket.h>
+
 #include <deque>
 #include <utility>
 
@@ -229,6 +231,32 @@ void Server::Listen(const asio::ip::address& address, uint16_t port) {
                                           std::to_string(bound) + ": " + ec.message());
     }
   }
+}
+
+namespace {
+
+// The address family of a socket, as the protocol Asio needs to adopt it.
+template <typename Protocol>
+Protocol ProtocolOf(int fd) {
+  sockaddr_storage storage{};
+  socklen_t length = sizeof storage;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&storage), &length) != 0) {
+    throw Error(ErrorKind::kFailed, "cannot adopt socket " + std::to_string(fd) + ": not a socket");
+  }
+  return storage.ss_family == AF_INET6 ? Protocol::v6() : Protocol::v4();
+}
+
+}  // namespace
+
+void Server::Adopt(int tcp_listen_fd, int udp_fd) {
+  asio::error_code ec;
+  acceptor_.assign(ProtocolOf<asio::ip::tcp>(tcp_listen_fd), tcp_listen_fd, ec);
+  if (!ec) udp_.assign(ProtocolOf<asio::ip::udp>(udp_fd), udp_fd, ec);
+  if (ec) throw Error(ErrorKind::kFailed, "cannot adopt the listening sockets: " + ec.message());
+  asio::ip::tcp::endpoint endpoint = acceptor_.local_endpoint(ec);
+  if (ec) throw Error(ErrorKind::kFailed, "adopted TCP socket is not bound: " + ec.message());
+  address_ = endpoint.address();
+  port_ = endpoint.port();
 }
 
 void Server::Start() {

@@ -57,6 +57,9 @@ class Server {
   // Binds TCP and UDP to the same address and port; port 0 picks one free for both.
   // Throws Error on failure.
   void Listen(const asio::ip::address& address, uint16_t port);
+  // Serves on sockets made elsewhere (an embedding program's): a bound, listening TCP socket
+  // and a bound UDP socket, IPv4 or IPv6. The server owns and closes them. Throws Error.
+  void Adopt(int tcp_listen_fd, int udp_fd);
   uint16_t port() const { return port_; }
   asio::ip::address address() const { return address_; }
 

@@ -134,8 +134,13 @@ AdminBackend::AdminBackend(AdminBackendParts parts, std::chrono::milliseconds ti
     : parts_(std::move(parts)), timeout_(timeout), started_(parts_.clock.Now()) {}
 
 void AdminBackend::MarkListening(const rpc::Server& rpc_server) {
-  reclaims_expected_ = parts_.locks.AwaitingReclaimCount();
   rpc_server_.store(&rpc_server);
+  MarkServing();
+}
+
+void AdminBackend::MarkServing() {
+  reclaims_expected_ = parts_.locks.AwaitingReclaimCount();
+  serving_.store(true);
 }
 
 void AdminBackend::CheckOpen() const {
@@ -305,7 +310,7 @@ admin::StatusView AdminBackend::Status() {
 admin::ReadinessView AdminBackend::Readiness() {
   admin::ReadinessView view;
   view.store_loaded = store_loaded_.load();
-  view.listening = rpc_server_.load() != nullptr && !closed_.load();
+  view.listening = serving_.load() && !closed_.load();
   // Grace lives on the executor, which does not run before the server listens.
   if (view.ready() && !closed_.load()) view.grace = OnExecutor([this] { return GraceNow(); });
   return view;

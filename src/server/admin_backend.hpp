@@ -65,11 +65,13 @@ class AdminBackend final : public admin::Backend {
   AdminBackend(const AdminBackend&) = delete;
   AdminBackend& operator=(const AdminBackend&) = delete;
 
-  // Start-up steps, from the thread that runs Server::Run before it runs the executor.
+  // Start-up steps, from the thread that runs server::Core::Start before calls are served.
   // MarkListening also notes the restored state awaiting reclaim, so call it after the lock
   // table is restored. `rpc_server` must outlive the backend's calls.
   void MarkStoreLoaded() { store_loaded_.store(true); }
   void MarkListening(const rpc::Server& rpc_server);
+  // Serving calls the host program hands in, without a listener of nlockd's own.
+  void MarkServing();
   // Shutting down: calls fail with kUnavailable from now on.
   void Close() { closed_.store(true); }
 
@@ -130,6 +132,7 @@ class AdminBackend final : public admin::Backend {
   Clock::time_point started_;
   std::atomic<bool> store_loaded_{false};
   std::atomic<const rpc::Server*> rpc_server_{nullptr};
+  std::atomic<bool> serving_{false};
   std::atomic<bool> closed_{false};
   // Written before the executor runs (MarkListening), read on it.
   uint64_t reclaims_expected_ = 0;

@@ -1,18 +1,19 @@
 #include "server/server.hpp"
 
 #include <algorithm>
-#include <csignal>
 #include <cstdlib>
 #include <random>
 
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/post.hpp>
+#include <asio/redirect_error.hpp>
 #include <asio/use_awaitable.hpp>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include "base/error.hpp"
-#include "rpc/use_tuple.hpp"
+#include "rpc/address.hpp"
 #include "server/recovery.hpp"
 #include "store/open_store.hpp"
 
@@ -22,118 +23,174 @@ namespace {
 
 // How long an SM_NOTIFY from a host registered by name waits for that name's addresses.
 constexpr std::chrono::milliseconds kNameLookupDeadline{5000};
+// How often the grace watcher looks whether the window closed (the controller's own tick).
+constexpr std::chrono::milliseconds kGraceWatchTick{100};
 
-rpc::ServerOptions RpcOptions(const Config& config) {
-  rpc::ServerOptions options;
-  options.max_connections = config.max_connections;
-  options.max_record_size = config.max_record_size;
-  options.idle_timeout = config.idle_timeout;
-  return options;
+rpc::ServerOptions RpcOptions(const nlockd::Options& options) {
+  rpc::ServerOptions out;
+  out.max_connections = options.max_connections;
+  out.max_record_size = options.max_record_size;
+  out.idle_timeout = options.idle_timeout;
+  return out;
 }
 
-lock::LockManagerOptions LockOptions(const Config& config) {
-  lock::LockManagerOptions options;
-  options.max_hosts = config.max_hosts;
-  if (config.grace.count() > 0) options.grace_duration = config.grace;
-  options.seed = std::random_device{}();
-  return options;
+lock::LockManagerOptions LockOptions(const nlockd::Options& options) {
+  lock::LockManagerOptions out;
+  out.max_hosts = options.max_hosts;
+  if (options.grace.count() > 0) out.grace_duration = options.grace;
+  out.seed = std::random_device{}();
+  return out;
 }
 
-nlm::NlmOptions NlmOptionsFrom(const Config& config) {
-  nlm::NlmOptions options;
-  options.host_key = config.nlm_key_by_caller_name ? nlm::NlmOptions::HostKey::kCallerName
-                                                   : nlm::NlmOptions::HostKey::kAddress;
-  options.granted_msg = config.nlm_granted_msg;
-  return options;
+nlm::NlmOptions NlmOptionsFrom(const nlockd::Options& options) {
+  nlm::NlmOptions out;
+  out.host_key = options.nlm_key_by_caller_name ? nlm::NlmOptions::HostKey::kCallerName
+                                                : nlm::NlmOptions::HostKey::kAddress;
+  out.granted_msg = options.nlm_granted_msg;
+  return out;
 }
 
-std::unique_ptr<store::Store> OpenConfiguredStore(const Config& config) {
-  store::StoreOptions options;
-  options.keeps_lock_table = config.persist_locks;
-  // Tests fake a reboot of the host by changing it (DESIGN.md §5: the store records it).
+std::unique_ptr<store::Store> OpenConfiguredStore(const nlockd::Options& options) {
+  store::StoreOptions store_options;
+  store_options.keeps_lock_table = options.persist_locks;
+  // Tests fake a reboot of the host by changing it: the store records the boot id of each run
+  // to tell a process restart (lock table complete) from a host reboot.
   if (const char* boot_id = std::getenv("NLOCKD_BOOT_ID"); boot_id != nullptr) {
-    options.boot_id = boot_id;
+    store_options.boot_id = boot_id;
   }
-  auto store = store::OpenStore(config.store, options);
-  spdlog::info("store {} opened (previous run {})", config.store,
+  auto store = store::OpenStore(options.store, store_options);
+  spdlog::info("store {} opened (previous run {})", options.store,
                store->startup().first_run            ? "none"
                : store->startup().previous_run_clean ? "clean"
                                                      : "unclean");
   return store;
 }
 
-nsm::RpcStatusCallerOptions StatusCallerOptions(const Config& config) {
-  nsm::RpcStatusCallerOptions options;
-  options.rpcbind_host = config.rpcbind_host;
-  options.rpcbind_port = config.rpcbind_port;
-  options.deadline = config.nsm_callback_timeout;
+nsm::RpcStatusCallerOptions StatusCallerOptions(const nlockd::Options& options) {
+  nsm::RpcStatusCallerOptions out;
+  out.rpcbind_host = options.rpcbind_host;
+  out.rpcbind_port = options.rpcbind_port;
+  out.deadline = options.nsm_callback_timeout;
+  return out;
+}
+
+nsm::NsmOptions NsmOptionsFrom(const nlockd::Options& options) {
+  nsm::NsmOptions out;
+  out.max_registrations = options.nsm_max_registrations;
+  out.allowlist.insert(options.nsm_allowlist.begin(), options.nsm_allowlist.end());
+  out.callback_programs = {options.nsm_callback_programs.begin(),
+                           options.nsm_callback_programs.end()};
+  out.check_notifier_address = options.nsm_check_notifier_address;
+  return out;
+}
+
+nsm::NotifierOptions NotifierOptionsFrom(const nlockd::Options& options) {
+  nsm::NotifierOptions out;
+  out.statd_port = options.notify_statd_port;
+  out.rpcbind_port = options.notify_rpcbind_port;
+  out.attempt_deadline = options.notify_timeout;
+  out.initial_backoff = options.notify_backoff;
+  out.max_backoff = std::max<std::chrono::milliseconds>(out.max_backoff, options.notify_backoff);
+  out.total_budget = options.notify_budget;
+  return out;
+}
+
+GraceControllerOptions GraceOptionsFrom(const nlockd::Options& options) {
+  GraceControllerOptions out;
+  out.duration = options.grace;
+  out.floor = options.grace_floor;
+  out.end_early = options.grace_end_early;
+  out.persist_locks = options.persist_locks;
+  out.drop_unreachable = options.notify_drop_unreachable;
+  return out;
+}
+
+nlockd::Options Completed(nlockd::Options options) {
+  if (options.name.empty()) {
+    char host[256] = {};
+    const bool named = gethostname(host, sizeof host - 1) == 0 && host[0] != '\0';
+    options.name = named ? host : "localhost";
+  }
   return options;
 }
 
-nsm::NsmOptions NsmOptionsFrom(const Config& config) {
-  nsm::NsmOptions options;
-  options.max_registrations = config.nsm_max_registrations;
-  options.allowlist.insert(config.nsm_allowlist.begin(), config.nsm_allowlist.end());
-  options.callback_programs = {config.nsm_callback_programs.begin(),
-                               config.nsm_callback_programs.end()};
-  options.check_notifier_address = config.nsm_check_notifier_address;
-  return options;
+nlockd::LockResult ToResult(nlm::nlm4_stats stat) {
+  switch (stat) {
+    case nlm::NLM4_GRANTED:
+      return nlockd::LockResult::kGranted;
+    case nlm::NLM4_DENIED:
+    case nlm::NLM4_BLOCKED:
+      return nlockd::LockResult::kDenied;
+    case nlm::NLM4_DENIED_GRACE_PERIOD:
+      return nlockd::LockResult::kDeniedGrace;
+    case nlm::NLM4_FBIG:
+      return nlockd::LockResult::kInvalidRange;
+    default:
+      return nlockd::LockResult::kNoResources;
+  }
 }
 
-nsm::NotifierOptions NotifierOptionsFrom(const Config& config) {
-  nsm::NotifierOptions options;
-  options.statd_port = config.notify_statd_port;
-  options.rpcbind_port = config.notify_rpcbind_port;
-  options.attempt_deadline = config.notify_timeout;
-  options.initial_backoff = config.notify_backoff;
-  options.max_backoff = std::max<std::chrono::milliseconds>(options.max_backoff,
-                                                            config.notify_backoff);
-  options.total_budget = config.notify_budget;
-  return options;
+nlockd::LockResult ToResult(lock::LockStatus status) {
+  switch (status) {
+    case lock::LockStatus::kGranted:
+      return nlockd::LockResult::kGranted;
+    case lock::LockStatus::kDenied:
+    case lock::LockStatus::kBlocked:
+      return nlockd::LockResult::kDenied;
+    case lock::LockStatus::kDeniedGrace:
+      return nlockd::LockResult::kDeniedGrace;
+    case lock::LockStatus::kInvalidRange:
+      return nlockd::LockResult::kInvalidRange;
+    case lock::LockStatus::kNoResources:
+      return nlockd::LockResult::kNoResources;
+  }
+  return nlockd::LockResult::kNoResources;
 }
 
-GraceControllerOptions GraceOptionsFrom(const Config& config) {
-  GraceControllerOptions options;
-  options.duration = config.grace;
-  options.floor = config.grace_floor;
-  options.end_early = config.grace_end_early;
-  options.persist_locks = config.persist_locks;
-  options.drop_unreachable = config.notify_drop_unreachable;
-  return options;
+// NLM's (offset, length) of a range; length 0 reaches the end of the file.
+nlockd::ByteRange ToPublic(const lock::ByteRange& range) {
+  return {range.first(),
+          range.last() == lock::ByteRange::kMaxOffset ? 0 : range.last() - range.first() + 1};
 }
 
-Config Completed(Config config) {
-  if (config.name.empty()) config.name = DefaultServerName();
-  return config;
+nlockd::HeldLock ToPublic(const lock::FileKey& file, const lock::LockOwner& owner,
+                          const lock::ByteRange& range, lock::LockType type, bool awaiting) {
+  return nlockd::HeldLock{file.value(),
+                          nlockd::LockOwner{owner.host.value(), owner.svid, owner.oh.value()},
+                          ToPublic(range), type == lock::LockType::kExclusive, awaiting};
+}
+
+nlm::nlm4_lock ToWireLock(const std::string& file, const nlockd::LockOwner& owner,
+                          nlockd::ByteRange range) {
+  return nlm::nlm4_lock{owner.host, file, owner.handle, owner.svid, range.offset, range.length};
 }
 
 }  // namespace
 
-Server::Server(Config config)
-    : config_(Completed(std::move(config))),
-      client_(io_.get_executor()),
-      rpcbind_(client_, config_.rpcbind_host, config_.rpcbind_port),
-      store_(OpenConfiguredStore(config_)),
-      locks_(clock_, LockOptions(config_)),
-      status_caller_(client_, StatusCallerOptions(config_)),
-      name_resolver_(io_.get_executor(), kNameLookupDeadline),
-      nsm_(io_.get_executor(), *store_, status_caller_, bridge_, NsmOptionsFrom(config_),
-           &name_resolver_),
-      notifier_(io_.get_executor(), client_, *store_, clock_, NotifierOptionsFrom(config_)),
+Core::Core(asio::any_io_executor executor, nlockd::Options options)
+    : options_(Completed(std::move(options))),
+      executor_(std::move(executor)),
+      client_(executor_),
+      rpcbind_(client_, options_.rpcbind_host, options_.rpcbind_port),
+      store_(OpenConfiguredStore(options_)),
+      locks_(clock_, LockOptions(options_)),
+      status_caller_(client_, StatusCallerOptions(options_)),
+      name_resolver_(executor_, kNameLookupDeadline),
+      nsm_(executor_, *store_, status_caller_, *this, NsmOptionsFrom(options_), &name_resolver_),
+      notifier_(executor_, client_, *store_, clock_, NotifierOptionsFrom(options_)),
       nlm_caller_(client_),
-      nlm_(io_.get_executor(), locks_, bridge_, nlm_caller_, NlmOptionsFrom(config_)),
-      grace_(io_.get_executor(), clock_, locks_, *store_,
+      nlm_(executor_, locks_, bridge_, nlm_caller_, NlmOptionsFrom(options_)),
+      grace_(executor_, clock_, locks_, *store_,
              GraceHooks{[this](lock::Grants grants) { nlm_.SendGrants(std::move(grants)); },
                         [this] { return notifier_.RoundActive(); }},
-             GraceOptionsFrom(config_)),
+             GraceOptionsFrom(options_)),
       call_metrics_(metrics_),
-      admin_backend_(AdminBackendParts{io_.get_executor(), clock_, locks_, nsm_, notifier_, nlm_,
-                                       bridge_, metrics_, config_.name, config_.nlm_granted_msg,
-                                       &grace_}),
-      signals_(io_, SIGINT, SIGTERM) {
+      admin_backend_(AdminBackendParts{executor_, clock_, locks_, nsm_, notifier_, nlm_, bridge_,
+                                       metrics_, options_.name, options_.nlm_granted_msg, &grace_}),
+      calls_(executor_) {
   bridge_.Attach(nsm_, nlm_);
   nsm_.SetRestartHook(this);
-  if (config_.persist_locks && store_->startup().persistent) {
+  if (options_.persist_locks && store_->startup().persistent) {
     journal_.emplace(locks_, *store_);
     nlm_.set_journal(&*journal_);
     grace_.set_journal(&*journal_);
@@ -142,122 +199,267 @@ Server::Server(Config config)
     spdlog::info("nsm {} acknowledged our SM_NOTIFY", mon_name);
     grace_.NotificationAnswered(mon_name);
   });
-  // Treated as crashed (DESIGN.md §1): only its locks known from before the restart go.
+  // A host never reached is treated as crashed: only its locks known from before the restart
+  // go.
   notifier_.set_on_given_up([this](const std::string& mon_name) {
     spdlog::warn("nsm gave up notifying {}", mon_name);
     grace_.HostUnreachable(mon_name);
   });
   dispatcher_.SetReplyCache(&reply_cache_);
   dispatcher_.SetObserver([this](const rpc::CallRecord& record) { call_metrics_.Observe(record); });
-  RegisterPrograms();
-}
-
-Server::~Server() = default;
-
-void Server::RegisterPrograms() {
   nlm_.Register(dispatcher_);
   nsm_.Register(dispatcher_);
 }
 
-void Server::Run() {
+Core::~Core() = default;
+
+void Core::set_events(nlockd::EventHandlers events) { events_ = std::move(events); }
+
+uint16_t Core::Listen(const std::string& address_text, uint16_t port) {
+  NLOCKD_REQUIRE(!start_posted_ && rpc_server_ == nullptr, "Listen once, before Start");
   asio::error_code ec;
-  auto address = asio::ip::make_address(config_.listen.host, ec);
+  auto address = asio::ip::make_address(address_text, ec);
   if (ec) {
-    throw Error(ErrorKind::kFailed,
-                "listen address '" + config_.listen.host + "' is not an IP address");
+    throw Error(ErrorKind::kFailed, "listen address '" + address_text + "' is not an IP address");
   }
-  // Up first, so that /healthz answers and /readyz says "not ready" while the store loads.
-  StartAdmin();
-  // The new state is durable before anything is served or sent (DESIGN.md §1).
+  auto server = std::make_unique<rpc::Server>(executor_, dispatcher_, RpcOptions(options_));
+  server->Listen(address, port);
+  rpc_server_ = std::move(server);
+  return rpc_server_->port();
+}
+
+uint16_t Core::ListenOnSockets(int tcp_listen_fd, int udp_fd) {
+  NLOCKD_REQUIRE(!start_posted_ && rpc_server_ == nullptr, "Listen once, before Start");
+  auto server = std::make_unique<rpc::Server>(executor_, dispatcher_, RpcOptions(options_));
+  server->Adopt(tcp_listen_fd, udp_fd);
+  rpc_server_ = std::move(server);
+  return rpc_server_->port();
+}
+
+void Core::Start() {
+  NLOCKD_REQUIRE(!started_ && !start_posted_, "Start once");
+  start_posted_ = true;
+  // The new state is durable before anything is served or sent. Read here, on the caller's
+  // thread, so that a store that cannot be read fails Start(); nothing on the executor touches
+  // NSM or lock state until the rest runs there.
   int32_t state = store_->BumpState();
-  store::LoadedState loaded = store_->LoadAll();
-  nsm_.Load(state, loaded.registrations);
+  auto loaded = std::make_shared<store::LoadedState>(store_->LoadAll());
+  nsm_.Load(state, loaded->registrations);
   admin_backend_.MarkStoreLoaded();
+  asio::post(executor_, [this, state, loaded] { Serve(state, std::move(*loaded)); });
+}
+
+void Core::Serve(int32_t state, store::LoadedState loaded) {
   std::vector<nsm::NotifyTarget> owed;
   for (const auto& row : loaded.notify_owed) owed.push_back({row.mon_name, row.address});
-
-  rpc_server_ = std::make_unique<rpc::Server>(io_.get_executor(), dispatcher_, RpcOptions(config_));
-  rpc_server_->Listen(address, config_.listen.port);
   // Restored locks are in place and the window open before the first request is read.
-  grace_.Begin(DecideGrace(store_->startup(), loaded, config_.grace), loaded);
+  const GracePlan plan = DecideGrace(store_->startup(), loaded, options_.grace);
+  grace_.Begin(plan, loaded);
   loaded = {};
-  rpc_server_->Start();
-  admin_backend_.MarkListening(*rpc_server_);
-  // Tests and scripts wait for this line to learn the port (with --listen ADDR:0).
-  spdlog::info("nlockd listening address={} port={} transports=tcp,udp name={}",
-               config_.listen.host, rpc_server_->port(), config_.name);
-
-  signals_.async_wait([this](const asio::error_code& error, int signal) {
-    if (error) return;
-    spdlog::info("nlockd received signal {}; shutting down", signal);
-    Stop();
-  });
-  if (config_.rpcbind_register) {
-    asio::co_spawn(io_, RegisterWithRpcbind(), asio::detached);
+  if (plan.mode() && events_.grace_started) {
+    events_.grace_started(nlockd::GraceStarted{*plan.mode() == lock::GraceMode::kClassic
+                                                   ? nlockd::GraceMode::kClassic
+                                                   : nlockd::GraceMode::kFineGrained,
+                                               options_.grace, plan.reason});
+  }
+  if (plan.mode() && events_.grace_ended) {
+    asio::co_spawn(executor_, WatchGrace(), asio::detached);
+  }
+  uint16_t advertised = options_.advertised_port;
+  if (rpc_server_) {
+    rpc_server_->Start();
+    admin_backend_.MarkListening(*rpc_server_);
+    advertised = rpc_server_->port();
+  } else {
+    admin_backend_.MarkServing();
+  }
+  if (options_.rpcbind_register && advertised != 0) {
+    registered_port_ = advertised;
+    asio::co_spawn(executor_, RegisterWithRpcbind(advertised), asio::detached);
   }
   StartNotificationRound(state, std::move(owed));
-  io_.run();
-  if (stopping_) {
-    // Even state: down (DESIGN.md §1). A crash leaves it odd; the next start moves on anyway.
-    store_->MarkCleanShutdown();
+  started_.store(true);
+}
+
+asio::awaitable<void> Core::WatchGrace() {
+  grace_watch_.emplace(executor_);
+  while (!stopping_ && locks_.grace().mode()) {
+    grace_watch_->expires_after(kGraceWatchTick);
+    asio::error_code ec;
+    co_await grace_watch_->async_wait(asio::redirect_error(asio::use_awaitable, ec));
   }
-  spdlog::info("nlockd stopped");
+  if (stopping_) co_return;
+  auto reason = locks_.grace().last_end_reason();
+  events_.grace_ended(nlockd::GraceEnded{reason ? std::string(lock::ToString(*reason)) : ""});
 }
 
-void Server::StartAdmin() {
-  if (!config_.admin_enabled) {
-    spdlog::info("nlockd admin server off");
-    return;
+void Core::Restarted(int32_t state) { StartNotificationRound(state, {}); }
+
+void Core::HostRebooted(const std::string& mon_name, int32_t state) {
+  const uint64_t before = bridge_.locks_cleaned();
+  bridge_.HostRebooted(mon_name, state);
+  if (events_.host_rebooted) {
+    events_.host_rebooted(nlockd::HostRebooted{
+        mon_name, state, static_cast<size_t>(bridge_.locks_cleaned() - before)});
   }
-  admin::AdminServerOptions options;
-  options.token = config_.admin_token;
-  admin_server_ = std::make_unique<admin::AdminServer>(admin_backend_, metrics_, options);
-  admin_server_->Start(config_.admin_listen.host, config_.admin_listen.port);
-  // Tests and scripts wait for this line to learn the port (with --admin-listen ADDR:0).
-  spdlog::info("nlockd admin listening address={} port={} token={}", config_.admin_listen.host,
-               admin_server_->port(), config_.admin_token.empty() ? "off" : "on");
 }
 
-asio::awaitable<void> Server::StopAdmin() {
-  if (admin_server_) admin_server_->Stop();
-  co_return;
-}
-
-void Server::Restarted(int32_t state) { StartNotificationRound(state, {}); }
-
-void Server::StartNotificationRound(int32_t state, std::vector<nsm::NotifyTarget> owed) {
+void Core::StartNotificationRound(int32_t state, std::vector<nsm::NotifyTarget> owed) {
   std::vector<nsm::NotifyTarget> targets =
       nsm::MergeTargets(std::move(owed), nsm::MonitoredTargets(nsm_.registry()));
-  spdlog::info("nsm notifying {} hosts of state {} as {}", targets.size(), state, config_.name);
+  spdlog::info("nsm notifying {} hosts of state {} as {}", targets.size(), state, options_.name);
   if (targets.empty()) return;
-  notifier_.StartRound(config_.name, state, std::move(targets));
+  notifier_.StartRound(options_.name, state, std::move(targets));
 }
 
-void Server::Stop() {
-  asio::post(io_, [this] {
-    if (stopping_) return;
-    stopping_ = true;
-    asio::co_spawn(io_, ShutDown(), asio::detached);
-  });
+asio::awaitable<void> Core::RegisterWithRpcbind(uint16_t port) {
+  co_await rpcbind_.Register(dispatcher_.ProgramVersions(), port);
 }
 
-asio::awaitable<void> Server::RegisterWithRpcbind() {
-  co_await rpcbind_.Register(dispatcher_.ProgramVersions(), rpc_server_->port());
-}
-
-asio::awaitable<void> Server::ShutDown() {
-  asio::error_code ignored;
-  signals_.cancel(ignored);
-  // Before the io_context stops: admin calls in flight are answered (or refused) first.
+asio::awaitable<void> Core::ShutDown() {
+  if (stopping_) co_return;
+  stopping_ = true;
+  if (grace_watch_) grace_watch_->cancel();
+  // Admin calls in flight are answered (or refused) before the services stop.
   admin_backend_.Close();
   grace_.Stop();
-  co_await asio::co_spawn(admin_stopper_, StopAdmin(), asio::use_awaitable);
-  co_await rpc_server_->Shutdown();
+  if (rpc_server_) co_await rpc_server_->Shutdown();
+  calls_.Close();
+  co_await calls_.WaitEmpty(std::chrono::seconds(10));
   co_await nlm_.Shutdown();
   co_await nsm_.Shutdown();
   co_await notifier_.Shutdown();
-  if (config_.rpcbind_register) co_await rpcbind_.Unregister();
-  io_.stop();
+  if (registered_port_ != 0) co_await rpcbind_.Unregister();
+  if (start_posted_) {
+    // Even state: down. A crash leaves it odd; the next start moves on anyway.
+    store_->MarkCleanShutdown();
+  }
+  stopped_ = true;
+}
+
+asio::awaitable<bool> Core::Handle(rpc::CallContext context, std::vector<uint8_t> message,
+                                   std::vector<uint8_t>& reply) {
+  if (!started_) co_return false;
+  std::optional<rpc::TaskGate::Pass> pass = calls_.TryEnter();
+  if (!pass) co_return false;
+  co_return co_await dispatcher_.Dispatch(std::move(context), message, reply);
+}
+
+std::vector<nlockd::HeldLock> Core::FindConflicts(const nlockd::ConflictQuery& query) const {
+  std::vector<nlockd::HeldLock> out;
+  auto range = lock::ByteRange::FromOffsetLength(query.range.offset, query.range.length);
+  if (!range) return out;
+  lock::StateFilter filter;
+  filter.file = lock::FileKey(query.file);
+  locks_.ForEachLock(
+      [&](const lock::LockView& held) {
+        if (!held.range.Overlaps(*range)) return;
+        if (!query.exclusive && held.type != lock::LockType::kExclusive) return;
+        if (query.except_host && held.owner.host.value() == *query.except_host) return;
+        out.push_back(
+            ToPublic(held.file, held.owner, held.range, held.type, held.awaiting_reclaim));
+      },
+      filter);
+  return out;
+}
+
+rpc::CallContext Core::LocalContext(const std::string& host) const {
+  rpc::CallContext context;
+  // NLM keys the owner by context.peer, or by caller_name when configured so; both carry
+  // the host id, so the owner is the same either way.
+  context.peer = host;
+  context.peer_address = asio::ip::address_v4::loopback();
+  context.version = nlm::NLM4_VERS;
+  context.program = nlockd::kNlmProgram;
+  return context;
+}
+
+asio::awaitable<nlockd::FileRelease> Core::ReleaseFile(std::string file) {
+  nlockd::FileRelease release;
+  if (!serving()) co_return release;
+  lock::StateFilter filter;
+  filter.file = lock::FileKey(file);
+  // Waiters first, so that releasing the locks grants nothing on a file that is going away.
+  for (const lock::WaiterInfo& waiter : locks_.ListWaiters(filter)) {
+    nlm::nlm4_cancargs args;
+    args.block = true;
+    args.exclusive = waiter.type == lock::LockType::kExclusive;
+    args.alock = ToWireLock(
+        file,
+        nlockd::LockOwner{waiter.owner.host.value(), waiter.owner.svid, waiter.owner.oh.value()},
+        ToPublic(waiter.range));
+    co_await nlm_.Cancel(LocalContext(waiter.owner.host.value()), std::move(args));
+    ++release.waiters;
+  }
+  std::vector<lock::LockOwner> owners;
+  for (const lock::LockInfo& held : locks_.ListLocks(filter)) {
+    if (std::find(owners.begin(), owners.end(), held.owner) == owners.end()) {
+      owners.push_back(held.owner);
+    }
+  }
+  for (const lock::LockOwner& owner : owners) {
+    nlm::nlm4_unlockargs args;
+    args.alock = ToWireLock(file, {owner.host.value(), owner.svid, owner.oh.value()}, {0, 0});
+    co_await nlm_.Unlock(LocalContext(owner.host.value()), std::move(args));
+    ++release.locks;
+  }
+  for (const lock::ShareInfo& share : locks_.ListShares(filter)) {
+    nlm::nlm4_shareargs args;
+    args.share.caller_name = share.owner.host.value();
+    args.share.fh = file;
+    args.share.oh = share.owner.oh.value();
+    co_await nlm_.Unshare(LocalContext(share.owner.host.value()), std::move(args));
+    ++release.shares;
+  }
+  spdlog::info("released file ({} bytes of handle): {} lock owners, {} shares, {} waiters",
+               file.size(), release.locks, release.shares, release.waiters);
+  co_return release;
+}
+
+nlockd::LockAnswer Core::LocalTest(const nlockd::LocalLockRequest& request) {
+  if (!serving()) return {};
+  lock::LockRequest test;
+  test.file = lock::FileKey(request.file);
+  test.owner = lock::LockOwner{lock::HostId(request.owner.host), request.owner.svid,
+                               lock::OwnerHandle(request.owner.handle)};
+  test.offset = request.range.offset;
+  test.length = request.range.length;
+  test.type = request.exclusive ? lock::LockType::kExclusive : lock::LockType::kShared;
+  lock::TestOutcome outcome = locks_.Test(test);
+  nlm_.SendGrants(std::move(outcome.grants));
+  nlockd::LockAnswer answer{ToResult(outcome.status), std::nullopt};
+  if (outcome.holder) {
+    answer.holder = ToPublic(test.file, outcome.holder->owner, outcome.holder->range,
+                             outcome.holder->type, false);
+  }
+  return answer;
+}
+
+asio::awaitable<nlockd::LockAnswer> Core::LocalLock(nlockd::LocalLockRequest request) {
+  if (!serving()) co_return nlockd::LockAnswer{};
+  nlm::nlm4_lockargs args;
+  args.exclusive = request.exclusive;
+  args.reclaim = request.reclaim;
+  args.alock = ToWireLock(request.file, request.owner, request.range);
+  // No SM_MON: the host program watches its own clients (NM_LOCK does the same).
+  nlm::nlm4_res res = co_await nlm_.Lock(LocalContext(request.owner.host), std::move(args), false);
+  nlockd::LockAnswer answer{ToResult(res.stat), std::nullopt};
+  if (answer.result == nlockd::LockResult::kDenied) answer.holder = LocalTest(request).holder;
+  co_return answer;
+}
+
+asio::awaitable<nlockd::LockResult> Core::LocalUnlock(std::string file, nlockd::LockOwner owner,
+                                                      nlockd::ByteRange range) {
+  if (!serving()) co_return nlockd::LockResult::kUnavailable;
+  nlm::nlm4_unlockargs args;
+  args.alock = ToWireLock(file, owner, range);
+  nlm::nlm4_res res = co_await nlm_.Unlock(LocalContext(owner.host), std::move(args));
+  co_return ToResult(res.stat);
+}
+
+size_t Core::ReleaseHost(const std::string& host) {
+  if (!serving()) return 0;
+  return nlm_.HostRebooted(host);
 }
 
 }  // namespace nlockd::server

@@ -1,31 +1,39 @@
 #pragma once
 
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
 
+#include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>
-#include <asio/io_context.hpp>
-#include <asio/signal_set.hpp>
+#include <asio/steady_timer.hpp>
 
-#include <asio/thread_pool.hpp>
-
-#include "admin/admin_server.hpp"
 #include "admin/metrics.hpp"
 #include "base/clock.hpp"
 #include "lock/lock_manager.hpp"
 #include "nlm/client_caller.hpp"
 #include "nlm/service.hpp"
+#include "nlockd/options.hpp"
+#include "nlockd/types.hpp"
 #include "nsm/name_resolver.hpp"
 #include "nsm/notifier.hpp"
 #include "nsm/rpc_status_caller.hpp"
 #include "nsm/service.hpp"
+#include "rpc/call_context.hpp"
 #include "rpc/client.hpp"
 #include "rpc/dispatcher.hpp"
 #include "rpc/reply_cache.hpp"
 #include "rpc/rpcbind.hpp"
 #include "rpc/server.hpp"
+#include "rpc/task_gate.hpp"
 #include "server/admin_backend.hpp"
 #include "server/call_metrics.hpp"
-#include "server/config.hpp"
 #include "server/grace_controller.hpp"
 #include "server/lock_journal_store.hpp"
 #include "server/nsm_bridge.hpp"
@@ -33,47 +41,85 @@
 
 namespace nlockd::server {
 
-// Builds nlockd's object graph from a Config and runs it: one io_context on the calling
-// thread owns the RPC server and every service (the store has its own writer thread);
-// SIGINT/SIGTERM start a graceful shutdown. The admin HTTP server (when enabled) runs on its own
-// threads from before the store loads until the shutdown begins.
+// nlockd's object graph on one executor: lock manager, NLM, NSM, the notifier, grace, store,
+// metrics and the admin backend. It has no thread, signal or HTTP server of its own; the public
+// nlockd::LockService runs it (and the daemon runs that).
 //
-// Start-up (DESIGN.md §1, "Restart and notification"; issue 8): open the store, move the NSM
-// state to the next odd number durably, load the registrations and the lock table, open the
-// grace period the table allows (GraceController: restored locks await their reclaims), serve,
-// then start the restart notification round (StartNotificationRound) to every monitored host.
-class Server final : public nsm::RestartHook {
+// Start-up (Start): open the store, move the NSM state to the next odd number durably, load the
+// registrations and the lock table, open the grace period the table allows (GraceController:
+// restored locks await their reclaims), serve, then send SM_NOTIFY to every monitored host
+// (StartNotificationRound). A state number is odd while the server is up and even after a
+// clean stop, so that peers can tell a restart from a retransmission.
+//
+// Threading: everything but the constructor, Listen and Start runs on `executor`, which must be
+// a strand or a single-threaded io_context's executor. Start reads the store on the caller's
+// thread and posts the rest; until that ran, the executor refuses every call.
+class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
  public:
-  explicit Server(Config config);
-  ~Server();
-  Server(const Server&) = delete;
-  Server& operator=(const Server&) = delete;
+  Core(asio::any_io_executor executor, nlockd::Options options);
+  ~Core() override;
+  Core(const Core&) = delete;
+  Core& operator=(const Core&) = delete;
 
-  // Listens (throws Error if it cannot), registers with rpcbind, and serves until a signal or
-  // Stop(). Returns once everything is shut down.
-  void Run();
-  // Starts a graceful shutdown; safe from any thread.
-  void Stop();
+  void set_events(nlockd::EventHandlers events);
 
-  // SM_SIMU_CRASH moved the state: announce it like a restart.
+  // Binds the listener (TCP and UDP on one port); returns the port. Throws Error.
+  // REQUIRES: before Start(), at most once.
+  uint16_t Listen(const std::string& address, uint16_t port);
+  uint16_t ListenOnSockets(int tcp_listen_fd, int udp_fd);
+  uint16_t port() const { return rpc_server_ ? rpc_server_->port() : 0; }
+
+  // Loads the store (on the caller's thread; throws Error if it cannot be read), then posts
+  // the rest to the executor: grace, the listener (if any), rpcbind and the notification round.
+  // Calls handed in before that ran are refused; calls posted after Start() returned are not.
+  void Start();
+  bool serving() const { return started_ && !stopping_; }
+
+  // Graceful shutdown on the executor: listener, calls, callbacks, notifier, rpcbind; then the
+  // clean stop is recorded in the store. Idempotent (a second call returns at once).
+  asio::awaitable<void> ShutDown();
+
+  // One call from the host's transport: `message` is the whole RPC call message. Appends the
+  // reply to `reply`; returns whether there is one to send.
+  asio::awaitable<bool> Handle(rpc::CallContext context, std::vector<uint8_t> message,
+                               std::vector<uint8_t>& reply);
+
+  std::vector<std::pair<uint32_t, uint32_t>> ProgramVersions() const {
+    return dispatcher_.ProgramVersions();
+  }
+
+  // The lock table for the NFS server (on the executor).
+  std::vector<nlockd::HeldLock> FindConflicts(const nlockd::ConflictQuery& query) const;
+  asio::awaitable<nlockd::FileRelease> ReleaseFile(std::string file);
+  asio::awaitable<nlockd::LockAnswer> LocalLock(nlockd::LocalLockRequest request);
+  nlockd::LockAnswer LocalTest(const nlockd::LocalLockRequest& request);
+  asio::awaitable<nlockd::LockResult> LocalUnlock(std::string file, nlockd::LockOwner owner,
+                                                  nlockd::ByteRange range);
+  size_t ReleaseHost(const std::string& host);
+
+  AdminBackend& admin_backend() { return admin_backend_; }
+  admin::Metrics& metrics() { return metrics_; }
+
+  // nsm::RestartHook: SM_SIMU_CRASH moved the state; announce it like a restart.
   void Restarted(int32_t state) override;
+  // nsm::LocalStatusReceiver: a host our NLM monitors rebooted; releases it through the bridge
+  // and tells the host program.
+  void HostRebooted(const std::string& mon_name, int32_t state) override;
 
  private:
-  // The hook where the restart notification round starts: after the state bump and the load
-  // (and on SM_SIMU_CRASH), SM_NOTIFY(config name, state) to every distinct monitored host and
-  // every host still owed one from an earlier run (`owed`).
+  // The part of Start() that runs on the executor.
+  void Serve(int32_t state, store::LoadedState loaded);
+  // SM_NOTIFY(our name, state) to every distinct monitored host and every host still owed one
+  // from an earlier run (`owed`).
   void StartNotificationRound(int32_t state, std::vector<nsm::NotifyTarget> owed);
-  void RegisterPrograms();
-  asio::awaitable<void> RegisterWithRpcbind();
-  asio::awaitable<void> ShutDown();
-  // Binds the admin HTTP server (config admin_listen) and logs its port.
-  void StartAdmin();
-  // Runs on admin_stopper_: the HTTP threads may be waiting for work posted to io_, so they
-  // are joined off the io thread while it keeps running.
-  asio::awaitable<void> StopAdmin();
+  asio::awaitable<void> RegisterWithRpcbind(uint16_t port);
+  // Reports the end of the grace period to the events (the controller ends it).
+  asio::awaitable<void> WatchGrace();
+  // A context for calls made on behalf of `host` by the host program (no wire).
+  rpc::CallContext LocalContext(const std::string& host) const;
 
-  Config config_;
-  asio::io_context io_;
+  nlockd::Options options_;
+  asio::any_io_executor executor_;
   SteadyClock clock_;
   rpc::Dispatcher dispatcher_;
   rpc::ReplyCache reply_cache_;
@@ -88,7 +134,7 @@ class Server final : public nsm::RestartHook {
   nsm::Notifier notifier_;
   nlm::RpcClientCaller nlm_caller_;
   nlm::NlmService nlm_;
-  // Set when locks are persisted (config persist_locks, on a persistent store).
+  // Set when locks are persisted (persist_locks, on a persistent store).
   std::optional<StoreLockJournal> journal_;
   GraceController grace_;
   admin::Metrics metrics_;
@@ -97,11 +143,17 @@ class Server final : public nsm::RestartHook {
   EventMetrics event_metrics_{*store_, notifier_, metrics_};
   AdminBackend admin_backend_;
   std::unique_ptr<rpc::Server> rpc_server_;
-  asio::signal_set signals_;
+  // Calls handed in through Handle(), so that shutdown waits for them.
+  rpc::TaskGate calls_;
+  nlockd::EventHandlers events_;
+  std::optional<asio::steady_timer> grace_watch_;
+  uint16_t registered_port_ = 0;
+  // Written by Start() on the caller's thread; read on the executor, where calls handed in
+  // before it are refused.
+  std::atomic<bool> started_{false};
+  bool start_posted_ = false;  // Start() was called (caller's thread; then read on the executor).
   bool stopping_ = false;
-  asio::thread_pool admin_stopper_{1};
-  // Last: stopped (its threads joined) before anything it reads is destroyed.
-  std::unique_ptr<admin::AdminServer> admin_server_;
+  bool stopped_ = false;
 };
 
 }  // namespace nlockd::server

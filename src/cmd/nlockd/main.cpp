@@ -1,5 +1,7 @@
 // nlockd: the NFS network lock manager (NLM) and status monitor (NSM) daemon.
-// Parses the config file and flags (DESIGN.md §5) and runs server::Server; no logic here.
+// Parses the config file and flags, then runs one nlockd::LockService (the public library API,
+// the same one an embedding NFS server uses) on its own listener, with the admin HTTP server in
+// front of its admin views. No lock logic here.
 #include <chrono>
 #include <cstdlib>
 #include <exception>
@@ -9,12 +11,15 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <pthread.h>
+#include <signal.h>
 #include <spdlog/spdlog.h>
 
+#include "admin/admin_server.hpp"
 #include "base/error.hpp"
 #include "base/logging.hpp"
+#include "nlockd/lock_service.hpp"
 #include "server/config.hpp"
-#include "server/server.hpp"
 
 namespace {
 
@@ -59,7 +64,8 @@ void AddFlags(Flags& flags) {
   flags.Add<Text>("--log-level", "trace, debug, info, warn, error, critical or off (default info)",
                   [](Config& c, const Text& v) {
                     auto level = nlockd::ParseLogLevel(v);
-                    if (!level) throw nlockd::Error(nlockd::ErrorKind::kFailed, "unknown --log-level");
+                    if (!level)
+                      throw nlockd::Error(nlockd::ErrorKind::kFailed, "unknown --log-level");
                     c.log_level = *level;
                   });
   flags.Add<bool>("--rpcbind-register",
@@ -134,8 +140,7 @@ void AddFlags(Flags& flags) {
                   "memory:, sqlite:PATH or postgresql://user@host/db "
                   "(default sqlite:./var/nlockd.db)",
                   [](Config& c, const Text& v) { c.store = v; });
-  flags.Add<size_t>("--nsm-max-registrations",
-                    "monitor registrations held at most (default 10000)",
+  flags.Add<size_t>("--nsm-max-registrations", "monitor registrations held at most (default 10000)",
                     [](Config& c, const size_t& v) { c.nsm_max_registrations = v; });
   flags.Add<std::vector<Text>>(
       "--nsm-allowlist",
@@ -172,6 +177,56 @@ void AddFlags(Flags& flags) {
                   [](Config& c, const Text& v) { c.admin_token = v; });
 }
 
+// The admin HTTP server over the service's admin views (the same JSON as the library gives).
+std::unique_ptr<nlockd::admin::AdminServer> StartAdmin(const Config& config,
+                                                       nlockd::LockService& service) {
+  if (!config.admin_enabled) {
+    spdlog::info("nlockd admin server off");
+    return nullptr;
+  }
+  nlockd::admin::AdminServerOptions options;
+  options.token = config.admin_token;
+  auto handler = [&service](const nlockd::admin::HttpRequest& request) {
+    nlockd::AdminResponse answer = service.HandleAdminRequest(
+        {request.method, request.target, request.authorization, request.body});
+    return nlockd::admin::HttpResponse{answer.status, std::move(answer.content_type),
+                                       std::move(answer.body), std::move(answer.headers)};
+  };
+  auto server = std::make_unique<nlockd::admin::AdminServer>(handler, options);
+  server->Start(config.admin_listen.host, config.admin_listen.port);
+  // Tests and scripts wait for this line to learn the port (with --admin-listen ADDR:0).
+  spdlog::info("nlockd admin listening address={} port={} token={}", config.admin_listen.host,
+               server->port(), config.admin_token.empty() ? "off" : "on");
+  return server;
+}
+
+// Runs the daemon until SIGINT or SIGTERM. The signals are blocked in every thread (those the
+// service and the admin server start inherit the mask) and taken here with sigwait.
+void Run(Config config) {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  if (config.name.empty()) config.name = nlockd::server::DefaultServerName();
+  nlockd::LockService service(config);
+  // Up before the store loads, so that /healthz answers and /readyz says "not ready" meanwhile.
+  std::unique_ptr<nlockd::admin::AdminServer> admin = StartAdmin(config, service);
+  uint16_t port = service.Listen(config.listen.host, config.listen.port);
+  service.Start();
+  // Tests and scripts wait for this line to learn the port (with --listen ADDR:0).
+  spdlog::info("nlockd listening address={} port={} transports=tcp,udp name={}", config.listen.host,
+               port, config.name);
+
+  int signal = 0;
+  sigwait(&signals, &signal);
+  spdlog::info("nlockd received signal {}; shutting down", signal);
+  service.Shutdown();
+  if (admin) admin->Stop();
+  spdlog::info("nlockd stopped");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -190,8 +245,7 @@ int main(int argc, char** argv) {
     flags.ApplyTo(config);
     spdlog::set_level(config.log_level);
 
-    nlockd::server::Server server(std::move(config));
-    server.Run();
+    Run(std::move(config));
   } catch (const std::exception& e) {
     spdlog::critical("nlockd cannot run: {}", e.what());
     return EXIT_FAILURE;

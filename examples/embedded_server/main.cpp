@@ -1,0 +1,373 @@
+// embedded_server: a small RPC server that embeds libnlockd, as a user-space NFS server would.
+// It owns the transport (TCP with record marking and UDP, one port), serves its own program (a
+// toy file service, toy_file_service.hpp) and routes NLM (100021) and NSM (100024) calls to an
+// nlockd::LockService running on the same io_context. libnlockd registers NLM and NSM with
+// rpcbind at this port; the toy program is not registered (its clients are told the port).
+//
+//   embedded_server [--listen ADDR:PORT] [--store URI] [--grace SECONDS]
+//                   [--granted-callback msg|sync] [--admin-listen off]
+//
+// Logs "embedded nlockd listening address=A port=P" once it serves. SIGTERM or SIGINT shut it
+// down cleanly (the store records a clean stop, rpcbind is told).
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <exception>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <asio/awaitable.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/ip/udp.hpp>
+#include <asio/read.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/signal_set.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/write.hpp>
+#include <nlockd/asio.hpp>
+#include <nlockd/nlockd.hpp>
+
+#include "toy_file_service.hpp"
+#include "xdr_lite.hpp"
+
+namespace example {
+namespace {
+
+using asio::ip::tcp;
+using asio::ip::udp;
+
+constexpr size_t kMaxRecord = 1 << 20;
+constexpr uint32_t kMaxAuth = 400;
+
+struct Flags {
+  std::string address = "0.0.0.0";
+  uint16_t port = 4045;
+  nlockd::Options options;
+};
+
+[[noreturn]] void Usage(const std::string& problem) {
+  std::cerr << "embedded_server: " << problem << "\n";
+  std::exit(2);
+}
+
+Flags ParseFlags(int argc, char** argv) {
+  Flags flags;
+  flags.options.grace = std::chrono::seconds(0);
+  flags.options.store = "memory:";
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) Usage(flag + " needs a value");
+    const std::string value = argv[++i];
+    if (flag == "--listen") {
+      const size_t colon = value.rfind(':');
+      if (colon == std::string::npos) Usage("--listen takes ADDR:PORT");
+      flags.address = value.substr(0, colon);
+      flags.port = static_cast<uint16_t>(std::stoul(value.substr(colon + 1)));
+    } else if (flag == "--store") {
+      flags.options.store = value;
+    } else if (flag == "--grace") {
+      flags.options.grace = std::chrono::seconds(std::stol(value));
+    } else if (flag == "--granted-callback") {
+      if (value != "msg" && value != "sync") Usage("--granted-callback takes msg or sync");
+      flags.options.nlm_granted_msg = value == "msg";
+    } else if (flag == "--admin-listen") {
+      // This host has no admin HTTP server; LockService::HandleAdminRequest would serve one.
+      if (value != "off") Usage("--admin-listen: only 'off' (no admin HTTP server here)");
+    } else {
+      Usage("unknown flag " + flag);
+    }
+  }
+  return flags;
+}
+
+// One call as the transport read it: the header fields libnlockd wants, and the arguments.
+struct Call {
+  nlockd::RpcCall rpc;
+  uint32_t rpc_version = 0;
+};
+
+// Reads an RPC call header (RFC 5531 section 9). nullopt: not a call, or malformed; dropped.
+std::optional<Call> ParseCall(std::span<const uint8_t> message) {
+  XdrReader in(message);
+  Call call;
+  auto xid = in.U32();
+  auto type = in.U32();
+  auto rpcvers = in.U32();
+  auto program = in.U32();
+  auto version = in.U32();
+  auto procedure = in.U32();
+  auto cred_flavor = in.U32();
+  if (!cred_flavor || *type != 0) return std::nullopt;
+  auto cred_body = in.Opaque(kMaxAuth);
+  auto verf_flavor = in.U32();
+  auto verf_body = verf_flavor ? in.Opaque(kMaxAuth) : std::nullopt;
+  if (!cred_body || !verf_body) return std::nullopt;
+  call.rpc.xid = *xid;
+  call.rpc_version = *rpcvers;
+  call.rpc.program = *program;
+  call.rpc.version = *version;
+  call.rpc.procedure = *procedure;
+  call.rpc.cred_flavor = *cred_flavor;
+  call.rpc.cred_body = *cred_body;
+  call.rpc.args = in.Rest();
+  return call;
+}
+
+// An accepted reply with `accept_stat`; the caller appends the results for SUCCESS.
+std::vector<uint8_t> AcceptedReply(uint32_t xid, uint32_t accept_stat) {
+  std::vector<uint8_t> out;
+  XdrWriter w(out);
+  w.U32(xid);
+  w.U32(1);  // REPLY
+  w.U32(0);  // MSG_ACCEPTED
+  w.U32(0);  // verifier: AUTH_NONE, empty
+  w.U32(0);
+  w.U32(accept_stat);
+  return out;
+}
+
+// The host's server: its own program here, NLM and NSM in libnlockd.
+class Host {
+ public:
+  Host(asio::io_context& io, nlockd::LockService& locks) : io_(io), locks_(locks) {}
+
+  // The reply to one message; nullopt when nothing is to be sent.
+  asio::awaitable<std::optional<std::vector<uint8_t>>> Serve(std::span<const uint8_t> message,
+                                                             nlockd::Transport transport,
+                                                             std::string peer, uint16_t port) {
+    std::optional<Call> call = ParseCall(message);
+    if (!call || call->rpc_version != 2) co_return std::nullopt;
+    call->rpc.transport = transport;
+    call->rpc.peer_address = peer;
+    call->rpc.peer_port = port;
+    const uint32_t program = call->rpc.program;
+    if (program == nlockd::kNlmProgram || program == nlockd::kNsmProgram) {
+      nlockd::RpcReply reply =
+          co_await nlockd::AsyncHandleCall(locks_, call->rpc, asio::use_awaitable);
+      if (!reply.send) co_return std::nullopt;
+      co_return std::move(reply.message);
+    }
+    if (program != kFileProgram) co_return AcceptedReply(call->rpc.xid, 1);  // PROG_UNAVAIL
+    if (call->rpc.version != kFileVersion) {
+      std::vector<uint8_t> out = AcceptedReply(call->rpc.xid, 2);  // PROG_MISMATCH
+      XdrWriter w(out);
+      w.U32(kFileVersion);
+      w.U32(kFileVersion);
+      co_return out;
+    }
+    co_return co_await ServeFileProgram(call->rpc);
+  }
+
+ private:
+  asio::awaitable<std::vector<uint8_t>> ServeFileProgram(const nlockd::RpcCall& call) {
+    if (call.procedure == 0) co_return AcceptedReply(call.xid, 0);
+    if (call.procedure != kLookup && call.procedure != kRemove) {
+      co_return AcceptedReply(call.xid, 3);  // PROC_UNAVAIL
+    }
+    XdrReader in(call.args);
+    auto name_bytes = in.Opaque(255);
+    if (!name_bytes) co_return AcceptedReply(call.xid, 4);  // GARBAGE_ARGS
+    const std::string name(name_bytes->begin(), name_bytes->end());
+    const std::string fh = FileHandleOf(name);
+    std::vector<uint8_t> out = AcceptedReply(call.xid, 0);
+    XdrWriter w(out);
+    if (call.procedure == kLookup) {
+      w.String(fh);
+      co_return out;
+    }
+    // The file is gone: so are the locks on it.
+    nlockd::FileRelease released = co_await ReleaseFile(fh);
+    std::printf("removed %s: released %zu lock owners, %zu shares, %zu waiters\n", name.c_str(),
+                released.locks, released.shares, released.waiters);
+    std::fflush(stdout);
+    w.U32(static_cast<uint32_t>(released.locks));
+    co_return out;
+  }
+
+  // LockService::ReleaseFile as an awaitable whose completion comes back to our io_context. A
+  // plain function: the initiation lambda is not a temporary inside a co_await expression.
+  asio::awaitable<nlockd::FileRelease> ReleaseFile(std::string fh) {
+    return asio::async_initiate<decltype(asio::use_awaitable), void(nlockd::FileRelease)>(
+        [this, fh = std::move(fh)](auto handler) {
+          auto shared = std::make_shared<decltype(handler)>(std::move(handler));
+          locks_.ReleaseFile(fh, [this, shared](nlockd::FileRelease release) {
+            asio::post(io_, [shared, release] { std::move (*shared)(release); });
+          });
+        },
+        asio::use_awaitable);
+  }
+
+  asio::io_context& io_;
+  nlockd::LockService& locks_;
+};
+
+// One TCP connection: records in, replies out as they complete (calls are pipelined).
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(tcp::socket socket, Host& host) : socket_(std::move(socket)), host_(host) {}
+
+  asio::awaitable<void> Read() {
+    auto self = shared_from_this();
+    asio::error_code ec;
+    const tcp::endpoint peer = socket_.remote_endpoint(ec);
+    if (ec) co_return;
+    std::vector<uint8_t> record;
+    for (;;) {
+      uint8_t mark_bytes[4];
+      co_await asio::async_read(socket_, asio::buffer(mark_bytes),
+                                asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) break;
+      const uint32_t mark = (uint32_t{mark_bytes[0]} << 24) | (uint32_t{mark_bytes[1]} << 16) |
+                            (uint32_t{mark_bytes[2]} << 8) | mark_bytes[3];
+      const size_t length = mark & 0x7fffffffU;
+      if (record.size() + length > kMaxRecord) break;
+      const size_t start = record.size();
+      record.resize(start + length);
+      co_await asio::async_read(socket_, asio::buffer(record.data() + start, length),
+                                asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) break;
+      if ((mark & 0x80000000U) == 0) continue;  // more fragments follow
+      asio::co_spawn(socket_.get_executor(),
+                     Answer(std::move(record), peer.address().to_string(), peer.port()),
+                     asio::detached);
+      record.clear();
+    }
+    socket_.close(ec);
+  }
+
+ private:
+  asio::awaitable<void> Answer(std::vector<uint8_t> message, std::string peer, uint16_t port) {
+    auto self = shared_from_this();
+    auto reply = co_await host_.Serve(message, nlockd::Transport::kTcp, peer, port);
+    if (!reply) co_return;
+    const uint32_t mark = 0x80000000U | static_cast<uint32_t>(reply->size());
+    std::vector<uint8_t> record{static_cast<uint8_t>(mark >> 24), static_cast<uint8_t>(mark >> 16),
+                                static_cast<uint8_t>(mark >> 8), static_cast<uint8_t>(mark)};
+    record.insert(record.end(), reply->begin(), reply->end());
+    outbox_.push_back(std::move(record));
+    if (writing_) co_return;
+    writing_ = true;
+    while (!outbox_.empty()) {
+      asio::error_code ec;
+      co_await asio::async_write(socket_, asio::buffer(outbox_.front()),
+                                 asio::redirect_error(asio::use_awaitable, ec));
+      outbox_.pop_front();
+      if (ec) outbox_.clear();
+    }
+    writing_ = false;
+  }
+
+  tcp::socket socket_;
+  Host& host_;
+  std::deque<std::vector<uint8_t>> outbox_;
+  bool writing_ = false;
+};
+
+asio::awaitable<void> AcceptLoop(tcp::acceptor& acceptor, Host& host) {
+  for (;;) {
+    asio::error_code ec;
+    tcp::socket socket =
+        co_await acceptor.async_accept(asio::redirect_error(asio::use_awaitable, ec));
+    if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
+    if (ec) continue;
+    auto connection = std::make_shared<Connection>(std::move(socket), host);
+    asio::co_spawn(acceptor.get_executor(), connection->Read(), asio::detached);
+  }
+}
+
+asio::awaitable<void> AnswerDatagram(udp::socket& socket, Host& host, std::vector<uint8_t> message,
+                                     udp::endpoint sender) {
+  auto reply = co_await host.Serve(message, nlockd::Transport::kUdp, sender.address().to_string(),
+                                   sender.port());
+  if (!reply) co_return;
+  asio::error_code ec;
+  co_await socket.async_send_to(asio::buffer(*reply), sender,
+                                asio::redirect_error(asio::use_awaitable, ec));
+}
+
+asio::awaitable<void> UdpLoop(udp::socket& socket, Host& host) {
+  std::vector<uint8_t> buffer(65536);
+  for (;;) {
+    udp::endpoint sender;
+    asio::error_code ec;
+    size_t n = co_await socket.async_receive_from(asio::buffer(buffer), sender,
+                                                  asio::redirect_error(asio::use_awaitable, ec));
+    if (ec == asio::error::operation_aborted || !socket.is_open()) co_return;
+    if (ec) continue;
+    asio::co_spawn(
+        socket.get_executor(),
+        AnswerDatagram(socket, host,
+                       {buffer.begin(), buffer.begin() + static_cast<std::ptrdiff_t>(n)}, sender),
+        asio::detached);
+  }
+}
+
+int Run(int argc, char** argv) {
+  Flags flags = ParseFlags(argc, argv);
+  asio::io_context io(1);
+
+  // The host's port: TCP and UDP on the same number.
+  const auto address = asio::ip::make_address(flags.address);
+  tcp::acceptor acceptor(io, tcp::endpoint(address, flags.port));
+  const uint16_t port = acceptor.local_endpoint().port();
+  udp::socket udp_socket(io, udp::endpoint(address, port));
+
+  // libnlockd on the same io_context; it registers NLM and NSM with rpcbind at our port.
+  flags.options.advertised_port = port;
+  nlockd::LockService locks(flags.options, io);
+  locks.SetEventHandlers(nlockd::EventHandlers{
+      [](const nlockd::HostRebooted& event) {
+        std::printf("event: host %s rebooted (state %d), %zu locks released\n", event.host.c_str(),
+                    event.state, event.locks_released);
+        std::fflush(stdout);
+      },
+      [](const nlockd::GraceStarted& event) {
+        std::printf("event: grace started (%s) for %llds: %s\n",
+                    event.mode == nlockd::GraceMode::kClassic ? "classic" : "fine-grained",
+                    static_cast<long long>(event.duration.count()), event.reason.c_str());
+        std::fflush(stdout);
+      },
+      [](const nlockd::GraceEnded& event) {
+        std::printf("event: grace ended (%s)\n", event.reason.c_str());
+        std::fflush(stdout);
+      }});
+  locks.Start();
+
+  Host host(io, locks);
+  asio::co_spawn(io, AcceptLoop(acceptor, host), asio::detached);
+  asio::co_spawn(io, UdpLoop(udp_socket, host), asio::detached);
+  std::printf("embedded nlockd listening address=%s port=%u\n", flags.address.c_str(), port);
+  std::fflush(stdout);
+
+  asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const asio::error_code& error, int) {
+    if (error) return;
+    // Stop taking calls, then let libnlockd finish its own and record a clean stop; the
+    // io_context must keep running until it has.
+    asio::error_code ignored;
+    acceptor.close(ignored);
+    udp_socket.close(ignored);
+    locks.AsyncShutdown([&io] { io.stop(); });
+  });
+  io.run();
+  std::printf("embedded nlockd stopped\n");
+  return 0;
+}
+
+}  // namespace
+}  // namespace example
+
+int main(int argc, char** argv) {
+  try {
+    return example::Run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "embedded_server: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,137 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nlockd/export.hpp"
+#include "nlockd/options.hpp"
+#include "nlockd/types.hpp"
+
+namespace asio {
+class io_context;
+}
+namespace prometheus {
+class Registry;
+}
+
+namespace nlockd {
+
+// One NFS lock manager: the lock table, NLM (program 100021, versions 1, 3, 4), NSM (program
+// 100024) with its registrations and the restart notification round, crash recovery with its
+// grace period, the store, and the metrics. A process may run several, each with options (and a
+// store) of its own; nothing is shared between them.
+//
+// Lifecycle: construct (opens the store; throws std::runtime_error if it cannot), optionally
+// SetEventHandlers() and Listen(), then Start() once; hand it calls; Shutdown() once (the
+// destructor shuts down if that was not done).
+//
+// Threading: all lock, NLM and NSM state lives on one executor, a strand of an io_context:
+// either one this service owns and runs on a thread of its own (the first constructor), or
+// one the host runs (the second: any number of threads may run it). The methods below may be
+// called from any thread; each says where its completion runs. The blocking ones
+// (Shutdown, Status, HandleAdminRequest, RefreshMetrics, MetricsText) wait for that executor, so
+// they must not be called from it nor, with the host's io_context, from the host's only thread
+// running it.
+//
+// ABI: the class holds only a pointer to its implementation, so adding members in a later
+// release does not change its layout.
+class NLOCKD_EXPORT LockService {
+ public:
+  // Runs on an io_context and thread of its own (started by Start(), joined by Shutdown()).
+  explicit LockService(Options options);
+  // Runs on the host's io_context: the host keeps running it until Shutdown() has returned.
+  // Declared with a forward declaration of asio::io_context (standalone Asio); the host must be
+  // compiled against the same Asio version and configuration as libnlockd (docs/embedding.md).
+  LockService(Options options, asio::io_context& io);
+  ~LockService();
+  LockService(const LockService&) = delete;
+  LockService& operator=(const LockService&) = delete;
+
+  // Replaces the event callbacks. REQUIRES: before Start().
+  void SetEventHandlers(EventHandlers handlers);
+
+  // Serves NLM and NSM itself over TCP and UDP on `address:port` (port 0 picks a free one for
+  // both), for hosts without a transport; the daemon does this. May be called once, before
+  // Start(). Returns the bound port; throws std::runtime_error if it cannot bind.
+  uint16_t Listen(const std::string& address, uint16_t port);
+  // Serves NLM and NSM on sockets the host made: a bound, listening TCP socket and a bound UDP
+  // socket on the same port. The service owns both from now on. REQUIRES: before Start().
+  uint16_t ListenOnSockets(int tcp_listen_fd, int udp_fd);
+
+  // Loads the store (the state number moves on, registrations and the lock table come back),
+  // opens the grace period the restart calls for, starts serving and sends SM_NOTIFY to every
+  // host monitored before the restart. Runs on the calling thread. Throws std::runtime_error if
+  // the store cannot be read. REQUIRES: called once, before any other call but the setup ones.
+  void Start();
+
+  // Shuts down gracefully: stops the listener, finishes calls and callbacks in flight (bounded),
+  // unregisters from rpcbind, and records a clean stop in the store. Returns when done.
+  // Idempotent. Calls handed in afterwards are answered with RpcReply::send = false.
+  void Shutdown();
+  // The same without blocking; `done` runs on the service's executor (or at once if it is
+  // already shut down).
+  void AsyncShutdown(std::function<void()> done);
+
+  // --- RPC --------------------------------------------------------------------------------
+
+  // Serves one NLM or NSM call that the host's transport received (any program may be passed;
+  // others get PROG_UNAVAIL). `done` receives the reply on the service's executor, never before
+  // HandleCall returns. Calls from one connection may complete out of order (a LOCK awaiting
+  // its journal write, say): match replies by xid, as RPC does. Retransmissions of
+  // non-idempotent calls are answered from a reply cache keyed by (peer address, xid, ...).
+  void HandleCall(const RpcCall& call, std::function<void(RpcReply)> done);
+
+  // The (program, version) pairs served, for the host's own rpcbind registration.
+  std::vector<ProgramVersion> Programs() const;
+  // The port Listen() bound; 0 without a listener.
+  uint16_t port() const;
+
+  // --- Events, status, metrics, admin ------------------------------------------------------
+
+  // Blocking: status as of now.
+  Status GetStatus();
+  // Blocking: one request of the admin API (docs/api.md), the same JSON as nlockd's admin HTTP
+  // server answers: status, registrations, hosts, locks, shares, waiters, grace, notify.
+  AdminResponse HandleAdminRequest(const AdminRequest& request);
+  // The prometheus-cpp registry with every metric of this service, for the host's exposer
+  // (prometheus::Exposer::RegisterCollectable). Counters update as calls are served; the
+  // snapshot gauges (locks held, grace, ...) at RefreshMetrics().
+  std::shared_ptr<prometheus::Registry> MetricsRegistry();
+  // Blocking: sets the snapshot gauges from the current state (call before each scrape).
+  void RefreshMetrics();
+  // Blocking: RefreshMetrics(), then the Prometheus text exposition (format 0.0.4).
+  std::string MetricsText();
+
+  // --- The lock table, for the NFS server --------------------------------------------------
+  // Each completes on the service's executor. File handles are the bytes NLM clients send as
+  // `fh`: the NFS file handle of the host (whatever it means there), compared byte for byte.
+
+  // The locks that a read (exclusive = false) or write of the range would conflict with:
+  // for an NFSv3 server that refuses I/O under a mandatory lock, or an NFSv4 bridge.
+  void FindConflicts(ConflictQuery query, std::function<void(std::vector<HeldLock>)> done);
+  // The file was removed: cancels its blocked requests and releases every lock and share on it
+  // (persisted like the clients' own UNLOCK and UNSHARE). Locks granted while this runs are
+  // not released.
+  void ReleaseFile(std::string file, std::function<void(FileRelease)> done);
+
+  // Locks of a protocol layer in the host (an NFSv4 server), in the same table as NLM's: they
+  // conflict with NLM locks both ways, and releasing them grants NLM waiters. Persisted like
+  // NLM locks. REQUIRES: one owner's calls on one file do not overlap (wait for each `done`).
+  void Lock(LocalLockRequest request, std::function<void(LockAnswer)> done);
+  // TEST: would the request be granted; for kDenied, the holder.
+  void Test(LocalLockRequest request, std::function<void(LockAnswer)> done);
+  // Releases the owner's locks over the range (unlocking what is not held succeeds).
+  void Unlock(std::string file, LockOwner owner, ByteRange range,
+              std::function<void(LockResult)> done);
+  // Releases everything the host holds (its client expired); returns the locks released.
+  void ReleaseHost(std::string host, std::function<void(size_t)> done);
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace nlockd

@@ -1,0 +1,88 @@
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "nlockd/export.hpp"
+
+namespace nlockd {
+
+// Everything a LockService is built from. The daemon reads the same fields from its config file
+// and flags (config/nlockd.toml documents each key); a host program fills them in itself. The
+// defaults are the daemon's.
+//
+// Plain data: copy it, change it, pass it by value. New fields are added at the end of a minor
+// release with a default that keeps the old behaviour.
+struct NLOCKD_EXPORT Options {
+  // The mon_name this server sends in SM_NOTIFY after a restart; empty = the host name.
+  std::string name;
+
+  // Where the state number, the NSM registrations and (with persist_locks) the lock table
+  // persist: "memory:" (nothing survives a restart), "sqlite:PATH" or "postgresql://...".
+  // Several services in one process need stores of their own.
+  std::string store = "sqlite:./var/nlockd.db";
+  // Write the lock and share table to the store, so that a restart restores it and the grace
+  // period can end as soon as every restored lock was reclaimed. Off: every restart runs a full
+  // ("classic") grace period.
+  bool persist_locks = true;
+
+  // Grace period after a start, for clients to reclaim their locks; 0 for none.
+  std::chrono::seconds grace{90};
+  // A classic grace period never ends early before this long after the last SM_NOTIFY answer.
+  std::chrono::seconds grace_floor{10};
+  // End grace once every restored lock and share was reclaimed or dropped.
+  bool grace_end_early = true;
+
+  // Register the NLM and NSM programs with the portmapper at Start() and unregister them at
+  // shutdown: at the port of Listen(), or at `advertised_port` when the host serves them on its
+  // own port. Nothing is registered when neither is set.
+  bool rpcbind_register = true;
+  std::string rpcbind_host = "127.0.0.1";
+  uint16_t rpcbind_port = 111;
+  // The host's own RPC port, to register with rpcbind when it routes NLM and NSM calls to
+  // HandleCall(); 0 when it registers them itself (LockService::Programs()).
+  uint16_t advertised_port = 0;
+
+  // What identifies an NLM client host: its source address (false, the default) or the
+  // caller_name it sends (true; trusts what the client says about itself).
+  bool nlm_key_by_caller_name = false;
+  // How a blocked lock is granted: GRANTED_MSG (true, what Linux servers send) or GRANTED.
+  bool nlm_granted_msg = true;
+  // Client hosts monitored and holding state at once.
+  size_t max_hosts = 10'000;
+
+  // Limits of the listener made by Listen() (hosts with their own transport set their own).
+  size_t max_connections = 1024;
+  size_t max_record_size = 1 << 20;
+  std::chrono::seconds idle_timeout{300};
+
+  // NSM: registrations held at most; addresses besides loopback allowed SM_MON, SM_UNMON,
+  // SM_UNMON_ALL and SM_SIMU_CRASH; programs a registration may name as its status callback;
+  // whether an SM_NOTIFY is acted on only from a known address of the host; each status
+  // callback's deadline.
+  size_t nsm_max_registrations = 10'000;
+  std::vector<std::string> nsm_allowlist;
+  std::vector<int32_t> nsm_callback_programs{100021};
+  bool nsm_check_notifier_address = true;
+  std::chrono::seconds nsm_callback_timeout{5};
+
+  // The restart notification round: peers' statd UDP port (0 asks their rpcbind), their
+  // portmapper port, each attempt's deadline, the first retry delay (doubling to 120 s), and
+  // when a host is given up; a host given up on loses its restored locks when
+  // notify_drop_unreachable.
+  uint16_t notify_statd_port = 0;
+  uint16_t notify_rpcbind_port = 111;
+  std::chrono::seconds notify_timeout{5};
+  std::chrono::seconds notify_backoff{2};
+  std::chrono::seconds notify_budget{900};
+  bool notify_drop_unreachable = true;
+
+  // When not empty, HandleAdminRequest() requires "Authorization: Bearer <token>" on every
+  // path but /healthz.
+  std::string admin_token;
+};
+
+}  // namespace nlockd

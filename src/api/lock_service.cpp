@@ -1,0 +1,305 @@
+// The public nlockd::LockService over server::Core: threads, executors and the conversions
+// between the public plain types and the internal ones.
+#include "nlockd/lock_service.hpp"
+
+#include <atomic>
+#include <exception>
+#include <future>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include <asio/co_spawn.hpp>
+#include <asio/executor_work_guard.hpp>
+#include <asio/io_context.hpp>
+#include <asio/post.hpp>
+#include <asio/strand.hpp>
+#include <spdlog/spdlog.h>
+
+#include "admin/router.hpp"
+#include "rpc/address.hpp"
+#include "rpc/message.hpp"
+#include "server/server.hpp"
+#include "xdr/encoder.hpp"
+
+namespace nlockd {
+
+namespace {
+
+// The reply header's fields a host needs besides the bytes.
+void DescribeReply(RpcReply& reply) {
+  rpc::DecodedReply decoded = rpc::DecodeReply(reply.message);
+  if (!decoded.ok || decoded.reply_stat != rpc::ReplyStat::kMsgAccepted) return;
+  reply.accept_stat = static_cast<uint32_t>(decoded.accept_stat);
+  reply.results_offset = reply.message.size() - decoded.body.size();
+}
+
+asio::awaitable<RpcReply> Serve(server::Core& core, rpc::CallContext context,
+                                std::vector<uint8_t> message) {
+  RpcReply reply;
+  reply.send = co_await core.Handle(std::move(context), std::move(message), reply.message);
+  if (reply.send) DescribeReply(reply);
+  co_return reply;
+}
+
+// The call header as it came on the wire, then the arguments: the dispatcher reads the message
+// whole. The verifier of a call carries nothing NLM or NSM use, so AUTH_NONE stands in for it.
+std::vector<uint8_t> EncodeMessage(const RpcCall& call) {
+  std::vector<uint8_t> message;
+  message.reserve(48 + call.cred_body.size() + call.args.size());
+  xdr::Encoder enc(message);
+  enc.U32(call.xid);
+  enc.U32(static_cast<uint32_t>(rpc::MsgType::kCall));
+  enc.U32(rpc::kRpcVersion);
+  enc.U32(call.program);
+  enc.U32(call.version);
+  enc.U32(call.procedure);
+  enc.U32(call.cred_flavor);
+  enc.Opaque(call.cred_body);
+  enc.U32(static_cast<uint32_t>(rpc::AuthFlavor::kNone));
+  enc.U32(0);
+  message.insert(message.end(), call.args.begin(), call.args.end());
+  return message;
+}
+
+}  // namespace
+
+std::string_view ToString(LockResult result) {
+  switch (result) {
+    case LockResult::kGranted:
+      return "granted";
+    case LockResult::kDenied:
+      return "denied";
+    case LockResult::kDeniedGrace:
+      return "denied_grace";
+    case LockResult::kNoResources:
+      return "no_resources";
+    case LockResult::kInvalidRange:
+      return "invalid_range";
+    case LockResult::kUnavailable:
+      return "unavailable";
+  }
+  return "unknown";
+}
+
+class LockService::Impl {
+ public:
+  Impl(Options options, asio::io_context* host_io)
+      : options_token_(options.admin_token),
+        own_io_(host_io == nullptr ? std::make_unique<asio::io_context>(1) : nullptr),
+        io_(host_io == nullptr ? *own_io_ : *host_io),
+        // Its own io_context runs on one thread: no strand needed. The host's may run on many.
+        executor_(own_io_ ? asio::any_io_executor(io_.get_executor())
+                          : asio::any_io_executor(asio::make_strand(io_))),
+        core_(std::make_unique<server::Core>(executor_, std::move(options))),
+        admin_router_(core_->admin_backend(), core_->metrics(),
+                      admin::RouterOptions{options_token_}) {
+    // Its thread runs from the start, so that calls handed in before Start() are refused on
+    // the executor like any other.
+    if (own_io_) {
+      work_.emplace(io_.get_executor());
+      thread_ = std::thread([this] { io_.run(); });
+    }
+  }
+
+  ~Impl() {
+    Shutdown();
+    // Its own thread keeps running after Shutdown(), refusing late calls, until now.
+    work_.reset();
+    if (thread_.joinable()) thread_.join();
+    // Destroyed before the io_context: what it holds may name the io_context's services.
+    core_.reset();
+  }
+
+  server::Core& core() { return *core_; }
+  const asio::any_io_executor& executor() const { return executor_; }
+
+  void Start() {
+    core_->Start();
+    started_.store(true);
+  }
+
+  // Waits for the executor unless an AsyncShutdown already finished (the host may have
+  // stopped its io_context since).
+  void Shutdown() {
+    std::lock_guard lock(shutdown_mutex_);
+    if (started_.load() && !stopped_.load()) {
+      std::promise<void> done;
+      AsyncShutdown([&done] { done.set_value(); });
+      done.get_future().wait();
+    }
+  }
+
+  void AsyncShutdown(std::function<void()> done) {
+    if (!started_.load() || stopped_.load()) {
+      if (done) done();
+      return;
+    }
+    asio::co_spawn(executor_, core_->ShutDown(),
+                   [this, done = std::move(done)](std::exception_ptr error) {
+                     if (error) spdlog::error("nlockd: shutdown failed");
+                     stopped_.store(true);
+                     if (done) done();
+                   });
+  }
+
+  admin::Router& router() { return admin_router_; }
+
+ private:
+  std::string options_token_;
+  std::unique_ptr<asio::io_context> own_io_;
+  asio::io_context& io_;
+  asio::any_io_executor executor_;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
+  std::unique_ptr<server::Core> core_;
+  admin::Router admin_router_;
+  std::thread thread_;
+  std::atomic<bool> started_{false};
+  std::atomic<bool> stopped_{false};
+  std::mutex shutdown_mutex_;
+};
+
+LockService::LockService(Options options)
+    : impl_(std::make_unique<Impl>(std::move(options), nullptr)) {}
+
+LockService::LockService(Options options, asio::io_context& io)
+    : impl_(std::make_unique<Impl>(std::move(options), &io)) {}
+
+LockService::~LockService() = default;
+
+void LockService::SetEventHandlers(EventHandlers handlers) {
+  impl_->core().set_events(std::move(handlers));
+}
+
+uint16_t LockService::Listen(const std::string& address, uint16_t port) {
+  return impl_->core().Listen(address, port);
+}
+
+uint16_t LockService::ListenOnSockets(int tcp_listen_fd, int udp_fd) {
+  return impl_->core().ListenOnSockets(tcp_listen_fd, udp_fd);
+}
+
+void LockService::Start() { impl_->Start(); }
+
+void LockService::Shutdown() { impl_->Shutdown(); }
+
+void LockService::AsyncShutdown(std::function<void()> done) {
+  impl_->AsyncShutdown(std::move(done));
+}
+
+void LockService::HandleCall(const RpcCall& call, std::function<void(RpcReply)> done) {
+  rpc::CallContext context;
+  context.transport =
+      call.transport == Transport::kTcp ? rpc::Transport::kTcp : rpc::Transport::kUdp;
+  asio::error_code ec;
+  context.peer_address = rpc::NormalizeAddress(asio::ip::make_address(call.peer_address, ec));
+  if (ec) {
+    // Not an address: nothing can be bound to this caller. Dropped, as a malformed call is.
+    asio::post(impl_->executor(), [done = std::move(done)] { done(RpcReply{}); });
+    return;
+  }
+  context.peer = rpc::AddressToString(context.peer_address);
+  context.peer_port = call.peer_port;
+  if (!call.local_address.empty()) {
+    auto local = asio::ip::make_address(call.local_address, ec);
+    if (!ec) context.local_address = rpc::NormalizeAddress(local);
+  }
+  context.local_port = call.local_port;
+  asio::co_spawn(impl_->executor(), Serve(impl_->core(), std::move(context), EncodeMessage(call)),
+                 [done = std::move(done)](std::exception_ptr error, RpcReply reply) {
+                   if (error) reply = RpcReply{};
+                   done(std::move(reply));
+                 });
+}
+
+std::vector<ProgramVersion> LockService::Programs() const {
+  std::vector<ProgramVersion> out;
+  for (auto [program, version] : impl_->core().ProgramVersions()) out.push_back({program, version});
+  return out;
+}
+
+uint16_t LockService::port() const { return impl_->core().port(); }
+
+Status LockService::GetStatus() {
+  admin::StatusView view = impl_->core().admin_backend().Status();
+  Status status;
+  status.state_number = view.state_number;
+  status.server_name = view.server_name;
+  status.grace_active = view.grace.active;
+  status.grace_mode = view.grace.mode;
+  status.grace_seconds_left = view.grace.seconds_left;
+  status.registrations = view.registrations;
+  status.monitored_hosts = view.monitored_hosts;
+  status.hosts = view.hosts;
+  status.locks = view.locks;
+  status.shares = view.shares;
+  status.waiters = view.waiters;
+  status.pending_grants = view.pending_grants;
+  return status;
+}
+
+AdminResponse LockService::HandleAdminRequest(const AdminRequest& request) {
+  admin::HttpRequest routed{request.method, request.target, request.authorization, request.body};
+  admin::HttpResponse answer = impl_->router().Handle(routed);
+  return AdminResponse{answer.status, std::move(answer.content_type), std::move(answer.body),
+                       std::move(answer.headers)};
+}
+
+std::shared_ptr<prometheus::Registry> LockService::MetricsRegistry() {
+  return impl_->core().metrics().shared_registry();
+}
+
+void LockService::RefreshMetrics() {
+  impl_->core().metrics().Refresh(impl_->core().admin_backend().Status());
+}
+
+std::string LockService::MetricsText() {
+  RefreshMetrics();
+  return impl_->core().metrics().Serialize();
+}
+
+void LockService::FindConflicts(ConflictQuery query,
+                                std::function<void(std::vector<HeldLock>)> done) {
+  asio::post(impl_->executor(), [this, query = std::move(query), done = std::move(done)] {
+    done(impl_->core().FindConflicts(query));
+  });
+}
+
+void LockService::ReleaseFile(std::string file, std::function<void(FileRelease)> done) {
+  asio::co_spawn(impl_->executor(), impl_->core().ReleaseFile(std::move(file)),
+                 [done = std::move(done)](std::exception_ptr error, FileRelease release) {
+                   if (error) release = FileRelease{};
+                   done(release);
+                 });
+}
+
+void LockService::Lock(LocalLockRequest request, std::function<void(LockAnswer)> done) {
+  asio::co_spawn(impl_->executor(), impl_->core().LocalLock(std::move(request)),
+                 [done = std::move(done)](std::exception_ptr error, LockAnswer answer) {
+                   if (error) answer = LockAnswer{LockResult::kNoResources, std::nullopt};
+                   done(std::move(answer));
+                 });
+}
+
+void LockService::Test(LocalLockRequest request, std::function<void(LockAnswer)> done) {
+  asio::post(impl_->executor(), [this, request = std::move(request), done = std::move(done)] {
+    done(impl_->core().LocalTest(request));
+  });
+}
+
+void LockService::Unlock(std::string file, LockOwner owner, ByteRange range,
+                         std::function<void(LockResult)> done) {
+  asio::co_spawn(impl_->executor(),
+                 impl_->core().LocalUnlock(std::move(file), std::move(owner), range),
+                 [done = std::move(done)](std::exception_ptr error, LockResult result) {
+                   done(error ? LockResult::kNoResources : result);
+                 });
+}
+
+void LockService::ReleaseHost(std::string host, std::function<void(size_t)> done) {
+  asio::post(impl_->executor(), [this, host = std::move(host), done = std::move(done)] {
+    done(impl_->core().ReleaseHost(host));
+  });
+}
+
+}  // namespace nlockd

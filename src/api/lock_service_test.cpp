@@ -1,0 +1,165 @@
+// The public API from inside the tree: what the examples and the out-of-tree consumer do not
+// reach (sockets given by the host, several services in one process, the host's io_context
+// run by several threads, calls refused before Start and after Shutdown, bad input).
+#include "nlockd/lock_service.hpp"
+
+#include <future>
+#include <thread>
+#include <vector>
+
+#include <arpa/inet.h>
+#include <asio/executor_work_guard.hpp>
+#include <asio/io_context.hpp>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "nlockd/asio.hpp"
+
+namespace nlockd {
+namespace {
+
+Options MemoryOptions() {
+  Options options;
+  options.store = "memory:";
+  options.grace = std::chrono::seconds(0);
+  options.rpcbind_register = false;
+  return options;
+}
+
+RpcCall NullCall(uint32_t program, uint32_t version) {
+  RpcCall call;
+  call.xid = 7;
+  call.program = program;
+  call.version = version;
+  call.transport = Transport::kUdp;
+  call.peer_address = "127.0.0.1";
+  call.peer_port = 900;
+  return call;
+}
+
+RpcReply Handle(LockService& service, const RpcCall& call) {
+  std::promise<RpcReply> reply;
+  service.HandleCall(call, [&reply](RpcReply r) { reply.set_value(std::move(r)); });
+  return reply.get_future().get();
+}
+
+LockAnswer LockFor(LockService& service, const std::string& host) {
+  std::promise<LockAnswer> answer;
+  service.Lock({"fh", {host, 1, "oh"}, {0, 0}, true, false},
+               [&answer](LockAnswer a) { answer.set_value(std::move(a)); });
+  return answer.get_future().get();
+}
+
+TEST(LockService, ServesNlmNullOnSocketsTheHostBound) {
+  const int tcp = socket(AF_INET, SOCK_STREAM, 0);
+  const int udp = socket(AF_INET, SOCK_DGRAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(tcp, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  socklen_t length = sizeof address;
+  ASSERT_EQ(getsockname(tcp, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  ASSERT_EQ(listen(tcp, 16), 0);
+  ASSERT_EQ(bind(udp, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+
+  LockService service(MemoryOptions());
+  EXPECT_EQ(service.ListenOnSockets(tcp, udp), ntohs(address.sin_port));
+  service.Start();
+  EXPECT_EQ(service.port(), ntohs(address.sin_port));
+
+  // NLM4 NULL over UDP: xid, CALL, rpcvers 2, prog, vers, proc 0, AUTH_NONE cred and verifier.
+  std::vector<uint32_t> words{99, 0, 2, kNlmProgram, 4, 0, 0, 0, 0, 0};
+  for (uint32_t& word : words) word = htonl(word);
+  const int client = socket(AF_INET, SOCK_DGRAM, 0);
+  timeval timeout{10, 0};
+  setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  ASSERT_EQ(sendto(client, words.data(), words.size() * 4, 0, reinterpret_cast<sockaddr*>(&address),
+                   sizeof address),
+            static_cast<ssize_t>(words.size() * 4));
+  uint32_t reply[8] = {};
+  ASSERT_EQ(recv(client, reply, sizeof reply, 0), 24);
+  EXPECT_EQ(ntohl(reply[0]), 99u);  // xid
+  EXPECT_EQ(ntohl(reply[5]), 0u);   // SUCCESS
+  close(client);
+  service.Shutdown();
+}
+
+TEST(LockService, TwoServicesInOneProcessKeepTheirOwnLocks) {
+  LockService a(MemoryOptions());
+  LockService b(MemoryOptions());
+  a.Start();
+  b.Start();
+  EXPECT_EQ(LockFor(a, "host-1").result, LockResult::kGranted);
+  EXPECT_EQ(LockFor(b, "host-2").result, LockResult::kGranted);
+  EXPECT_EQ(LockFor(a, "host-2").result, LockResult::kDenied);
+  EXPECT_EQ(a.GetStatus().locks, 1u);
+  EXPECT_EQ(b.GetStatus().locks, 1u);
+}
+
+TEST(LockService, RunsOnTheHostsIoContextWithSeveralThreads) {
+  asio::io_context io;
+  auto work = asio::make_work_guard(io);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 3; ++i) threads.emplace_back([&io] { io.run(); });
+  {
+    LockService service(MemoryOptions(), io);
+    service.Start();
+    std::vector<std::future<RpcReply>> replies;
+    for (int i = 0; i < 32; ++i) {
+      replies.push_back(std::async(
+          std::launch::async, [&service] { return Handle(service, NullCall(kNsmProgram, 1)); }));
+    }
+    for (auto& reply : replies) {
+      RpcReply r = reply.get();
+      EXPECT_TRUE(r.send);
+      EXPECT_EQ(r.accept_stat, 0u);
+    }
+    service.Shutdown();
+  }
+  work.reset();
+  for (auto& thread : threads) thread.join();
+}
+
+TEST(LockService, RefusesCallsItCannotServe) {
+  LockService service(MemoryOptions());
+  // Not started: nothing is answered (the client retransmits).
+  EXPECT_FALSE(Handle(service, NullCall(kNlmProgram, 4)).send);
+  service.Start();
+  RpcCall bad_peer = NullCall(kNlmProgram, 4);
+  bad_peer.peer_address = "not an address";
+  EXPECT_FALSE(Handle(service, bad_peer).send);
+  RpcReply mismatch = Handle(service, NullCall(kNlmProgram, 2));
+  EXPECT_TRUE(mismatch.send);
+  EXPECT_EQ(mismatch.accept_stat, 2u);  // PROG_MISMATCH
+  RpcCall bad_cred = NullCall(kNsmProgram, 1);
+  bad_cred.cred_flavor = 1;  // AUTH_SYS with an empty body
+  RpcReply denied = Handle(service, bad_cred);
+  EXPECT_TRUE(denied.send);
+  EXPECT_FALSE(denied.accept_stat.has_value());  // MSG_DENIED, AUTH_ERROR
+  service.Shutdown();
+  service.Shutdown();  // idempotent
+  EXPECT_FALSE(Handle(service, NullCall(kNlmProgram, 4)).send);
+  EXPECT_EQ(LockFor(service, "host").result, LockResult::kUnavailable);
+}
+
+TEST(LockService, ReportsGraceAndTheAdminApiWithoutHttp) {
+  Options options = MemoryOptions();
+  options.grace = std::chrono::seconds(60);
+  LockService service(options);
+  std::promise<GraceStarted> started;
+  service.SetEventHandlers(
+      {nullptr, [&started](const GraceStarted& e) { started.set_value(e); }, nullptr});
+  service.Start();
+  // A memory store proves nothing about earlier locks: classic grace.
+  EXPECT_EQ(started.get_future().get().mode, GraceMode::kClassic);
+  EXPECT_EQ(LockFor(service, "host").result, LockResult::kDeniedGrace);
+  AdminResponse ended = service.HandleAdminRequest({"POST", "/api/v1/grace/end", "", ""});
+  EXPECT_EQ(ended.status, 200) << ended.body;
+  EXPECT_EQ(LockFor(service, "host").result, LockResult::kGranted);
+  EXPECT_EQ(service.HandleAdminRequest({"GET", "/api/v1/nothing", "", ""}).status, 404);
+}
+
+}  // namespace
+}  // namespace nlockd
