@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds nlockd with ASan+UBSan and -Werror, runs every test (unit, db, integration) against a
-# PostgreSQL server this script starts, then a Linux kernel NFS client under QEMU against that
-# nlockd, then the RPC fuzz target briefly.
+# PostgreSQL server this script starts, then an out-of-tree consumer of the installed library,
+# then a Linux kernel NFS client under QEMU against that nlockd, then the RPC fuzz target briefly.
 # Usage: scripts/test.sh [--no-fuzz]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +20,10 @@ if [[ -x scripts/with-postgres.sh ]]; then
 else
   ctest --test-dir "$build" --output-on-failure -j "$jobs"
 fi
+
+# libnlockd installed to a temporary prefix and used by a project outside the tree
+# (find_package shared and static, pkg-config).
+tests/consumer/run.sh "$build"
 
 # A Linux kernel NFS client under QEMU against the sanitized nlockd (docs/kernel-rig.md).
 tests/kernel/run.sh "$build/src/cmd/nlockd"
