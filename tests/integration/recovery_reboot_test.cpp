@@ -61,15 +61,11 @@ class RecoveryReboot : public ::testing::Test {
   // NSM state; then sm-notify, as at boot.
   void RebootNotify(int client, int32_t state) {
     const std::string dir = state_dir_.path() + "/client" + std::to_string(client);
-    std::filesystem::create_directories(dir + "/sm");
-    std::filesystem::create_directories(dir + "/sm.bak");
-    std::ofstream(dir + "/sm/" + hosts_->ServerAddressOf(client))
-        << "0100007f 000186b5 00000004 00000010 " << std::string(32, '0') << " "
-        << hosts_->ServerAddressOf(client) << " client" << client << "\n";
-    std::ofstream(dir + "/state", std::ios::binary)
-        .write(reinterpret_cast<const char*>(&state), sizeof state);
-    auto [status, lines] = hosts_->Run(client, {"sm-notify", "-f", "-d", "-n", "-P", dir, "-m", "1"},
-                                       std::chrono::seconds(90));
+    auto [status, lines] =
+        hosts_->Run(client,
+                    PrepareRebootNotify(dir, hosts_->ServerAddressOf(client),
+                                        "client" + std::to_string(client), state),
+                    std::chrono::seconds(90));
     EXPECT_EQ(status, 0) << ::testing::PrintToString(lines);
   }
 

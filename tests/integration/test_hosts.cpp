@@ -1,5 +1,7 @@
 #include "integration/test_hosts.hpp"
 
+#include <filesystem>
+#include <fstream>
 #include <regex>
 #include <sstream>
 #include <stdexcept>
@@ -87,6 +89,19 @@ std::pair<int, std::vector<std::string>> TestHosts::RunOnServer(
 Subprocess* TestHosts::StartOnServer(const std::vector<std::string>& argv) {
   processes_.push_back(std::make_unique<Subprocess>(server_->WrapHost(argv)));
   return processes_.back().get();
+}
+
+std::vector<std::string> PrepareRebootNotify(const std::string& dir,
+                                             const std::string& server_address,
+                                             const std::string& client_name, int32_t state) {
+  std::filesystem::create_directories(dir + "/sm");
+  std::filesystem::create_directories(dir + "/sm.bak");
+  std::ofstream(dir + "/sm/" + server_address)
+      << "0100007f 000186b5 00000004 00000010 " << std::string(32, '0') << " " << server_address
+      << " " << client_name << "\n";
+  std::ofstream(dir + "/state", std::ios::binary)
+      .write(reinterpret_cast<const char*>(&state), sizeof state);
+  return {"sm-notify", "-f", "-d", "-n", "-P", dir, "-m", "1"};
 }
 
 }  // namespace nlockd::integration

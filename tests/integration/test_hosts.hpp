@@ -7,6 +7,7 @@
 // Any program (the rpcgen test clients, Debian's sm-notify) runs on any host.
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
@@ -63,5 +64,12 @@ class TestHosts {
   std::vector<std::unique_ptr<testutil::Subprocess>> processes_;
   std::unique_ptr<NlockdProcess> nlockd_;
 };
+
+// Lays out `dir` as a client's rpc.statd leaves it before a reboot: sm/ holds one record (in
+// nfs-utils' format) saying it monitored `server_address` as `client_name`, `state` its NSM
+// state. Returns the sm-notify command that, run on the client as at boot, notifies the server.
+std::vector<std::string> PrepareRebootNotify(const std::string& dir,
+                                             const std::string& server_address,
+                                             const std::string& client_name, int32_t state);
 
 }  // namespace nlockd::integration
