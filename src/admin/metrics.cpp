@@ -46,7 +46,7 @@ Histogram::BucketBoundaries RequestBuckets() {
   return {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
           0.025,   0.05,   0.1,     0.25,   0.5,   1,      2.5,   5};
 }
-// One SM_NOTIFY attempt: bounded by its 5 s deadline (DESIGN.md), longer if configured.
+// One SM_NOTIFY attempt: bounded by its deadline (5 s by default), longer if configured.
 Histogram::BucketBoundaries NotificationBuckets() {
   return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
 }
@@ -286,7 +286,7 @@ RequestMetrics& Metrics::NlmRequest(uint32_t version, std::string_view procedure
   auto key = std::make_tuple(RpcProgram::kNlm, version, std::string(procedure));
   auto it = procedures_.find(key);
   if (it == procedures_.end()) {
-    // The duration is per procedure across versions (issue 7), the count per version too.
+    // The duration is per procedure across versions, the count per version too.
     auto& duration =
         nlm_request_duration_->Add({{"procedure", std::string(procedure)}}, RequestBuckets());
     std::map<std::string, std::string> labels{{"procedure", std::string(procedure)},

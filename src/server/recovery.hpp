@@ -11,7 +11,7 @@
 
 namespace nlockd::server {
 
-// What the start-up does about grace (DESIGN.md §1 "Grace period", issue 8 steps 2 and 5).
+// What the start-up does about grace (docs/architecture.md, "Grace plans").
 struct GracePlan {
   enum class Kind { kNone, kClassic, kFineGrained };
   Kind kind = Kind::kClassic;
