@@ -54,6 +54,12 @@ nlockd_start() {
   "$build/src/cmd/nlockd" --listen 127.0.0.1:0 --rpcbind-register=false --admin-listen off \
     --grace 0 --log-level warn "$@" 2>"$bench_scratch/nlockd.log" &
   nlockd_pid=$!
+  bench_await_listener nlockd "$bench_scratch/nlockd.log"
+}
+
+# bench_await_listener NAME LOG: waits until process $nlockd_pid listens on TCP and sets
+# nlockd_port to that port; if it exits first, prints LOG and exits.
+bench_await_listener() {
   for _ in $(seq 200); do
     nlockd_port=$(ss -ltnpH 2>/dev/null |
       awk -v p="pid=$nlockd_pid," 'index($0, p) {n = split($4, a, ":"); print a[n]; exit}' || true)
@@ -61,7 +67,7 @@ nlockd_start() {
     kill -0 "$nlockd_pid" 2>/dev/null || break
     sleep 0.05
   done
-  echo "nlockd did not start" >&2
-  cat "$bench_scratch/nlockd.log" >&2
+  echo "$1 did not start" >&2
+  cat "$2" >&2
   exit 1
 }

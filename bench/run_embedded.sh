@@ -19,16 +19,7 @@ embedded_start() {
   "$build/examples/embedded_server" --listen 127.0.0.1:0 --grace 0 \
     --store "sqlite:$bench_scratch/embedded-$1.db" >"$bench_scratch/embedded.log" 2>&1 &
   nlockd_pid=$!
-  for _ in $(seq 200); do
-    nlockd_port=$(sed -n 's/.*nlockd listening address=[^ ]* port=\([0-9]*\).*/\1/p' \
-      "$bench_scratch/embedded.log")
-    [[ -n "$nlockd_port" ]] && return 0
-    kill -0 "$nlockd_pid" 2>/dev/null || break
-    sleep 0.05
-  done
-  echo "embedded_server did not start" >&2
-  cat "$bench_scratch/embedded.log" >&2
-  exit 1
+  bench_await_listener embedded_server "$bench_scratch/embedded.log"
 }
 
 measure() {
