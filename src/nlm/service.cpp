@@ -101,7 +101,8 @@ lock::LockRequest NlmService::TakeLockRequest(const rpc::CallContext& context, s
   request.type = args.exclusive ? lock::LockType::kExclusive : lock::LockType::kShared;
   request.block = args.block;
   request.reclaim = args.reclaim;
-  request.nsm_state = args.state;
+  // 0 is "not said" (Linux sends it in reclaims): it must not replace the state we know.
+  if (args.state != 0) request.nsm_state = args.state;
   request.host_label = std::move(args.alock.caller_name);
   request.host_address = rpc::AddressToString(context.peer_address);
   return request;

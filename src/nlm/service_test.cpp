@@ -28,6 +28,18 @@ TEST_F(NlmServiceTest, FirstLockOfAHostMonitorsItOnceBeforeGranting) {
   EXPECT_EQ(monitor_.requests.size(), 2u) << "NM_LOCK does not monitor";
 }
 
+TEST_F(NlmServiceTest, AStateOfZeroInALockDoesNotReplaceTheHostsKnownState) {
+  auto a = From("192.0.2.1");
+  ASSERT_EQ(Lock(a, LockArgs("client-a", 1, 0, 10)).stat, NLM4_GRANTED);
+  // Linux clients send state 0 in some LOCKs (reclaims among them): "not said", not a reboot.
+  nlm4_lockargs unsaid = LockArgs("client-a", 1, 20, 10);
+  unsaid.state = 0;
+  ASSERT_EQ(Lock(a, unsaid).stat, NLM4_GRANTED);
+  const lock::HostInfo* host = locks_.hosts().Find(lock::HostId("192.0.2.1"));
+  ASSERT_NE(host, nullptr);
+  EXPECT_EQ(host->nsm_state, 3);
+}
+
 TEST_F(NlmServiceTest, FailedMonitoringAnswersDeniedNolocksAndHoldsNothing) {
   monitor_.succeed = false;
   auto res = Lock(From("192.0.2.1"), LockArgs("client-a", 1, 0, 10));
