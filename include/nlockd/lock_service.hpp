@@ -63,7 +63,9 @@ class NLOCKD_EXPORT LockService {
 
   // Loads the store (the state number moves on, registrations and the lock table come back),
   // opens the grace period the restart calls for, starts serving and sends SM_NOTIFY to every
-  // host monitored before the restart. Runs on the calling thread. Throws std::runtime_error if
+  // host monitored before the restart. Reads the store on the calling thread and finishes on
+  // the service's executor: with its own thread it returns once serving; on the host's
+  // io_context, serving begins when the host runs it. Throws std::runtime_error if
   // the store cannot be read. REQUIRES: called once, before any other call but the setup ones.
   void Start();
 

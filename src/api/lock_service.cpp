@@ -117,6 +117,14 @@ class LockService::Impl {
   void Start() {
     core_->Start();
     started_.store(true);
+    // The rest of the start-up runs on the executor. With its own thread, Start() returns once
+    // that is done (a no-op queued behind it marks the end); the host's io_context may not be
+    // running yet, so there it finishes when the host runs it.
+    if (own_io_) {
+      std::promise<void> serving;
+      asio::post(executor_, [&serving] { serving.set_value(); });
+      serving.get_future().wait();
+    }
   }
 
   // Waits for the executor unless an AsyncShutdown already finished (the host may have

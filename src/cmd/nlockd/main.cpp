@@ -214,10 +214,7 @@ void Run(Config config) {
   // Up before the store loads, so that /healthz answers and /readyz says "not ready" meanwhile.
   std::unique_ptr<nlockd::admin::AdminServer> admin = StartAdmin(config, service);
   uint16_t port = service.Listen(config.listen.host, config.listen.port);
-  service.Start();
-  // Start() finishes on the service's executor; a status read queues behind it, so once it
-  // returns the service serves and /readyz says so before "listening" is logged.
-  service.GetStatus();
+  service.Start();  // Returns once serving, so /readyz says ready before "listening" is logged.
   // Tests and scripts wait for this line to learn the port (with --listen ADDR:0).
   spdlog::info("nlockd listening address={} port={} transports=tcp,udp name={}", config.listen.host,
                port, config.name);
