@@ -83,6 +83,17 @@ struct NLOCKD_EXPORT Options {
   // When not empty, HandleAdminRequest() requires "Authorization: Bearer <token>" on every
   // path but /healthz.
   std::string admin_token;
+
+  // Which programs this service serves and registers with rpcbind: NLM (100021) and NSM
+  // (100024). NSM alone replaces rpc.statd beside a kernel lockd. NLM alone monitors client
+  // hosts through the system's status monitor (SM_MON over loopback, as NFS-Ganesha does) and
+  // accepts its status callbacks (procedure 16) only from loopback and a privileged port.
+  bool serve_nlm = true;
+  bool serve_nsm = true;
+  // Fixed source port for outgoing status callbacks and SM_NOTIFY (like rpc.statd's
+  // --outgoing-port), for firewalls; 0 = any. Loopback callbacks use a privileged port when the
+  // process may bind one (Linux lockd accepts procedure 16 only from one).
+  uint16_t callback_source_port = 0;
 };
 
 }  // namespace nlockd

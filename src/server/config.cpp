@@ -119,6 +119,26 @@ bool ParseGrantedCallback(const std::string& text) {
   Fail("granted callback must be 'msg' or 'sync', not '" + text + "'");
 }
 
+void ApplyServe(const std::string& text, Config& config) {
+  bool nlm = false;
+  bool nsm = false;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos
+                                                                       : comma - start);
+    bool& seen = item == "nlm" ? nlm : nsm;
+    if ((item != "nlm" && item != "nsm") || seen) {
+      Fail("serve must list nlm and/or nsm once each, comma-separated, not '" + text + "'");
+    }
+    seen = true;
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  config.serve_nlm = nlm;
+  config.serve_nsm = nsm;
+}
+
 std::string ParseAllowedAddress(const std::string& text) {
   asio::error_code ec;
   auto address = asio::ip::make_address(text, ec);
@@ -211,6 +231,17 @@ void LoadConfigFile(const std::string& path, Config& config) {
           Fail("unknown config key " + sub_key + " in " + path);
         }
       }
+    } else if (key == "serve") {
+      ApplyServe(String(node, key), config);
+    } else if (key == "nsm_listen") {
+      std::string text = String(node, key);
+      if (text.empty()) {
+        config.nsm_listen.reset();
+      } else {
+        config.nsm_listen = ParseListenAddress(text);
+      }
+    } else if (key == "callback_source_port") {
+      config.callback_source_port = Integer<uint16_t>(node, key, 0, 65535);
     } else if (key == "admin_listen") {
       ApplyAdminListen(String(node, key), config);
     } else if (key == "admin" && node.is_table()) {

@@ -30,6 +30,9 @@ struct Config : nlockd::Options {
   // it.
   bool admin_enabled = true;
   ListenAddress admin_listen{"127.0.0.1", 9464};
+  // nsm_listen / --nsm-listen: serve NSM on a port of its own (statd traditionally has one);
+  // unset, NSM shares `listen` with NLM.
+  std::optional<ListenAddress> nsm_listen;
 };
 
 // An allowlist entry: an IP literal, normalised ("::ffff:10.0.0.1" -> "10.0.0.1"). Throws Error.
@@ -41,6 +44,9 @@ int32_t ParseCallbackProgram(int64_t value);
 bool ParseHostKey(const std::string& text);
 // "msg" -> true, "sync" -> false; anything else throws Error.
 bool ParseGrantedCallback(const std::string& text);
+
+// serve: "nlm,nsm", "nlm" or "nsm" (any order, no repeats) -> serve_nlm, serve_nsm. Throws Error.
+void ApplyServe(const std::string& text, Config& config);
 
 // "ADDR:PORT", "[V6ADDR]:PORT" or ":PORT". Throws Error (kFailed) with the reason.
 ListenAddress ParseListenAddress(const std::string& text);

@@ -122,6 +122,34 @@ TEST(LoadConfigFile, UnknownKeysWrongTypesAndBadSyntaxAreErrorsNamingTheKey) {
 namespace nlockd::server {
 namespace {
 
+TEST(LoadConfigFile, ServeNsmListenAndCallbackSourcePortAreReadAndChecked) {
+  Config config;
+  std::string path = WriteTemp(
+      "serve = \"nsm\"\nnsm_listen = \"127.0.0.1:662\"\ncallback_source_port = 700\n");
+  LoadConfigFile(path, config);
+  std::remove(path.c_str());
+  EXPECT_FALSE(config.serve_nlm);
+  EXPECT_TRUE(config.serve_nsm);
+  ASSERT_TRUE(config.nsm_listen.has_value());
+  EXPECT_EQ(config.nsm_listen->host, "127.0.0.1");
+  EXPECT_EQ(config.nsm_listen->port, 662);
+  EXPECT_EQ(config.callback_source_port, 700);
+
+  ApplyServe("nsm,nlm", config);
+  EXPECT_TRUE(config.serve_nlm && config.serve_nsm);
+  ApplyServe("nlm", config);
+  EXPECT_TRUE(config.serve_nlm && !config.serve_nsm);
+  for (const char* bad : {"", "nfs", "nlm,nlm", "nlm,", ",nsm", "NLM"}) {
+    EXPECT_THROW(ApplyServe(bad, config), Error) << bad;
+  }
+  for (const char* bad : {"serve = [\"nlm\"]\n", "nsm_listen = \"nope\"\n",
+                          "callback_source_port = 70000\n"}) {
+    std::string bad_path = WriteTemp(bad);
+    EXPECT_THROW(LoadConfigFile(bad_path, config), Error) << bad;
+    std::remove(bad_path.c_str());
+  }
+}
+
 TEST(LoadConfigFile, ShippedConfigFileParsesToTheDefaults) {
   Config from_file;
   from_file.rpcbind_port = 1;  // Proves the file sets it back.

@@ -59,6 +59,16 @@ void AddFlags(Flags& flags) {
                   "ADDR:PORT for NLM and NSM, TCP and UDP (default 0.0.0.0:4045; port 0 picks a "
                   "free one)",
                   [](Config& c, const Text& v) { c.listen = server::ParseListenAddress(v); });
+  flags.Add<Text>("--serve",
+                  "programs served and registered: nlm,nsm (default), nsm (in place of "
+                  "rpc.statd) or nlm (beside the system's status monitor)",
+                  [](Config& c, const Text& v) { server::ApplyServe(v, c); });
+  flags.Add<Text>("--nsm-listen",
+                  "ADDR:PORT to serve NSM on a port of its own (default: NSM shares --listen)",
+                  [](Config& c, const Text& v) { c.nsm_listen = server::ParseListenAddress(v); });
+  flags.Add<uint16_t>("--callback-source-port",
+                      "fixed source port for status callbacks and SM_NOTIFY; 0 any (default 0)",
+                      [](Config& c, const uint16_t& v) { c.callback_source_port = v; });
   flags.Add<Text>("--name", "name sent as mon_name in SM_NOTIFY (default: host name)",
                   [](Config& c, const Text& v) { c.name = v; });
   flags.Add<Text>("--log-level", "trace, debug, info, warn, error, critical or off (default info)",
