@@ -156,12 +156,13 @@ void LockManager::ServeWaiters(FileState& file, ByteRange released, Grants& gran
   }
 }
 
-int64_t LockManager::SettlePendingGrant(FileState& file, OwnerId owner, const ByteRange& range,
-                                        LockType type) {
+std::optional<WaiterId> LockManager::SettlePendingGrant(FileState& file, OwnerId owner,
+                                                        const ByteRange& range, LockType type) {
   auto it = file.waiters.Find(owner, range, type, Waiter::State::kGranted);
-  if (it == file.waiters.end()) return 0;
+  if (it == file.waiters.end()) return std::nullopt;
+  const WaiterId id = it->id;
   EraseWaiter(file, it);
-  return -1;
+  return id;
 }
 
 int64_t LockManager::ReleaseRange(FileState& file, OwnerId owner, const ByteRange& range,
@@ -278,7 +279,10 @@ LockOutcome LockManager::Lock(const LockRequest& request) {
   // become; and the client holds the lock now whatever happened to a GRANTED callback for it.
   if (!target.waiters.empty()) {
     SettleOwnerGrants(target, ref->id, *range);
-    records += SettlePendingGrant(target, ref->id, *range, request.type);
+    if (auto settled = SettlePendingGrant(target, ref->id, *range, request.type)) {
+      --records;
+      out.waiters_removed.push_back(*settled);
+    }
   }
   NoteHost(*HostOf(ref->id).info, request.nsm_state, request.host_label, request.host_address);
   if (delta.released) ServeWaiters(target, *delta.released, out.grants);
@@ -341,6 +345,7 @@ UnlockOutcome LockManager::Unlock(const FileKey& file_key, const LockOwner& lock
       } else {
         SettleOlderGrants(*file, *it);  // The rest of the grant stands.
       }
+      out.waiters_removed.push_back(it->id);
       EraseWaiter(*file, it);
       --records;
     }
@@ -369,6 +374,7 @@ CancelOutcome LockManager::Cancel(const LockRequest& request) {
   auto it = file->waiters.Find(*owner, *range, request.type, Waiter::State::kQueued);
   if (it != file->waiters.end()) {
     // A queued waiter holds nothing and blocks no one: removing it frees nothing.
+    out.waiters_removed.push_back(it->id);
     EraseWaiter(*file, it);
     Account(*file, *owner, -1);
     ReleaseFileIfEmpty(*file);
@@ -378,6 +384,7 @@ CancelOutcome LockManager::Cancel(const LockRequest& request) {
   it = file->waiters.Find(*owner, *range, request.type, Waiter::State::kGranted);
   if (it == file->waiters.end()) return out;
   // CANCEL of a block that was already granted (not yet acknowledged) undoes the grant.
+  out.waiters_removed.push_back(it->id);
   const int64_t records = UndoGrant(*file, it, out.grants);
   Account(*file, *owner, records);
   ReleaseFileIfEmpty(*file);

@@ -233,8 +233,10 @@ class LockManager {
   void ServeWaiters(FileState& file, ByteRange released, Grants& grants);
   WaiterGrant MakeGrant(const FileState& file, const Waiter& waiter) const;
   void EraseWaiter(FileState& file, WaiterQueue::iterator it);
-  // Forgets the owner's granted-unacknowledged record of exactly this lock, if any.
-  int64_t SettlePendingGrant(FileState& file, OwnerId owner, const ByteRange& range, LockType type);
+  // Forgets the owner's granted-unacknowledged record of exactly this lock, if any; returns its
+  // id.
+  std::optional<WaiterId> SettlePendingGrant(FileState& file, OwnerId owner, const ByteRange& range,
+                                             LockType type);
 
   // Undo of granted blocks and calls (lock_manager_undo.cpp).
   // The owner and file to restore a snapshot into: found, or made again when the undone call

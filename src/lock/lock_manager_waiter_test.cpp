@@ -96,9 +96,13 @@ TEST_F(LockManagerWaiterTest, ANewRequestThatFitsTheHoldersIsGrantedDespiteOlder
 
 TEST_F(LockManagerWaiterTest, CancelRemovesAQueuedWaiter) {
   manager_.Lock(Req(f_, a_, 0, 10));
-  manager_.Lock(Blocking(f_, b_, 0, 10));
-  EXPECT_EQ(manager_.Cancel(Req(f_, b_, 0, 10, kS)).result, CancelResult::kNotFound);
-  EXPECT_EQ(manager_.Cancel(Req(f_, b_, 0, 10)).result, CancelResult::kCancelled);
+  const WaiterId id = *manager_.Lock(Blocking(f_, b_, 0, 10)).waiter;
+  const CancelOutcome other_type = manager_.Cancel(Req(f_, b_, 0, 10, kS));
+  EXPECT_EQ(other_type.result, CancelResult::kNotFound);
+  EXPECT_TRUE(other_type.waiters_removed.empty());
+  const CancelOutcome cancelled = manager_.Cancel(Req(f_, b_, 0, 10));
+  EXPECT_EQ(cancelled.result, CancelResult::kCancelled);
+  EXPECT_EQ(cancelled.waiters_removed, WaiterIds{id});
   EXPECT_EQ(manager_.Counts().waiters, 0u);
   EXPECT_EQ(manager_.Counts().owners, 1u);
   EXPECT_TRUE(manager_.Unlock(f_, a_, 0, 0).grants.empty());
@@ -108,11 +112,12 @@ TEST_F(LockManagerWaiterTest, CancelRemovesAQueuedWaiter) {
 
 TEST_F(LockManagerWaiterTest, CancelOfAGrantedBlockUndoesTheGrantAndServesTheNext) {
   manager_.Lock(Req(f_, a_, 0, 10));
-  manager_.Lock(Blocking(f_, b_, 0, 10));
+  const WaiterId b_id = *manager_.Lock(Blocking(f_, b_, 0, 10)).waiter;
   manager_.Lock(Blocking(f_, c_, 0, 10));
   manager_.Unlock(f_, a_, 0, 0);  // Grants b.
   const CancelOutcome out = manager_.Cancel(Req(f_, b_, 0, 10));
   EXPECT_EQ(out.result, CancelResult::kGrantUndone);
+  EXPECT_EQ(out.waiters_removed, WaiterIds{b_id});
   EXPECT_EQ(Describe(out.grants), "2:1@c X [0,9]");
   EXPECT_EQ(Locks(manager_, f_), "1@c X [0,9]");
 }
@@ -147,19 +152,22 @@ TEST_F(LockManagerWaiterTest, ARetransmitAfterTheGrantAnswersGrantedAndSettlesIt
   const WaiterId id = *manager_.Lock(Blocking(f_, b_, 0, 10)).waiter;
   manager_.Unlock(f_, a_, 0, 0);
   // The client re-polls before the GRANTED callback reached it.
-  EXPECT_EQ(manager_.Lock(Blocking(f_, b_, 0, 10)).status, LockStatus::kGranted);
+  const LockOutcome again = manager_.Lock(Blocking(f_, b_, 0, 10));
+  EXPECT_EQ(again.status, LockStatus::kGranted);
+  EXPECT_EQ(again.waiters_removed, WaiterIds{id});
   EXPECT_FALSE(manager_.RevokeGrant(id).revoked);  // A late callback failure changes nothing.
   EXPECT_EQ(Locks(manager_, f_), "1@b X [0,9]");
 }
 
 TEST_F(LockManagerWaiterTest, UnlockCancelsTheOwnersBlocksOverTheRange) {
   manager_.Lock(Req(f_, a_, 0, 10));
-  manager_.Lock(Blocking(f_, b_, 0, 10));
-  manager_.Lock(Blocking(f_, b_, 5, 1, kS));
+  const WaiterId first = *manager_.Lock(Blocking(f_, b_, 0, 10)).waiter;
+  const WaiterId second = *manager_.Lock(Blocking(f_, b_, 5, 1, kS)).waiter;
   manager_.Lock(Req(f_, a_, 50, 10));
   manager_.Lock(Blocking(f_, b_, 50, 10));
   const UnlockOutcome out = manager_.Unlock(f_, b_, 0, 20);
   EXPECT_EQ(out.waiters_cancelled, 2u);
+  EXPECT_EQ(out.waiters_removed, (WaiterIds{first, second}));  // Not the one at 50.
   EXPECT_EQ(manager_.Counts().waiters, 1u);
   EXPECT_TRUE(manager_.Unlock(f_, a_, 0, 10).grants.empty());
 }
@@ -168,7 +176,9 @@ TEST_F(LockManagerWaiterTest, UnlockSettlesTheOwnersGrantsOverTheRange) {
   manager_.Lock(Req(f_, a_, 0, 10));
   const WaiterId id = *manager_.Lock(Blocking(f_, b_, 0, 10)).waiter;
   manager_.Unlock(f_, a_, 0, 0);
-  manager_.Unlock(f_, b_, 0, 10);
+  const UnlockOutcome out = manager_.Unlock(f_, b_, 0, 10);
+  EXPECT_EQ(out.waiters_cancelled, 0u);
+  EXPECT_EQ(out.waiters_removed, WaiterIds{id});  // Settled, not cancelled.
   manager_.Lock(Req(f_, b_, 0, 10));
   EXPECT_FALSE(manager_.RevokeGrant(id).revoked);  // Must not drop the new lock.
   EXPECT_EQ(Locks(manager_, f_), "1@b X [0,9]");

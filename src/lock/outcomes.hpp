@@ -55,6 +55,12 @@ struct WaiterGrant {
 // timer running out, noticed by this call). The caller sends their callbacks.
 using Grants = std::vector<WaiterGrant>;
 
+// The waiters (queued, or granted and unacknowledged) that a call of their owner removed: the
+// protocol layer forgets what it kept for them and stops their callbacks. Only LOCK, UNLOCK and
+// CANCEL remove waiters of the caller; RevokeGrant and AcknowledgeGrant remove the one they name,
+// ReleaseHost all of the host's.
+using WaiterIds = std::vector<WaiterId>;
+
 struct LockOutcome {
   LockStatus status = LockStatus::kGranted;
   std::optional<Holder> holder;    // kDenied, kBlocked: the first conflicting holder.
@@ -65,6 +71,8 @@ struct LockOutcome {
   // The host went from holding nothing to holding something (more frequent than host_added).
   bool host_activated = false;
   Grants grants;
+  // kGranted: the owner's pending grant of this very lock, settled by the LOCK itself.
+  WaiterIds waiters_removed;
 };
 
 struct TestOutcome {
@@ -77,6 +85,8 @@ struct UnlockOutcome {
   LockStatus status = LockStatus::kGranted;  // kGranted or kInvalidRange.
   size_t waiters_cancelled = 0;              // The owner's queued waiters over the range.
   Grants grants;
+  // The owner's waiters over the range: the queued ones cancelled, the pending grants settled.
+  WaiterIds waiters_removed;
 };
 
 enum class CancelResult : uint8_t {
@@ -89,6 +99,7 @@ enum class CancelResult : uint8_t {
 struct CancelOutcome {
   CancelResult result = CancelResult::kNotFound;
   Grants grants;
+  WaiterIds waiters_removed;  // kCancelled, kGrantUndone: the waiter.
 };
 
 struct RevokeOutcome {
@@ -124,8 +135,8 @@ struct HostReleaseOutcome {
   size_t pending_grants = 0;  // Granted, unacknowledged waiters dropped (their locks released).
   // Of the locks and shares, restored ones still awaiting their reclaim: dropped unreclaimed.
   size_t restored = 0;
-  size_t files_failed = 0;    // Files whose clean-up threw; the others were still done.
-  Grants grants;              // Waiters of other hosts that became granted.
+  size_t files_failed = 0;  // Files whose clean-up threw; the others were still done.
+  Grants grants;            // Waiters of other hosts that became granted.
 };
 
 // What dropping restored, still-awaiting state released.

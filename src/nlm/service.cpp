@@ -113,15 +113,13 @@ lock::LockOutcome NlmService::ApplyLock(const rpc::CallContext& context,
   lock::LockOutcome outcome = locks_.Lock(request);
   if (outcome.status == LockStatus::kBlocked && outcome.waiter) {
     RememberWaiter(*outcome.waiter, context, request);
-  } else {
-    // The owner's own LOCK settles a pending grant of the same lock.
-    ForgetGoneWaiters(request.owner.host.value(), request.file);
   }
+  // The owner's own LOCK settles a pending grant of the same lock.
+  ForgetWaiters(outcome.waiters_removed);
   if (outcome.status != LockStatus::kGranted) {
     spdlog::debug("nlm lock {} host={} caller={} svid={} fh_bytes={} offset={} len={}",
                   lock::ToString(outcome.status), request.owner.host.value(), request.host_label,
-                  request.owner.svid, request.file.value().size(), request.offset,
-                  request.length);
+                  request.owner.svid, request.file.value().size(), request.offset, request.length);
   }
   return outcome;
 }
@@ -189,8 +187,8 @@ asio::awaitable<nlm4_res> NlmService::Lock(const rpc::CallContext& context, nlm4
   co_return nlm4_res{std::move(args.cookie), stat};
 }
 
-asio::awaitable<bool> NlmService::EnsureMonitored(const rpc::CallContext& context,
-                                                  std::string host, nlm4_lockargs args) {
+asio::awaitable<bool> NlmService::EnsureMonitored(const rpc::CallContext& context, std::string host,
+                                                  nlm4_lockargs args) {
   auto in_flight = monitoring_.find(host);
   if (in_flight != monitoring_.end()) {
     // Another first lock of this host is monitoring it: one durable write per host.
@@ -198,8 +196,8 @@ asio::awaitable<bool> NlmService::EnsureMonitored(const rpc::CallContext& contex
     co_await done->async_wait(rpc::kUseTuple);
     co_return monitored_.contains(host);
   }
-  auto done = std::make_shared<asio::steady_timer>(executor_,
-                                                   asio::steady_timer::time_point::max());
+  auto done =
+      std::make_shared<asio::steady_timer>(executor_, asio::steady_timer::time_point::max());
   monitoring_.emplace(host, done);
   MonitorRequest request{host, args.alock.caller_name, context.peer_address, args.state};
   bool ok = false;
@@ -233,7 +231,7 @@ asio::awaitable<nlm4_res> NlmService::Cancel(const rpc::CallContext& context, nl
   request.block = args.block;
   const std::optional<OwnerTurns::Turn> turn = co_await OwnerTurn(request.file, request.owner);
   lock::CancelOutcome outcome = locks_.Cancel(request);
-  ForgetGoneWaiters(request.owner.host.value(), request.file);
+  ForgetWaiters(outcome.waiters_removed);
   std::vector<JournalEntry> own;
   if (outcome.result == lock::CancelResult::kGrantUndone) {
     own.push_back(JournalEntry::Locks(request.file, request.owner, RangeOf(request)));
@@ -255,7 +253,7 @@ NlmService::Unlocked NlmService::TakeUnlock(const rpc::CallContext& context,
 void NlmService::ApplyUnlock(Unlocked& unlocked, const nlm4_unlockargs& args) {
   unlocked.outcome =
       locks_.Unlock(unlocked.file, unlocked.owner, args.alock.l_offset, args.alock.l_len);
-  ForgetGoneWaiters(unlocked.owner.host.value(), unlocked.file);
+  ForgetWaiters(unlocked.outcome.waiters_removed);
 }
 
 std::optional<nlm4_res> NlmService::TryUnlock(const rpc::CallContext& context,
@@ -273,8 +271,8 @@ asio::awaitable<nlm4_res> NlmService::Unlock(const rpc::CallContext& context,
   const std::optional<OwnerTurns::Turn> turn = co_await OwnerTurn(unlocked.file, unlocked.owner);
   std::optional<lock::PriorLocks> prior;
   if (journal_ != nullptr) {
-    prior = locks_.SnapshotLocks(unlocked.file, unlocked.owner, args.alock.l_offset,
-                                 args.alock.l_len);
+    prior =
+        locks_.SnapshotLocks(unlocked.file, unlocked.owner, args.alock.l_offset, args.alock.l_len);
   }
   ApplyUnlock(unlocked, args);
   nlm4_stats stat = ToWire(unlocked.outcome.status);
@@ -415,8 +413,7 @@ asio::awaitable<void> NlmService::SendRes(ClientAddress client, uint32_t version
     ++stats_.res_failed;
     ++(result.status == rpc::CallStatus::kTimedOut ? outcomes.timed_out : outcomes.failed);
     spdlog::info("nlm _RES procedure {} to {} failed: {} {}", procedure,
-                 rpc::AddressToString(client.address), rpc::ToString(result.status),
-                 result.detail);
+                 rpc::AddressToString(client.address), rpc::ToString(result.status), result.detail);
   }
 }
 

@@ -72,6 +72,16 @@ struct NlmStats {
   uint64_t hosts_released = 0;
 };
 
+// What releasing every host of one name did (NlmService::ReleaseHosts).
+struct HostsReleased {
+  size_t hosts = 0;    // Hosts whose key or caller_name label is the name.
+  size_t locks = 0;    // Their lock entries.
+  size_t shares = 0;   // Their share reservations.
+  size_t waiters = 0;  // Their queued blocked requests.
+  // Other hosts' waiters that the release granted (their callbacks follow the journal write).
+  size_t waiters_granted = 0;
+};
+
 // The NLM service (program 100021, versions 1, 3 and 4) on top of lock::LockManager: one
 // method per procedure, _MSG variants through the same methods, GRANTED callbacks for blocked
 // locks that become granted. Runs on the executor that owns the lock manager; every
@@ -105,8 +115,7 @@ class NlmService {
                                   bool monitor);
   std::optional<nlm4_res> TryUnlock(const rpc::CallContext& context, nlm4_unlockargs& args);
   asio::awaitable<nlm4_testres> Test(const rpc::CallContext& context, nlm4_testargs args);
-  asio::awaitable<nlm4_res> Lock(const rpc::CallContext& context, nlm4_lockargs args,
-                                 bool monitor);
+  asio::awaitable<nlm4_res> Lock(const rpc::CallContext& context, nlm4_lockargs args, bool monitor);
   asio::awaitable<nlm4_res> Cancel(const rpc::CallContext& context, nlm4_cancargs args);
   asio::awaitable<nlm4_res> Unlock(const rpc::CallContext& context, nlm4_unlockargs args);
   nlm4_res Granted(const nlm4_testargs& args);
@@ -118,10 +127,12 @@ class NlmService {
   // callback went to.
   void GrantedRes(const rpc::CallContext& context, const nlm4_res& res);
 
-  // A monitored host rebooted (NSM told us): drop its locks, shares and waiters and serve the
-  // waiters they blocked. Returns the locks released. The release is journaled in the
-  // background, before the callbacks of the waiters it granted.
-  size_t HostRebooted(const std::string& host);
+  // Drops the locks, shares and waiters of every host whose key or label is `name` and serves
+  // the waiters they blocked (a reboot NSM reported, or the admin API's release). The release is
+  // journaled in the background, before the callbacks of the waiters it granted.
+  HostsReleased ReleaseHosts(const std::string& name);
+  // A monitored host rebooted (NSM told us): ReleaseHosts; returns the locks released.
+  size_t HostRebooted(const std::string& host) { return ReleaseHosts(host).locks; }
 
   // Journals, then sends the callbacks for, grants made outside an NLM call (grace timer, admin
   // actions).
@@ -225,9 +236,9 @@ class NlmService {
   // Waiter records: what the GRANTED callback of each blocked LOCK needs.
   void RememberWaiter(lock::WaiterId id, const rpc::CallContext& context,
                       const lock::LockRequest& request);
-  // Forgets the records of `host`'s waiters on `file` that the lock manager no longer holds
-  // (cancelled, unlocked, settled by the owner's own LOCK), stopping their callbacks.
-  void ForgetGoneWaiters(const std::string& host, const lock::FileKey& file);
+  // Forgets the records of waiters the lock manager removed (cancelled, unlocked, settled by
+  // the owner's own LOCK: the outcome's waiters_removed), stopping their callbacks.
+  void ForgetWaiters(const lock::WaiterIds& removed);
   // Forgets every waiter record of `host` (its state was released).
   void ForgetHostWaiters(const std::string& host);
   // Marks a record gone: its callback, if one is running, stops at its next step.
@@ -242,9 +253,10 @@ class NlmService {
   asio::awaitable<void> SendRes(ClientAddress client, uint32_t version, uint32_t procedure,
                                 std::vector<uint8_t> body, rpc::TaskGate::Pass pass);
   void SpawnRes(const rpc::CallContext& context, uint32_t procedure, std::vector<uint8_t> body);
-  // Releases everything of `host`; appends its journal entry and the grants it made.
-  size_t ReleaseHost(const std::string& host, std::vector<JournalEntry>& entries,
-                     lock::Grants& grants);
+  // Releases everything of `host`; adds it to `released` and appends its journal entry and the
+  // grants it made.
+  void ReleaseHost(const std::string& host, HostsReleased& released,
+                   std::vector<JournalEntry>& entries, lock::Grants& grants);
 
   asio::any_io_executor executor_;
   lock::LockManager& locks_;

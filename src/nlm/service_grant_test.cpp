@@ -1,10 +1,9 @@
 // GRANTED callbacks of blocked locks: the per-waiter record (version, caller, address), the
 // cookie and who may answer it, callbacks that stop once their grant is gone, and how each grant
 // is counted (acknowledged, refused, failed).
-#include "nlm/service.hpp"
-
 #include <gtest/gtest.h>
 
+#include "nlm/service.hpp"
 #include "nlm/service_test_fixture.hpp"
 
 namespace nlockd::nlm {
@@ -148,6 +147,53 @@ TEST_F(NlmPendingGrantTest, UnlockAndFreeAllStopTheCallbackOfAGrantTheyTookBack)
   EXPECT_EQ(caller_.sent.size(), 2u);
   EXPECT_EQ(service_->stats().callbacks_failed, 0u);
   EXPECT_EQ(locks_.Counts().locks, 0u);
+}
+
+TEST_F(NlmPendingGrantTest, TheOwnersOwnLockSettlesItsPendingGrantAndStopsTheCallback) {
+  GrantToB();  // Its GRANTED_RES never comes.
+  // The client polls with the same LOCK (the lock manager reports the pending grant it settled).
+  auto again = wanted_;
+  again.block = false;
+  EXPECT_EQ(Lock(b_, again).stat, NLM4_GRANTED);
+  RunFor(std::chrono::milliseconds(300));
+  EXPECT_EQ(caller_.sent.size(), 1u) << "no retry for a grant the client holds already";
+  EXPECT_EQ(service_->stats().callbacks_failed, 0u);
+  ASSERT_EQ(locks_.ListLocks().size(), 1u);
+  EXPECT_EQ(locks_.ListLocks()[0].owner.host.value(), "192.0.2.2");
+  EXPECT_EQ(locks_.Counts().pending_grants, 0u);
+}
+
+TEST_F(NlmPendingGrantTest, AnotherOwnersCancelLeavesTheCallbackRunning) {
+  GrantToB();
+  // The same range from a third host, cancelled: B's grant is not that host's to stop.
+  auto c = From("192.0.2.3");
+  auto third = LockArgs("client-c", 3, 0, 10, true);
+  ASSERT_EQ(Lock(c, third).stat, NLM4_BLOCKED);
+  nlm4_cancargs cancel{"c", true, true, third.alock};
+  EXPECT_EQ(RunCoroutine(io_, service_->Cancel(c, cancel)).stat, NLM4_GRANTED);
+  service_->GrantedRes(b_, nlm4_res{GrantedArgs(caller_.sent[0]).cookie, NLM4_GRANTED});
+  RunFor(std::chrono::milliseconds(20));
+  EXPECT_EQ(service_->stats().callbacks_acknowledged, 1u);
+}
+
+TEST_F(NlmServiceTest, ReleasingAHostByNameReportsItsStateAndTheWaitersItGranted) {
+  auto a = From("192.0.2.1"), b = From("192.0.2.2");
+  ASSERT_EQ(Lock(a, LockArgs("client-a", 1, 0, 10)).stat, NLM4_GRANTED);
+  ASSERT_EQ(Lock(a, LockArgs("client-a", 1, 20, 10)).stat, NLM4_GRANTED);
+  ASSERT_EQ(Lock(b, LockArgs("client-b", 2, 0, 10, true)).stat, NLM4_BLOCKED);
+  ASSERT_EQ(Lock(b, LockArgs("client-b", 2, 0, 1, false, "other")).stat, NLM4_GRANTED);
+  ASSERT_EQ(Lock(a, LockArgs("client-a", 1, 0, 1, true, "other")).stat, NLM4_BLOCKED);
+  // By its caller_name label: the host keyed by its address goes.
+  const HostsReleased released = service_->ReleaseHosts("client-a");
+  EXPECT_EQ(released.hosts, 1u);
+  EXPECT_EQ(released.locks, 2u);
+  EXPECT_EQ(released.shares, 0u);
+  EXPECT_EQ(released.waiters, 1u);
+  EXPECT_EQ(released.waiters_granted, 1u);
+  EXPECT_EQ(service_->ReleaseHosts("no-such-host").hosts, 0u);
+  RunFor(std::chrono::milliseconds(10));
+  ASSERT_EQ(caller_.sent.size(), 1u);  // B's GRANTED.
+  EXPECT_EQ(caller_.sent[0].client.address.to_string(), "192.0.2.2");
 }
 
 TEST_F(NlmServiceTest, AGrantRefusedByGrantedResIsTakenBackAndCountedRefused) {

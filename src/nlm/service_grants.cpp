@@ -1,12 +1,9 @@
 // NlmService's GRANTED callbacks: the record each blocked LOCK leaves for its callback, and the
 // delivery of a grant (cookie, retries, GRANTED_RES) until it is acknowledged, refused, or
 // taken back by CANCEL, UNLOCK or a host release.
-#include "nlm/service.hpp"
-
-#include <algorithm>
-
 #include <spdlog/spdlog.h>
 
+#include "nlm/service.hpp"
 #include "rpc/use_tuple.hpp"
 
 namespace nlockd::nlm {
@@ -43,19 +40,8 @@ void NlmService::RememberWaiter(lock::WaiterId id, const rpc::CallContext& conte
   record->caller_name = request.host_label.empty() ? host : request.host_label;
 }
 
-void NlmService::ForgetGoneWaiters(const std::string& host, const lock::FileKey& file) {
-  if (!waiters_per_host_.contains(host)) return;
-  std::vector<lock::WaiterInfo> held =
-      locks_.ListWaiters(lock::StateFilter{lock::HostId(host), file});
-  std::vector<uint64_t> gone;
-  for (const auto& [id, record] : waiters_) {
-    if (record->gone || record->host != host || record->file != file) continue;
-    bool still_held = std::any_of(held.begin(), held.end(), [id = id](const lock::WaiterInfo& w) {
-      return w.id.value() == id;
-    });
-    if (!still_held) gone.push_back(id);
-  }
-  for (uint64_t id : gone) DropWaiterRecord(id);
+void NlmService::ForgetWaiters(const lock::WaiterIds& removed) {
+  for (const lock::WaiterId& id : removed) DropWaiterRecord(id.value());
 }
 
 void NlmService::ForgetHostWaiters(const std::string& host) {

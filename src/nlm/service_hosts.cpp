@@ -26,9 +26,10 @@ asio::awaitable<void> NlmService::FreeAll(const rpc::CallContext& context, nlm4_
         args.name, peer);
     co_return;
   }
+  HostsReleased released;
   std::vector<JournalEntry> entries;
   lock::Grants grants;
-  for (const auto& host : hosts) ReleaseHost(host, entries, grants);
+  for (const auto& host : hosts) ReleaseHost(host, released, entries, grants);
   co_await JournalCall(std::move(entries), std::move(grants));
 }
 
@@ -46,23 +47,23 @@ void NlmService::SmNotify(const rpc::CallContext& context, const nlm_sm_status& 
   HostRebooted(args.mon_name);
 }
 
-size_t NlmService::HostRebooted(const std::string& name) {
+HostsReleased NlmService::ReleaseHosts(const std::string& name) {
   std::vector<std::string> hosts;
   locks_.hosts().ForEach([&](const lock::HostInfo& host) {
     if (SameHostName(host.id.value(), name) || SameHostName(host.label, name)) {
       hosts.push_back(host.id.value());
     }
   });
-  size_t released = 0;
+  HostsReleased released;
   std::vector<JournalEntry> entries;
   lock::Grants grants;
-  for (const auto& host : hosts) released += ReleaseHost(host, entries, grants);
+  for (const auto& host : hosts) ReleaseHost(host, released, entries, grants);
   PersistInBackground(std::move(entries), std::move(grants));
   return released;
 }
 
-size_t NlmService::ReleaseHost(const std::string& host, std::vector<JournalEntry>& entries,
-                               lock::Grants& grants) {
+void NlmService::ReleaseHost(const std::string& host, HostsReleased& released,
+                             std::vector<JournalEntry>& entries, lock::Grants& grants) {
   lock::HostReleaseOutcome outcome = locks_.ReleaseHost(lock::HostId(host));
   ForgetHostWaiters(host);
   ++stats_.hosts_released;
@@ -70,8 +71,12 @@ size_t NlmService::ReleaseHost(const std::string& host, std::vector<JournalEntry
                host, outcome.locks, outcome.shares, outcome.waiters, outcome.grants.size(),
                outcome.restored);
   entries.push_back(JournalEntry::HostReleased(lock::HostId(host)));
+  ++released.hosts;
+  released.locks += outcome.locks;
+  released.shares += outcome.shares;
+  released.waiters += outcome.waiters;
+  released.waiters_granted += outcome.grants.size();
   for (auto& grant : outcome.grants) grants.push_back(std::move(grant));
-  return outcome.locks;
 }
 
 }  // namespace nlockd::nlm
