@@ -1,13 +1,19 @@
 #include "admin/metrics.hpp"
 
+#include <algorithm>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
+#include <prometheus/metric_family.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
+
+#include "base/error.hpp"
 
 namespace nlockd::admin {
 namespace {
@@ -20,26 +26,39 @@ using prometheus::Family;
 using prometheus::Gauge;
 using prometheus::Histogram;
 
-// The nlm4_stats names (RFC 1813 appendix II), lowercase, plus the outcomes of void procedures
-// and of requests that never reached the service.
-constexpr std::string_view kNlmResults[] = {
-    "granted",  "denied", "denied_nolocks", "blocked", "denied_grace_period", "deadlck",   "rofs",
-    "stale_fh", "fbig",   "failed",         "ok",      "garbage_args",        "system_err"};
-// sm_inter.x res (stat_succ, stat_fail), void procedures, and refusals of privileged procedures
-// to callers outside the allowlist.
-constexpr std::string_view kNsmResults[] = {"stat_succ", "stat_fail",    "ok",
-                                            "denied",    "garbage_args", "system_err"};
-
-constexpr std::string_view kNotificationResultNames[] = {"delivered", "failed", "gave_up"};
-constexpr std::string_view kCallbackKindNames[] = {"granted",     "granted_msg", "test_res",
-                                                   "lock_res",    "cancel_res",  "unlock_res",
-                                                   "granted_res", "status"};
-constexpr std::string_view kCallbackResultNames[] = {"ok", "refused", "failed", "timed_out"};
+// Label strings, indexed by the enums of metrics.hpp: the one place each label is spelled.
+constexpr std::array<std::string_view, kRequestResults> kRequestResultLabels = {
+    "granted",
+    "denied",
+    "denied_nolocks",
+    "blocked",
+    "denied_grace_period",
+    "deadlck",
+    "rofs",
+    "stale_fh",
+    "fbig",
+    "failed",
+    "stat_succ",
+    "stat_fail",
+    "ok",
+    "garbage_args",
+    "system_err",
+    "no_reply",
+    "duplicate_in_progress",
+    "duplicate_replayed",
+    "unknown"};
+constexpr std::array<std::string_view, kNotificationResults> kNotificationResultLabels = {
+    "delivered", "failed", "gave_up"};
+constexpr std::array<std::string_view, kCallbackKinds> kCallbackKindLabels = {
+    "granted",    "granted_msg", "test_res",    "lock_res",
+    "cancel_res", "unlock_res",  "granted_res", "status"};
+constexpr std::array<std::string_view, kCallbackResults> kCallbackResultLabels = {
+    "ok", "refused", "failed", "timed_out"};
+constexpr std::array<std::string_view, kMalformedReasons> kMalformedReasonLabels = {
+    "bad_message",   "rpc_mismatch", "auth_error",   "prog_unavail",
+    "prog_mismatch", "proc_unavail", "garbage_args", "record_too_large"};
 // lock::ToString(GraceEndReason) spellings, as GraceView carries them.
 constexpr std::array<std::string_view, 3> kGraceEndReasons = {"timer", "all-reclaimed", "admin"};
-constexpr std::string_view kMalformedReasonNames[] = {
-    "record_too_large", "bad_message",   "rpc_mismatch", "auth_error",
-    "prog_unavail",     "prog_mismatch", "proc_unavail", "garbage_args"};
 
 // Request handling: 50 us to 5 s.
 Histogram::BucketBoundaries RequestBuckets() {
@@ -62,45 +81,138 @@ size_t Index(E value) {
   return static_cast<size_t>(value);
 }
 
+prometheus::ClientMetric Sample(double value, prometheus::MetricType type,
+                                std::vector<prometheus::ClientMetric::Label> labels = {}) {
+  prometheus::ClientMetric sample;
+  sample.label = std::move(labels);
+  if (type == prometheus::MetricType::Counter) {
+    sample.counter.value = value;
+  } else {
+    sample.gauge.value = value;
+  }
+  return sample;
+}
+
+prometheus::MetricFamily Single(std::string name, std::string help, prometheus::MetricType type,
+                                uint64_t value) {
+  prometheus::MetricFamily family{std::move(name), std::move(help), type, {}};
+  family.metric.push_back(Sample(static_cast<double>(value), type));
+  return family;
+}
+
+// The families of the counters their owners keep (ServiceCounts).
+std::vector<prometheus::MetricFamily> Render(const ServiceCounts& counts) {
+  using prometheus::MetricType;
+  std::vector<prometheus::MetricFamily> families;
+  families.push_back(
+      Single("nsm_crashes_detected_total",
+             "Reboots of monitored hosts detected (SM_NOTIFY received or notification given up).",
+             MetricType::Counter, counts.crashes_detected));
+  families.push_back(Single("nsm_crash_cleanups_total", "Releases of a crashed host's lock state.",
+                            MetricType::Counter, counts.crash_cleanups));
+  families.push_back(Single("nsm_locks_cleaned_on_crash_total",
+                            "Lock entries released because their host crashed.",
+                            MetricType::Counter, counts.locks_cleaned_on_crash));
+  prometheus::MetricFamily callbacks{
+      "nlm_callbacks_total",
+      "Calls to NLM clients (GRANTED, _RES) and status callbacks, by kind and result.",
+      MetricType::Counter,
+      {}};
+  for (size_t kind = 0; kind < kCallbackKinds; ++kind) {
+    for (size_t result = 0; result < kCallbackResults; ++result) {
+      callbacks.metric.push_back(Sample(static_cast<double>(counts.callbacks[kind][result]),
+                                        MetricType::Counter,
+                                        {{"kind", std::string(kCallbackKindLabels[kind])},
+                                         {"result", std::string(kCallbackResultLabels[result])}}));
+    }
+  }
+  families.push_back(std::move(callbacks));
+  families.push_back(Single("nlm_reclaims_total", "Locks and shares reclaimed during grace.",
+                            MetricType::Counter, counts.reclaims));
+  families.push_back(Single("rpc_connections", "Open RPC TCP connections.", MetricType::Gauge,
+                            counts.open_connections));
+  families.push_back(Single("rpc_bytes_received_total", "RPC bytes received (TCP and UDP).",
+                            MetricType::Counter, counts.bytes_received));
+  families.push_back(Single("rpc_bytes_sent_total", "RPC bytes sent (TCP and UDP).",
+                            MetricType::Counter, counts.bytes_sent));
+  prometheus::MetricFamily too_large{"rpc_malformed_requests_total", "", MetricType::Counter, {}};
+  too_large.metric.push_back(Sample(
+      static_cast<double>(counts.records_too_large), MetricType::Counter,
+      {{"reason", std::string(kMalformedReasonLabels[Index(MalformedReason::kRecordTooLarge)])}}));
+  families.push_back(std::move(too_large));  // Joins the family of the other reasons.
+  return families;
+}
+
 }  // namespace
 
+std::string_view RequestResultLabel(RequestResult result) {
+  return kRequestResultLabels[Index(result)];
+}
+
+RequestResult RequestResultFromLabel(std::string_view label) {
+  for (size_t i = 0; i < kRequestResults; ++i) {
+    if (kRequestResultLabels[i] == label) return static_cast<RequestResult>(i);
+  }
+  return RequestResult::kUnknown;
+}
+
+// The registry the host's exposer (or Serialize) collects: the families of the typed methods
+// plus the last ServiceCounts read. It outlives Metrics when a host holds it, so it keeps the
+// reading itself.
+class Metrics::Registry final : public prometheus::Registry {
+ public:
+  void Store(const ServiceCounts& counts) {
+    std::lock_guard lock(mutex_);
+    counts_ = counts;
+  }
+
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    std::vector<prometheus::MetricFamily> families = prometheus::Registry::Collect();
+    ServiceCounts counts;
+    {
+      std::lock_guard lock(mutex_);
+      counts = counts_;
+    }
+    for (auto& rendered : Render(counts)) {
+      auto same = std::find_if(families.begin(), families.end(),
+                               [&](const auto& family) { return family.name == rendered.name; });
+      if (same == families.end()) {
+        families.push_back(std::move(rendered));
+      } else {
+        for (auto& sample : rendered.metric) same->metric.push_back(std::move(sample));
+      }
+    }
+    return families;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  ServiceCounts counts_;  // Guarded by mutex_.
+};
+
 RequestMetrics::RequestMetrics(Family<Counter>& requests, Histogram& duration,
-                               std::map<std::string, std::string> labels,
-                               std::span<const std::string_view> known_results)
-    : requests_(requests),
-      duration_(duration),
-      labels_(std::move(labels)),
-      known_results_(known_results),
-      known_(new std::atomic<Counter*>[known_results.size()]) {
-  for (size_t i = 0; i < known_results_.size(); ++i) known_[i].store(nullptr);
+                               std::map<std::string, std::string> labels)
+    : requests_(requests), duration_(duration), labels_(std::move(labels)) {
+  for (auto& counter : results_) counter.store(nullptr);
 }
 
 RequestMetrics::~RequestMetrics() = default;
 
-Counter& RequestMetrics::CounterFor(std::string_view result) {
-  for (size_t i = 0; i < known_results_.size(); ++i) {
-    if (known_results_[i] != result) continue;
-    Counter* counter = known_[i].load(std::memory_order_acquire);
-    if (counter == nullptr) {
-      // Family::Add is idempotent, so two threads racing here get the same child.
-      auto labels = labels_;
-      labels.emplace("result", std::string(result));
-      counter = &requests_.Add(labels);
-      known_[i].store(counter, std::memory_order_release);
-    }
-    return *counter;
+void RequestMetrics::Observe(RequestResult result, double seconds) {
+  std::atomic<Counter*>& slot = results_[Index(result)];
+  Counter* counter = slot.load(std::memory_order_acquire);
+  if (counter == nullptr) {
+    // Family::Add is idempotent, so two threads racing here get the same child.
+    auto labels = labels_;
+    labels.emplace("result", std::string(RequestResultLabel(result)));
+    counter = &requests_.Add(labels);
+    slot.store(counter, std::memory_order_release);
   }
-  auto labels = labels_;
-  labels.emplace("result", std::string(result));
-  return requests_.Add(labels);
-}
-
-void RequestMetrics::Observe(std::string_view result, double seconds) {
-  CounterFor(result).Increment();
+  counter->Increment();
   duration_.Observe(seconds);
 }
 
-Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
+Metrics::Metrics() : registry_(std::make_shared<Registry>()) {
   auto& registry = *registry_;
   nsm_requests_ = &BuildCounter()
                        .Name("nsm_requests_total")
@@ -130,30 +242,13 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                             .Help("SM_NOTIFY attempts to peers' status monitors, by result.")
                             .Register(registry);
   for (size_t i = 0; i < kNotificationResults; ++i) {
-    notifications_[i] = &notifications.Add({{"result", std::string(kNotificationResultNames[i])}});
+    notifications_[i] = &notifications.Add({{"result", std::string(kNotificationResultLabels[i])}});
   }
   notification_duration_ = &BuildHistogram()
                                 .Name("nsm_notification_duration_seconds")
                                 .Help("Time of one SM_NOTIFY attempt (resolve, connect, call).")
                                 .Register(registry)
                                 .Add({}, NotificationBuckets());
-  crashes_detected_ = &BuildCounter()
-                           .Name("nsm_crashes_detected_total")
-                           .Help(
-                               "Reboots of monitored hosts detected (SM_NOTIFY received or "
-                               "notification given up).")
-                           .Register(registry)
-                           .Add({});
-  crash_cleanups_ = &BuildCounter()
-                         .Name("nsm_crash_cleanups_total")
-                         .Help("Releases of a crashed host's lock state.")
-                         .Register(registry)
-                         .Add({});
-  locks_cleaned_on_crash_ = &BuildCounter()
-                                 .Name("nsm_locks_cleaned_on_crash_total")
-                                 .Help("Lock entries released because their host crashed.")
-                                 .Register(registry)
-                                 .Add({});
 
   nlm_requests_ = &BuildCounter()
                        .Name("nlm_requests_total")
@@ -190,19 +285,6 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                 .Help("Client hosts known to the lock manager.")
                 .Register(registry)
                 .Add({});
-  auto& callbacks = BuildCounter()
-                        .Name("nlm_callbacks_total")
-                        .Help(
-                            "Calls to NLM clients (GRANTED, _RES) and status callbacks, by "
-                            "kind and result.")
-                        .Register(registry);
-  for (size_t kind = 0; kind < kCallbackKinds; ++kind) {
-    for (size_t result = 0; result < kCallbackResults; ++result) {
-      callbacks_[kind][result] =
-          &callbacks.Add({{"kind", std::string(kCallbackKindNames[kind])},
-                          {"result", std::string(kCallbackResultNames[result])}});
-    }
-  }
   grace_active_ = &BuildGauge()
                        .Name("nlm_grace_active")
                        .Help("1 while the grace period runs.")
@@ -219,47 +301,27 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
            .Help("Restored locks and shares awaiting a reclaim when the last grace period began.")
            .Register(registry)
            .Add({});
-  grace_reclaims_counted_ =
-      &BuildGauge()
-           .Name("nlm_grace_reclaims_counted")
-           .Help("Of those, how many are back with their owners.")
-           .Register(registry)
-           .Add({});
+  grace_reclaims_counted_ = &BuildGauge()
+                                 .Name("nlm_grace_reclaims_counted")
+                                 .Help("Of those, how many are back with their owners.")
+                                 .Register(registry)
+                                 .Add({});
   auto& last_end = BuildGauge()
                        .Name("nlm_grace_last_end")
-                       .Help("1 for the reason the last grace period ended (timer, "
-                             "all-reclaimed, admin), 0 for the others.")
+                       .Help(
+                           "1 for the reason the last grace period ended (timer, "
+                           "all-reclaimed, admin), 0 for the others.")
                        .Register(registry);
   for (size_t i = 0; i < kGraceEndReasons.size(); ++i) {
     grace_last_end_[i] = &last_end.Add({{"reason", std::string(kGraceEndReasons[i])}});
   }
-  reclaims_ = &BuildCounter()
-                   .Name("nlm_reclaims_total")
-                   .Help("Locks and shares reclaimed during grace.")
-                   .Register(registry)
-                   .Add({});
-
-  connections_ = &BuildGauge()
-                      .Name("rpc_connections")
-                      .Help("Open RPC TCP connections.")
-                      .Register(registry)
-                      .Add({});
-  bytes_received_ = &BuildCounter()
-                         .Name("rpc_bytes_received_total")
-                         .Help("RPC bytes received (TCP and UDP).")
-                         .Register(registry)
-                         .Add({});
-  bytes_sent_ = &BuildCounter()
-                     .Name("rpc_bytes_sent_total")
-                     .Help("RPC bytes sent (TCP and UDP).")
-                     .Register(registry)
-                     .Add({});
   auto& malformed = BuildCounter()
                         .Name("rpc_malformed_requests_total")
                         .Help("RPC requests refused before reaching a service, by reason.")
                         .Register(registry);
   for (size_t i = 0; i < kMalformedReasons; ++i) {
-    malformed_[i] = &malformed.Add({{"reason", std::string(kMalformedReasonNames[i])}});
+    if (i == Index(MalformedReason::kRecordTooLarge)) continue;
+    malformed_[i] = &malformed.Add({{"reason", std::string(kMalformedReasonLabels[i])}});
   }
 
   store_commit_duration_ = &BuildHistogram()
@@ -292,9 +354,8 @@ RequestMetrics& Metrics::NlmRequest(uint32_t version, std::string_view procedure
     std::map<std::string, std::string> labels{{"procedure", std::string(procedure)},
                                               {"version", std::to_string(version)}};
     it = procedures_
-             .emplace(std::move(key), std::make_unique<RequestMetrics>(
-                                          *nlm_requests_, duration, std::move(labels),
-                                          std::span<const std::string_view>(kNlmResults)))
+             .emplace(std::move(key),
+                      std::make_unique<RequestMetrics>(*nlm_requests_, duration, std::move(labels)))
              .first;
   }
   return *it->second;
@@ -309,16 +370,15 @@ RequestMetrics& Metrics::NsmRequest(std::string_view procedure) {
         nsm_request_duration_->Add({{"procedure", std::string(procedure)}}, RequestBuckets());
     std::map<std::string, std::string> labels{{"procedure", std::string(procedure)}};
     it = procedures_
-             .emplace(std::move(key), std::make_unique<RequestMetrics>(
-                                          *nsm_requests_, duration, std::move(labels),
-                                          std::span<const std::string_view>(kNsmResults)))
+             .emplace(std::move(key),
+                      std::make_unique<RequestMetrics>(*nsm_requests_, duration, std::move(labels)))
              .first;
   }
   return *it->second;
 }
 
 void Metrics::ObserveRpcCall(RpcProgram program, uint32_t version, std::string_view procedure,
-                             std::string_view result, double seconds) {
+                             RequestResult result, double seconds) {
   RequestMetrics& request =
       program == RpcProgram::kNlm ? NlmRequest(version, procedure) : NsmRequest(procedure);
   request.Observe(result, seconds);
@@ -329,38 +389,20 @@ void Metrics::ObserveNotification(NotificationResult result, double seconds) {
   notification_duration_->Observe(seconds);
 }
 
-void Metrics::CountNotifications(NotificationResult result, uint64_t count) {
-  if (count != 0) notifications_[Index(result)]->Increment(static_cast<double>(count));
+void Metrics::MalformedRequest(MalformedReason reason) {
+  NLOCKD_REQUIRE(reason != MalformedReason::kRecordTooLarge,
+                 "oversized records are the RPC server's count");
+  malformed_[Index(reason)]->Increment();
 }
-
-void Metrics::ObserveNotificationDuration(double seconds) {
-  notification_duration_->Observe(seconds);
-}
-
-void Metrics::CrashDetected() { crashes_detected_->Increment(); }
-
-void Metrics::CrashCleanedUp(uint64_t locks) {
-  crash_cleanups_->Increment();
-  locks_cleaned_on_crash_->Increment(static_cast<double>(locks));
-}
-
-void Metrics::ObserveCallback(CallbackKind kind, CallbackResult result, uint64_t count) {
-  if (count != 0) callbacks_[Index(kind)][Index(result)]->Increment(static_cast<double>(count));
-}
-
-void Metrics::Reclaimed(uint64_t count) { reclaims_->Increment(static_cast<double>(count)); }
-
-void Metrics::ConnectionOpened() { connections_->Increment(); }
-void Metrics::ConnectionClosed() { connections_->Decrement(); }
-void Metrics::BytesReceived(uint64_t bytes) {
-  bytes_received_->Increment(static_cast<double>(bytes));
-}
-void Metrics::BytesSent(uint64_t bytes) { bytes_sent_->Increment(static_cast<double>(bytes)); }
-void Metrics::MalformedRequest(MalformedReason reason) { malformed_[Index(reason)]->Increment(); }
 
 void Metrics::ObserveStoreCommit(double seconds, size_t batch_size) {
   store_commit_duration_->Observe(seconds);
   store_commit_batch_size_->Observe(static_cast<double>(batch_size));
+}
+
+void Metrics::SetServiceCountsSource(ServiceCountsSource source) {
+  std::lock_guard lock(source_mutex_);
+  source_ = std::move(source);
 }
 
 void Metrics::Refresh(const StatusView& status) {
@@ -380,6 +422,9 @@ void Metrics::Refresh(const StatusView& status) {
     grace_last_end_[i]->Set(status.grace.last_end_reason == kGraceEndReasons[i] ? 1 : 0);
   }
   uptime_->Set(status.uptime_seconds);
+
+  std::lock_guard lock(source_mutex_);
+  if (source_) registry_->Store(source_());
 }
 
 std::string Metrics::Serialize() const {
@@ -387,5 +432,9 @@ std::string Metrics::Serialize() const {
   prometheus::TextSerializer().Serialize(out, registry_->Collect());
   return out.str();
 }
+
+prometheus::Registry& Metrics::registry() { return *registry_; }
+
+std::shared_ptr<prometheus::Registry> Metrics::shared_registry() { return registry_; }
 
 }  // namespace nlockd::admin

@@ -4,10 +4,10 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <span>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -27,12 +27,44 @@ namespace nlockd::admin {
 
 enum class RpcProgram : uint8_t { kNlm, kNsm };
 
+// The result label of nlm_requests_total and nsm_requests_total: the protocol status of the
+// reply, or what the dispatcher did instead of answering. Label strings: RequestResultLabel().
+enum class RequestResult : uint8_t {
+  // nlm4_stats (RFC 1813 appendix II), lowercase.
+  kGranted,
+  kDenied,  // Also NSM's refusal of a privileged procedure to a caller outside the allowlist.
+  kDeniedNolocks,
+  kBlocked,
+  kDeniedGracePeriod,
+  kDeadlck,
+  kRofs,
+  kStaleFh,
+  kFbig,
+  kFailed,
+  // sm_inter.x res.
+  kStatSucc,
+  kStatFail,
+  kOk,  // Handled; the result carries no status (void procedures).
+  // The dispatcher's outcomes of calls that reached a procedure but were not handled.
+  kGarbageArgs,
+  kSystemErr,
+  kNoReply,
+  kDuplicateInProgress,
+  kDuplicateReplayed,
+  kUnknown,  // A name outside this list (a bug: counted rather than dropped).
+};
+inline constexpr size_t kRequestResults = 19;
+std::string_view RequestResultLabel(RequestResult result);
+// The result whose label is `label`; kUnknown for any other name.
+RequestResult RequestResultFromLabel(std::string_view label);
+
 // nsm_notifications_total{result}: one SM_NOTIFY attempt to a peer's status monitor.
 enum class NotificationResult : uint8_t {
   kDelivered,  // The peer answered.
   kFailed,     // This attempt failed; it will be retried.
   kGaveUp,     // Retries ran out; the peer is treated as crashed.
 };
+inline constexpr size_t kNotificationResults = 3;
 
 // nlm_callbacks_total{kind,result}: calls nlockd makes to an NLM client.
 enum class CallbackKind : uint8_t {
@@ -45,58 +77,83 @@ enum class CallbackKind : uint8_t {
   kGrantedRes,
   kStatus,  // The NSM status callback to an external lock manager (my_id).
 };
+inline constexpr size_t kCallbackKinds = 8;
 enum class CallbackResult : uint8_t {
   kOk,        // Delivered (and for GRANTED, accepted).
   kRefused,   // The client answered with a refusal (e.g. GRANTED answered denied).
   kFailed,    // Transport or RPC error.
   kTimedOut,  // The deadline passed.
 };
+inline constexpr size_t kCallbackResults = 4;
 
 // rpc_malformed_requests_total{reason}.
 enum class MalformedReason : uint8_t {
-  kRecordTooLarge,  // A TCP record past the cap: connection dropped.
-  kBadMessage,      // Not a decodable RPC call.
-  kRpcMismatch,     // RPC version other than 2.
-  kAuthError,       // Bad or unsupported credentials.
+  kBadMessage,   // Not a decodable RPC call.
+  kRpcMismatch,  // RPC version other than 2.
+  kAuthError,    // Bad or unsupported credentials.
   kProgUnavail,
   kProgMismatch,
   kProcUnavail,
   kGarbageArgs,  // Arguments that do not decode (or break a limit).
+  // A TCP record past the cap: connection dropped. Counted by the RPC server itself and read
+  // through ServiceCounts::records_too_large, never passed to MalformedRequest().
+  kRecordTooLarge,
+};
+inline constexpr size_t kMalformedReasons = 8;
+
+// Counters that their owners keep as the events happen (NLM's callbacks and reclaims, NSM's
+// reboot detections and status callbacks, the NSM bridge's crash clean-ups, the RPC server's
+// bytes, connections and oversized records). Metrics exports them as the owners' own values,
+// read together on the owners' executor at each Refresh(): nothing is counted twice, no delta
+// is taken.
+struct ServiceCounts {
+  uint64_t crashes_detected = 0;        // nsm_crashes_detected_total
+  uint64_t crash_cleanups = 0;          // nsm_crash_cleanups_total
+  uint64_t locks_cleaned_on_crash = 0;  // nsm_locks_cleaned_on_crash_total
+  uint64_t reclaims = 0;                // nlm_reclaims_total
+  // nlm_callbacks_total, by [CallbackKind][CallbackResult].
+  std::array<std::array<uint64_t, kCallbackResults>, kCallbackKinds> callbacks{};
+  uint64_t bytes_received = 0;     // rpc_bytes_received_total
+  uint64_t bytes_sent = 0;         // rpc_bytes_sent_total
+  uint64_t records_too_large = 0;  // rpc_malformed_requests_total{reason="record_too_large"}
+  uint64_t open_connections = 0;   // rpc_connections (a gauge)
+
+  uint64_t& callback(CallbackKind kind, CallbackResult result) {
+    return callbacks[static_cast<size_t>(kind)][static_cast<size_t>(result)];
+  }
 };
 
 // The request counter and duration of one procedure, resolved once (when the procedure table is
-// built) so that Observe() does no label lookup for the known result names. Thread-safe; owned
-// by Metrics and valid as long as it.
+// built) so that Observe() does no label lookup. Thread-safe; owned by Metrics and valid as long
+// as it.
 class RequestMetrics {
  public:
   RequestMetrics(prometheus::Family<prometheus::Counter>& requests, prometheus::Histogram& duration,
-                 std::map<std::string, std::string> labels,
-                 std::span<const std::string_view> known_results);
+                 std::map<std::string, std::string> labels);
   ~RequestMetrics();
   RequestMetrics(const RequestMetrics&) = delete;
   RequestMetrics& operator=(const RequestMetrics&) = delete;
 
-  // Counts one request with `result` (the protocol's status name, e.g. "granted", "stat_succ",
-  // "garbage_args") and its handling time. A result outside the known list still counts, via a
-  // slower locked lookup. REQUIRES: `result` comes from a fixed set of names (each new name is
-  // a new time series).
-  void Observe(std::string_view result, double seconds);
+  // Counts one request with `result` and its handling time.
+  void Observe(RequestResult result, double seconds);
 
  private:
-  prometheus::Counter& CounterFor(std::string_view result);
-
   prometheus::Family<prometheus::Counter>& requests_;
   prometheus::Histogram& duration_;
   const std::map<std::string, std::string> labels_;  // procedure (and version)
-  const std::span<const std::string_view> known_results_;
-  // Children for known_results_, created on first use (creating them all would add hundreds of
-  // empty series).
-  std::unique_ptr<std::atomic<prometheus::Counter*>[]> known_;
+  // One child per result, created on first use (creating them all would add hundreds of empty
+  // series).
+  std::array<std::atomic<prometheus::Counter*>, kRequestResults> results_{};
 };
 
-// Owns the prometheus registry with every metric family of nlockd (docs/api.md lists them) and
-// typed methods to update them. Every method is thread-safe and cheap (atomic adds);
-// snapshot gauges (locks held, grace, ...) are set by Refresh() at scrape time.
+// Owns the prometheus registry with every metric family of nlockd (docs/api.md lists them).
+// Each metric has one source (docs/decisions/0030-metrics-one-source.md):
+// - events counted as they happen, through the typed methods below (requests, refused calls,
+//   SM_NOTIFY attempts, store commits): thread-safe atomic adds;
+// - counters their owners keep (ServiceCounts), read through the source set with
+//   SetServiceCountsSource() at each Refresh() and exported as they are;
+// - snapshot gauges (locks held, grace, ...) set from a StatusView by Refresh().
+// Refresh() is the one scrape-time step; the registry itself never blocks.
 class Metrics {
  public:
   Metrics();
@@ -110,48 +167,37 @@ class Metrics {
   RequestMetrics& NsmRequest(std::string_view procedure);
   // Convenience for cold paths: looks the procedure up by name on every call.
   void ObserveRpcCall(RpcProgram program, uint32_t version, std::string_view procedure,
-                      std::string_view result, double seconds);
+                      RequestResult result, double seconds);
 
+  // One SM_NOTIFY attempt ended.
   void ObserveNotification(NotificationResult result, double seconds);
-  // Counts `count` attempts whose duration was not measured (exported from the notifier's
-  // counters at scrape time); the duration histogram is left alone.
-  void CountNotifications(NotificationResult result, uint64_t count);
-  // The duration of one attempt whose result is counted by CountNotifications.
-  void ObserveNotificationDuration(double seconds);
-  // An SM_NOTIFY arrived (or a peer gave up on) for a monitored host: it rebooted.
-  void CrashDetected();
-  // The lock state of a crashed host was released: `locks` lock entries (and its shares and
-  // waiters) dropped.
-  void CrashCleanedUp(uint64_t locks);
-
-  void ObserveCallback(CallbackKind kind, CallbackResult result, uint64_t count = 1);
-  void Reclaimed(uint64_t count = 1);
-
-  void ConnectionOpened();
-  void ConnectionClosed();
-  void BytesReceived(uint64_t bytes);
-  void BytesSent(uint64_t bytes);
+  // REQUIRES: reason != kRecordTooLarge (the RPC server counts those: ServiceCounts).
   void MalformedRequest(MalformedReason reason);
-
   // One group commit of the store: its latency and how many writes it carried.
   void ObserveStoreCommit(double seconds, size_t batch_size);
 
-  // Sets the snapshot gauges from the server's state (called by the admin server per scrape).
+  // Reads the owners' counters (on whatever thread and executor they need; may throw, and
+  // Refresh() then throws the same). An empty function removes the source: the counters keep
+  // their last reading. Thread-safe: once this returns, the previous source is not running and
+  // will not be called again.
+  using ServiceCountsSource = std::function<ServiceCounts()>;
+  void SetServiceCountsSource(ServiceCountsSource source);
+
+  // Sets the snapshot gauges from `status`, then reads the owners' counters from the source
+  // (called per scrape: by the admin server before serving /metrics, by the library's
+  // RefreshMetrics()).
   void Refresh(const StatusView& status);
 
   // The Prometheus text exposition format (version 0.0.4).
   std::string Serialize() const;
-  prometheus::Registry& registry() { return *registry_; }
+  prometheus::Registry& registry();
   // The same registry, for an exposer that keeps it (prometheus::Exposer holds a weak_ptr).
-  std::shared_ptr<prometheus::Registry> shared_registry() { return registry_; }
+  std::shared_ptr<prometheus::Registry> shared_registry();
 
  private:
-  static constexpr size_t kNotificationResults = 3;
-  static constexpr size_t kCallbackKinds = 8;
-  static constexpr size_t kCallbackResults = 4;
-  static constexpr size_t kMalformedReasons = 8;
+  class Registry;  // A prometheus::Registry that also exports the last ServiceCounts.
 
-  std::shared_ptr<prometheus::Registry> registry_;
+  std::shared_ptr<Registry> registry_;
 
   prometheus::Family<prometheus::Counter>* nsm_requests_;
   prometheus::Family<prometheus::Histogram>* nsm_request_duration_;
@@ -160,16 +206,7 @@ class Metrics {
 
   std::array<prometheus::Counter*, kNotificationResults> notifications_{};
   prometheus::Histogram* notification_duration_;
-  prometheus::Counter* crashes_detected_;
-  prometheus::Counter* crash_cleanups_;
-  prometheus::Counter* locks_cleaned_on_crash_;
-
-  std::array<std::array<prometheus::Counter*, kCallbackResults>, kCallbackKinds> callbacks_{};
-  prometheus::Counter* reclaims_;
-
-  prometheus::Gauge* connections_;
-  prometheus::Counter* bytes_received_;
-  prometheus::Counter* bytes_sent_;
+  // Every reason but kRecordTooLarge (read from the RPC server).
   std::array<prometheus::Counter*, kMalformedReasons> malformed_{};
 
   prometheus::Histogram* store_commit_duration_;
@@ -191,6 +228,9 @@ class Metrics {
   // nlm_grace_last_end{reason}: 1 for why the last grace period ended, 0 for the others.
   std::array<prometheus::Gauge*, 3> grace_last_end_{};
   prometheus::Gauge* uptime_;
+
+  std::mutex source_mutex_;     // Held while the source runs, so that replacing it waits.
+  ServiceCountsSource source_;  // Guarded by source_mutex_.
 
   std::mutex procedures_mutex_;
   // Keyed by (program, version, procedure); nodes are stable, so references stay valid.

@@ -3,11 +3,15 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
 #include <unistd.h>
 
 #include "testutil/subprocess.hpp"
@@ -19,33 +23,38 @@ bool Contains(const std::string& text, const std::string& line) {
   return text.find(line) != std::string::npos;
 }
 
+ServiceCounts SomeServiceCounts() {
+  ServiceCounts counts;
+  counts.crashes_detected = 1;
+  counts.crash_cleanups = 1;
+  counts.locks_cleaned_on_crash = 17;
+  counts.callback(CallbackKind::kGranted, CallbackResult::kOk) = 1;
+  counts.callback(CallbackKind::kLockRes, CallbackResult::kTimedOut) = 1;
+  counts.callback(CallbackKind::kStatus, CallbackResult::kFailed) = 1;
+  counts.reclaims = 3;
+  counts.open_connections = 1;
+  counts.bytes_received = 1000;
+  counts.bytes_sent = 400;
+  counts.records_too_large = 1;
+  return counts;
+}
+
 // Touches every family and every typed method once or more.
 void UpdateEverything(Metrics& metrics) {
-  metrics.NlmRequest(4, "LOCK").Observe("granted", 0.0002);
-  metrics.NlmRequest(4, "LOCK").Observe("denied_grace_period", 0.0001);
-  metrics.NlmRequest(1, "TEST").Observe("denied", 0.003);
-  metrics.ObserveRpcCall(RpcProgram::kNlm, 3, "FREE_ALL", "ok", 0.001);
-  metrics.ObserveRpcCall(RpcProgram::kNlm, 4, "LOCK", "some_new_result", 0.001);
-  metrics.NsmRequest("SM_MON").Observe("stat_succ", 0.004);
-  metrics.ObserveRpcCall(RpcProgram::kNsm, 1, "SM_MON", "denied", 0.0001);
-  metrics.ObserveRpcCall(RpcProgram::kNsm, 1, "SM_NOTIFY", "ok", 0.0001);
+  metrics.NlmRequest(4, "LOCK").Observe(RequestResult::kGranted, 0.0002);
+  metrics.NlmRequest(4, "LOCK").Observe(RequestResult::kDeniedGracePeriod, 0.0001);
+  metrics.NlmRequest(1, "TEST").Observe(RequestResult::kDenied, 0.003);
+  metrics.ObserveRpcCall(RpcProgram::kNlm, 3, "FREE_ALL", RequestResult::kOk, 0.001);
+  metrics.ObserveRpcCall(RpcProgram::kNlm, 4, "LOCK", RequestResult::kUnknown, 0.001);
+  metrics.NsmRequest("SM_MON").Observe(RequestResult::kStatSucc, 0.004);
+  metrics.ObserveRpcCall(RpcProgram::kNsm, 1, "SM_MON", RequestResult::kDenied, 0.0001);
+  metrics.ObserveRpcCall(RpcProgram::kNsm, 1, "SM_NOTIFY", RequestResult::kOk, 0.0001);
   metrics.ObserveNotification(NotificationResult::kDelivered, 0.02);
   metrics.ObserveNotification(NotificationResult::kFailed, 5);
   metrics.ObserveNotification(NotificationResult::kGaveUp, 5);
-  metrics.CrashDetected();
-  metrics.CrashCleanedUp(17);
-  metrics.ObserveCallback(CallbackKind::kGranted, CallbackResult::kOk);
-  metrics.ObserveCallback(CallbackKind::kLockRes, CallbackResult::kTimedOut);
-  metrics.ObserveCallback(CallbackKind::kStatus, CallbackResult::kFailed);
-  metrics.Reclaimed(3);
-  metrics.ConnectionOpened();
-  metrics.ConnectionOpened();
-  metrics.ConnectionClosed();
-  metrics.BytesReceived(1000);
-  metrics.BytesSent(400);
   metrics.MalformedRequest(MalformedReason::kGarbageArgs);
-  metrics.MalformedRequest(MalformedReason::kRecordTooLarge);
   metrics.ObserveStoreCommit(0.002, 12);
+  metrics.SetServiceCountsSource([] { return SomeServiceCounts(); });
   StatusView status;
   status.state_number = 9;
   status.uptime_seconds = 60;
@@ -83,7 +92,7 @@ TEST(Metrics, ExposesEveryFamilyWithItsValues) {
            "nsm_locks_cleaned_on_crash_total 17",
            "nlm_requests_total{procedure=\"LOCK\",result=\"granted\",version=\"4\"} 1",
            "nlm_requests_total{procedure=\"LOCK\",result=\"denied_grace_period\",version=\"4\"} 1",
-           "nlm_requests_total{procedure=\"LOCK\",result=\"some_new_result\",version=\"4\"} 1",
+           "nlm_requests_total{procedure=\"LOCK\",result=\"unknown\",version=\"4\"} 1",
            "nlm_requests_total{procedure=\"TEST\",result=\"denied\",version=\"1\"} 1",
            "nlm_requests_total{procedure=\"FREE_ALL\",result=\"ok\",version=\"3\"} 1",
            "nlm_request_duration_seconds_count{procedure=\"LOCK\"} 3",
@@ -144,8 +153,8 @@ TEST(Metrics, ConcurrentObservationsAllCount) {
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&] {
       for (int i = 0; i < 5000; ++i) {
-        lock.Observe(i % 2 == 0 ? "granted" : "blocked", 0.0001);
-        metrics.BytesReceived(1);
+        lock.Observe(i % 2 == 0 ? RequestResult::kGranted : RequestResult::kBlocked, 0.0001);
+        metrics.MalformedRequest(MalformedReason::kBadMessage);
       }
     });
   }
@@ -155,7 +164,71 @@ TEST(Metrics, ConcurrentObservationsAllCount) {
       text, "\nnlm_requests_total{procedure=\"LOCK\",result=\"granted\",version=\"4\"} 10000\n"));
   EXPECT_TRUE(Contains(
       text, "\nnlm_requests_total{procedure=\"LOCK\",result=\"blocked\",version=\"4\"} 10000\n"));
-  EXPECT_TRUE(Contains(text, "\nrpc_bytes_received_total 20000\n"));
+  EXPECT_TRUE(Contains(text, "\nrpc_malformed_requests_total{reason=\"bad_message\"} 20000\n"));
+}
+
+TEST(Metrics, OwnersCountersAreTheirLastReadingNotASum) {
+  Metrics metrics;
+  ServiceCounts counts;
+  metrics.SetServiceCountsSource([&counts] { return counts; });
+  // Before any reading, the families exist with zeros.
+  EXPECT_TRUE(Contains(metrics.Serialize(), "\nnlm_reclaims_total 0\n"));
+  counts.reclaims = 4;
+  counts.bytes_sent = 10;
+  metrics.Refresh(StatusView{});
+  metrics.Refresh(StatusView{});  // A second scrape reads the same values; it adds nothing.
+  std::string text = metrics.Serialize();
+  EXPECT_TRUE(Contains(text, "\nnlm_reclaims_total 4\n")) << text;
+  EXPECT_TRUE(Contains(text, "\nrpc_bytes_sent_total 10\n"));
+  // Collecting does not read the owners: only Refresh does.
+  counts.reclaims = 9;
+  EXPECT_TRUE(Contains(metrics.Serialize(), "\nnlm_reclaims_total 4\n"));
+  metrics.Refresh(StatusView{});
+  EXPECT_TRUE(Contains(metrics.Serialize(), "\nnlm_reclaims_total 9\n"));
+  // Without a source, the last reading stays.
+  metrics.SetServiceCountsSource({});
+  counts.reclaims = 11;
+  metrics.Refresh(StatusView{});
+  EXPECT_TRUE(Contains(metrics.Serialize(), "\nnlm_reclaims_total 9\n"));
+}
+
+TEST(Metrics, TheRpcServersOversizedRecordsJoinTheDispatchersReasons) {
+  Metrics metrics;
+  ServiceCounts counts;
+  counts.records_too_large = 2;
+  metrics.SetServiceCountsSource([&counts] { return counts; });
+  metrics.MalformedRequest(MalformedReason::kAuthError);
+  metrics.Refresh(StatusView{});
+  const std::string text = metrics.Serialize();
+  // One family (one TYPE line) with every reason.
+  const std::string type = "# TYPE rpc_malformed_requests_total counter";
+  ASSERT_NE(text.find(type), std::string::npos) << text;
+  EXPECT_EQ(text.find(type, text.find(type) + 1), std::string::npos) << text;
+  EXPECT_TRUE(Contains(text, "\nrpc_malformed_requests_total{reason=\"auth_error\"} 1\n"));
+  EXPECT_TRUE(Contains(text, "\nrpc_malformed_requests_total{reason=\"record_too_large\"} 2\n"));
+}
+
+TEST(Metrics, RegistryOutlivesMetricsForAHostsExposer) {
+  std::shared_ptr<prometheus::Registry> registry;
+  {
+    Metrics metrics;
+    ServiceCounts counts;
+    counts.crashes_detected = 5;
+    metrics.SetServiceCountsSource([counts] { return counts; });
+    metrics.Refresh(StatusView{});
+    registry = metrics.shared_registry();
+  }
+  std::ostringstream out;
+  prometheus::TextSerializer().Serialize(out, registry->Collect());
+  EXPECT_TRUE(Contains(out.str(), "\nnsm_crashes_detected_total 5\n")) << out.str();
+}
+
+TEST(RequestResult, EveryLabelMapsBackToItsResult) {
+  for (size_t i = 0; i < kRequestResults; ++i) {
+    const auto result = static_cast<RequestResult>(i);
+    EXPECT_EQ(RequestResultFromLabel(RequestResultLabel(result)), result) << i;
+  }
+  EXPECT_EQ(RequestResultFromLabel("no_such_status"), RequestResult::kUnknown);
 }
 
 TEST(Metrics, PromtoolAcceptsTheExposition) {

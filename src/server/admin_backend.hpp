@@ -3,7 +3,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -25,7 +24,8 @@ class LockManager;
 }
 namespace nlockd::admin {
 class Metrics;
-}
+struct ServiceCounts;
+}  // namespace nlockd::admin
 
 namespace nlockd::server {
 
@@ -52,8 +52,13 @@ struct AdminBackendParts {
 // posts its work to the executor that owns lock and NSM state and waits for it (at most
 // `timeout`, then ApiError kUnavailable), so lock/ and nsm/ are never touched off that executor.
 // Before MarkStoreLoaded() and after Close() every call but Readiness fails at once with
-// kUnavailable. Status() also exports the services' counters to Metrics (scrape time).
+// kUnavailable. While it lives it is also Metrics' source of the services' own counters
+// (admin::ServiceCounts, read the same way at each Metrics::Refresh).
 // Every part must outlive the backend; the backend must outlive the executor's run.
+//
+// Files: admin_backend.cpp (start-up, status, grace, metrics), admin_backend_views.cpp (the read
+// views: registrations, hosts, locks, shares, waiters), admin_backend_actions.cpp (what changes
+// state: deleting a registration, releasing a host, ending grace, notifying).
 class AdminBackend final : public admin::Backend {
  public:
   // How long an HTTP thread waits for the executor: a stalled or flooded executor costs an admin
@@ -62,6 +67,7 @@ class AdminBackend final : public admin::Backend {
 
   explicit AdminBackend(AdminBackendParts parts,
                         std::chrono::milliseconds timeout = kDefaultTimeout);
+  ~AdminBackend() override;
   AdminBackend(const AdminBackend&) = delete;
   AdminBackend& operator=(const AdminBackend&) = delete;
 
@@ -92,22 +98,6 @@ class AdminBackend final : public admin::Backend {
   admin::NotifyResult Notify(const std::optional<std::string>& host) override;
 
  private:
-  // The services' cumulative counters, copied on the executor; exported as deltas.
-  struct Counters {
-    nsm::NsmStats nsm;
-    nlm::NlmStats nlm;
-    uint64_t notifications_answered = 0;
-    uint64_t notifications_failed = 0;
-    uint64_t notifications_given_up = 0;
-    uint64_t crash_cleanups = 0;
-    uint64_t locks_cleaned = 0;
-    rpc::ServerStats rpc;
-  };
-  struct Snapshot {
-    admin::StatusView status;
-    Counters counters;
-  };
-
   // Runs work() on the executor and returns its result (or rethrows what it threw).
   template <typename Work>
   auto OnExecutor(Work work) -> decltype(work());
@@ -116,7 +106,8 @@ class AdminBackend final : public admin::Backend {
   void CheckOpen() const;
 
   // These run on the executor.
-  Snapshot TakeSnapshot() const;
+  admin::StatusView StatusNow() const;
+  admin::ServiceCounts ReadServiceCounts() const;
   admin::GraceView GraceNow() const;
   // Folded mon_names and addresses of every monitored peer.
   std::set<std::string> MonitoredKeys() const;
@@ -124,8 +115,6 @@ class AdminBackend final : public admin::Backend {
                         const std::string& label);
   std::optional<store::Registration> FindRegistration(const std::string& id) const;
   asio::awaitable<bool> RemoveRegistration(std::string mon_name, store::MyId my_id);
-
-  void ExportCounters(const Counters& now);
 
   AdminBackendParts parts_;
   std::chrono::milliseconds timeout_;
@@ -136,9 +125,6 @@ class AdminBackend final : public admin::Backend {
   std::atomic<bool> closed_{false};
   // Written before the executor runs (MarkListening), read on it.
   uint64_t reclaims_expected_ = 0;
-
-  std::mutex export_mutex_;
-  Counters exported_;  // What Metrics has been given so far. Guarded by export_mutex_.
 };
 
 }  // namespace nlockd::server

@@ -27,13 +27,26 @@ std::optional<admin::MalformedReason> MalformedReasonOf(std::string_view outcome
   return std::nullopt;
 }
 
-// The result label: the protocol status the handler recorded ("granted", "stat_fail", ...);
-// "ok" for a handled call that records none (void results); else the RPC outcome
-// ("garbage_args", "system_err", "duplicate_replayed", ...).
-std::string_view ResultOf(const rpc::CallRecord& record) {
-  if (!record.result.empty()) return record.result;
-  if (record.outcome == "success") return "ok";
-  return record.outcome;
+// The protocol status the handler recorded ("granted", "stat_fail", ...); kOk for a handled
+// call that records none (void results); else the RPC outcome ("garbage_args", "system_err",
+// "duplicate_replayed", ...). The dispatcher hands both over as names: this is the one place
+// they become a RequestResult.
+admin::RequestResult ResultOf(const rpc::CallRecord& record) {
+  if (!record.result.empty()) return admin::RequestResultFromLabel(record.result);
+  if (record.outcome == "success") return admin::RequestResult::kOk;
+  return admin::RequestResultFromLabel(record.outcome);
+}
+
+admin::NotificationResult ToMetric(nsm::NotifyAttemptReport::Outcome outcome) {
+  switch (outcome) {
+    case nsm::NotifyAttemptReport::Outcome::kAnswered:
+      return admin::NotificationResult::kDelivered;
+    case nsm::NotifyAttemptReport::Outcome::kFailed:
+      return admin::NotificationResult::kFailed;
+    case nsm::NotifyAttemptReport::Outcome::kGaveUp:
+      return admin::NotificationResult::kGaveUp;
+  }
+  return admin::NotificationResult::kFailed;
 }
 
 }  // namespace
@@ -73,7 +86,8 @@ EventMetrics::EventMetrics(store::Store& store, nsm::Notifier& notifier, admin::
                                commit.writes);
   });
   notifier_.set_on_attempt([&metrics](const nsm::NotifyAttemptReport& attempt) {
-    metrics.ObserveNotificationDuration(std::chrono::duration<double>(attempt.duration).count());
+    metrics.ObserveNotification(ToMetric(attempt.outcome),
+                                std::chrono::duration<double>(attempt.duration).count());
   });
 }
 

@@ -43,10 +43,10 @@ class CallMetrics {
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, admin::RequestMetrics*> procedures_;
 };
 
-// Feeds the metrics that their sources report as they happen rather than as counters read at
-// scrape time: each committed store transaction (store_commit_duration_seconds and
-// store_commit_batch_size, reported on the store's writer thread) and each SM_NOTIFY attempt
-// (nsm_notification_duration_seconds, on the notifier's executor). Hooks itself to both when
+// Feeds the metrics that their sources report as they happen: each committed store transaction
+// (store_commit_duration_seconds and store_commit_batch_size, reported on the store's writer
+// thread) and each SM_NOTIFY attempt (nsm_notifications_total by result and
+// nsm_notification_duration_seconds, on the notifier's executor). Hooks itself to both when
 // made and unhooks when destroyed: `metrics`, the store and the notifier must outlive it (in
 // Server, declare it after metrics_). Metrics is thread-safe.
 class EventMetrics {

@@ -93,6 +93,8 @@ TEST(CallMetrics, CallsThatReachNoProcedureCountAsMalformed) {
   EXPECT_TRUE(Has(text, R"(rpc_malformed_requests_total{reason="proc_unavail"} 1)"));
   EXPECT_TRUE(Has(text, R"(rpc_malformed_requests_total{reason="bad_message"} 1)"));
   EXPECT_TRUE(Has(text, R"(rpc_malformed_requests_total{reason="auth_error"} 1)"));
+  // The RPC server's own count: not the dispatcher's to report.
+  EXPECT_TRUE(Has(text, R"(rpc_malformed_requests_total{reason="record_too_large"} 0)"));
   EXPECT_EQ(text.find("GETATTR"), std::string::npos);
 }
 
@@ -152,6 +154,9 @@ TEST(EventMetrics, FeedsStoreCommitsAndNotificationAttemptsWhileItLives) {
   EXPECT_TRUE(Has(text, "store_commit_duration_seconds_count 2"));
   EXPECT_TRUE(Has(text, "store_commit_duration_seconds_sum 0.004"));
   EXPECT_TRUE(Has(text, "nsm_notification_duration_seconds_count 1"));
+  // The one attempt failed and used up the budget: counted once, as given up.
+  EXPECT_TRUE(Has(text, R"(nsm_notifications_total{result="gave_up"} 1)"));
+  EXPECT_TRUE(Has(text, R"(nsm_notifications_total{result="failed"} 0)"));
 }
 
 }  // namespace
