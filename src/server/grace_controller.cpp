@@ -28,21 +28,18 @@ std::string_view KindName(GracePlan::Kind kind) {
   return "?";
 }
 
-double SecondsSince(const Clock& clock, Clock::time_point since) {
-  return std::chrono::duration<double>(clock.Now() - since).count();
-}
-
 }  // namespace
 
 GraceController::GraceController(asio::any_io_executor executor, const Clock& clock,
-                                 lock::LockManager& locks, store::Store& store,
-                                 GraceHooks hooks, GraceControllerOptions options)
+                                 lock::LockManager& locks, store::Store& store, GraceHooks hooks,
+                                 GraceControllerOptions options)
     : executor_(std::move(executor)),
       clock_(clock),
       locks_(locks),
       store_(store),
       hooks_(std::move(hooks)),
-      options_(options) {}
+      options_(options),
+      tasks_(executor_) {}
 
 void GraceController::Begin(const GracePlan& plan, const store::LoadedState& loaded) {
   plan_ = plan;
@@ -54,7 +51,10 @@ void GraceController::Begin(const GracePlan& plan, const store::LoadedState& loa
     std::set<std::string> hosts;
     for (const auto& row : loaded.locks) hosts.insert(row.host);
     for (const auto& row : loaded.shares) hosts.insert(row.host);
-    asio::co_spawn(executor_, ClearStaleTable({hosts.begin(), hosts.end()}), asio::detached);
+    if (auto pass = tasks_.TryEnter()) {
+      asio::co_spawn(executor_, ClearStaleTable({hosts.begin(), hosts.end()}, std::move(*pass)),
+                     asio::detached);
+    }
     return;
   }
   locks_.StartGrace(*mode, options_.duration);
@@ -77,13 +77,20 @@ void GraceController::Begin(const GracePlan& plan, const store::LoadedState& loa
   hooks_.send_grants(std::move(load.grants));
   expected_ = locks_.AwaitingReclaimCount();
   DropUnmonitored(loaded);
+  const size_t awaiting = locks_.AwaitingReclaimCount();
   spdlog::info(
       "grace period started mode={} seconds={} restored_locks={} restored_shares={} "
       "awaiting={} reason=\"{}\"",
-      KindName(plan.kind), options_.duration.count(), load.locks, load.shares,
-      locks_.AwaitingReclaimCount(), plan.reason);
+      KindName(plan.kind), options_.duration.count(), load.locks, load.shares, awaiting,
+      plan.reason);
   timer_.emplace(executor_);
-  asio::co_spawn(executor_, Watch(), asio::detached);
+  if (auto pass = tasks_.TryEnter()) {
+    asio::co_spawn(executor_, Watch(std::move(*pass)), asio::detached);
+  }
+  if (events_.started) {
+    events_.started(GraceStartedEvent{*mode, options_.duration, plan.reason, load.locks,
+                                      load.shares, awaiting});
+  }
 }
 
 void GraceController::DropUnmonitored(const store::LoadedState& loaded) {
@@ -122,22 +129,42 @@ void GraceController::HostUnreachable(const std::string& mon_name) {
   lock::HostId host(mon_name);
   lock::DropOutcome dropped = locks_.DropRestored(host);
   if (dropped.locks + dropped.shares == 0) return;
-  spdlog::warn("grace: host {} never answered SM_NOTIFY; dropped its {} restored locks and {} "
-               "shares, serving {} waiters",
-               mon_name, dropped.locks, dropped.shares, dropped.grants.size());
+  spdlog::warn(
+      "grace: host {} never answered SM_NOTIFY; dropped its {} restored locks and {} "
+      "shares, serving {} waiters",
+      mon_name, dropped.locks, dropped.shares, dropped.grants.size());
   ServeDropped(dropped);
   if (journal_ == nullptr) return;
-  asio::co_spawn(
-      executor_,
-      [this, host]() -> asio::awaitable<void> { co_await journal_->SettleRestored(host); },
-      asio::detached);
+  if (auto pass = tasks_.TryEnter()) {
+    asio::co_spawn(executor_, SettleHost(std::move(host), std::move(*pass)), asio::detached);
+  }
+}
+
+asio::awaitable<void> GraceController::SettleHost(lock::HostId host, rpc::TaskGate::Pass /*pass*/) {
+  co_await journal_->SettleRestored(host);
 }
 
 bool GraceController::End(lock::GraceEndReason reason) {
   if (!locks_.grace().IsActive()) return false;
   lock::DropOutcome dropped = locks_.EndGrace(reason);
   ServeDropped(dropped);
+  ReportEnded();
   return true;
+}
+
+void GraceController::ReportEnded() {
+  if (end_reported_) return;
+  end_reported_ = true;
+  const auto reason = locks_.grace().last_end_reason();
+  const uint64_t reclaimed_now = reclaimed();
+  const uint64_t dropped_now = dropped();
+  const Clock::duration lasted = clock_.Now() - started_;
+  spdlog::info("grace period ended reason={} reclaimed={} dropped={} seconds={:.3f}",
+               reason ? lock::ToString(*reason) : "unknown", reclaimed_now, dropped_now,
+               std::chrono::duration<double>(lasted).count());
+  if (events_.ended && reason) {
+    events_.ended(GraceEndedEvent{*reason, reclaimed_now, dropped_now, lasted});
+  }
 }
 
 uint64_t GraceController::dropped() const {
@@ -161,10 +188,20 @@ bool GraceController::MayEndEarly() const {
 
 void GraceController::Stop() {
   stopped_ = true;
+  tasks_.Close();
   if (timer_) timer_->cancel();
 }
 
-asio::awaitable<void> GraceController::Watch() {
+asio::awaitable<bool> GraceController::Shutdown(std::chrono::steady_clock::duration timeout) {
+  Stop();
+  const bool drained = co_await tasks_.WaitEmpty(timeout);
+  if (!drained) {
+    spdlog::warn("grace: {} store writes still running at shutdown", tasks_.count());
+  }
+  co_return drained;
+}
+
+asio::awaitable<void> GraceController::Watch(rpc::TaskGate::Pass /*pass*/) {
   while (!stopped_) {
     timer_->expires_after(options_.tick);
     co_await timer_->async_wait(rpc::kUseTuple);
@@ -179,22 +216,21 @@ asio::awaitable<void> GraceController::Watch() {
     if (!locks_.grace().IsActive()) break;
   }
   if (stopped_) co_return;
+  ReportEnded();
   co_await Finish();
 }
 
 asio::awaitable<void> GraceController::Finish() {
-  const auto reason = locks_.grace().last_end_reason();
-  spdlog::info("grace period ended reason={} reclaimed={} dropped={} seconds={:.3f}",
-               reason ? lock::ToString(*reason) : "unknown", reclaimed(), dropped(),
-               SecondsSince(clock_, started_));
-  if (journal_ == nullptr) co_return;
-  if (!co_await journal_->SettleRestored()) co_return;
-  if (options_.persist_locks && co_await MarkComplete()) {
-    spdlog::info("lock table complete: restored rows settled");
-  }
+  // Not "if (...) co_return;" as the first statement: with g++ 12 that coroutine's frame loads
+  // an invalid bool on resumption, and UBSan (load_invalid_value) stops the process.
+  bool settled = false;
+  if (journal_ != nullptr) settled = co_await journal_->SettleRestored();
+  if (!settled || !options_.persist_locks) co_return;
+  if (co_await MarkComplete()) spdlog::info("lock table complete: restored rows settled");
 }
 
-asio::awaitable<void> GraceController::ClearStaleTable(std::vector<std::string> hosts) {
+asio::awaitable<void> GraceController::ClearStaleTable(std::vector<std::string> hosts,
+                                                       rpc::TaskGate::Pass /*pass*/) {
   if (!options_.persist_locks) co_return;
   std::vector<store::Write> writes;
   for (std::string& host : hosts) {

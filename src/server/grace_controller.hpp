@@ -5,6 +5,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>
@@ -12,6 +13,7 @@
 
 #include "base/clock.hpp"
 #include "lock/lock_manager.hpp"
+#include "rpc/task_gate.hpp"
 #include "server/recovery.hpp"
 #include "store/store.hpp"
 
@@ -41,6 +43,31 @@ struct GraceHooks {
   std::function<bool()> notifications_in_progress;
 };
 
+// The window opened (GraceController::Begin).
+struct GraceStartedEvent {
+  lock::GraceMode mode = lock::GraceMode::kClassic;
+  std::chrono::seconds duration{0};
+  std::string reason;           // Why this kind of grace (GracePlan::reason).
+  size_t restored_locks = 0;    // Persisted locks installed.
+  size_t restored_shares = 0;   // Persisted shares installed.
+  size_t awaiting_reclaim = 0;  // Of those, what awaits a reclaim once unmonitored hosts went.
+};
+
+// The window closed, however it did (timer, early, admin).
+struct GraceEndedEvent {
+  lock::GraceEndReason reason = lock::GraceEndReason::kTimer;
+  uint64_t reclaimed = 0;  // GraceController::reclaimed() at the end.
+  uint64_t dropped = 0;    // GraceController::dropped() at the end.
+  Clock::duration lasted{};
+};
+
+// Who hears of the window: each runs on the controller's executor, once per window, and must
+// not call back into the controller. Either may be empty.
+struct GraceEvents {
+  std::function<void(const GraceStartedEvent&)> started;
+  std::function<void(const GraceEndedEvent&)> ended;
+};
+
 // The grace period of one start-up, from the restored table to the store marked complete
 // (docs/architecture.md, grace plans). Runs on the lock executor.
 //
@@ -51,6 +78,11 @@ struct GraceHooks {
 // (timer, early, the admin API ending it on the LockManager), the watcher drops what was not
 // reclaimed, serves the waiters that frees, rewrites the restored owners' rows from what they
 // hold now, and marks the store's lock table complete.
+//
+// Every coroutine it spawns (the watcher, store writes) holds a pass of its TaskGate: Shutdown()
+// wakes them and waits for them, so that none resumes into a destroyed controller. clock, locks
+// and store must outlive it. REQUIRES: Shutdown() has completed before destruction, if Begin()
+// ran.
 class GraceController {
  public:
   GraceController(asio::any_io_executor executor, const Clock& clock, lock::LockManager& locks,
@@ -60,7 +92,12 @@ class GraceController {
   // persisted. Set before Begin().
   void set_journal(StoreLockJournal* journal) { journal_ = journal; }
 
-  // Start-up: applies `plan` to the loaded table. REQUIRES: called once, before serving.
+  // Tells `events` when the window opens and when it closes. A plan without a window ("none")
+  // reports nothing; a window still open at Stop() reports no end. REQUIRES: before Begin().
+  void set_events(GraceEvents events) { events_ = std::move(events); }
+
+  // Start-up: applies `plan` to the loaded table; reports `started` before returning.
+  // REQUIRES: called once, before serving.
   void Begin(const GracePlan& plan, const store::LoadedState& loaded);
 
   // The notifier's per-host outcomes (classic grace waits for the last one; an unreachable host
@@ -68,11 +105,16 @@ class GraceController {
   void NotificationAnswered(const std::string& mon_name);
   void HostUnreachable(const std::string& mon_name);
 
-  // Stops the watcher (shutdown). Grace is left as it is: the store keeps the restored rows.
+  // Stops the watcher and spawns nothing more. Grace is left as it is: the store keeps the
+  // restored rows.
   void Stop();
+  // Stop(), then waits (at most `timeout`) for the coroutines it spawned to finish; false if
+  // some still run (a store write past its retries).
+  asio::awaitable<bool> Shutdown(
+      std::chrono::steady_clock::duration timeout = std::chrono::seconds(10));
 
-  // Ends the window now (the admin API): drops what awaits a reclaim and serves its waiters;
-  // the watcher then settles the store. False if no window is open.
+  // Ends the window now (the admin API): drops what awaits a reclaim, serves its waiters and
+  // reports `ended`; the watcher then settles the store. False if no window is open.
   bool End(lock::GraceEndReason reason);
 
   const GracePlan& plan() const { return plan_; }
@@ -86,7 +128,9 @@ class GraceController {
   uint64_t reclaimed() const;
 
  private:
-  asio::awaitable<void> Watch();
+  asio::awaitable<void> Watch(rpc::TaskGate::Pass pass);
+  // Reports the end of the window, once: from End(), or from the watcher that noticed it.
+  void ReportEnded();
   bool MayEndEarly() const;
   // Drops restored state of hosts nobody will notify (not monitored: NM_LOCK locks).
   void DropUnmonitored(const store::LoadedState& loaded);
@@ -95,7 +139,9 @@ class GraceController {
   // After grace: settles restored rows and marks the lock table complete.
   asio::awaitable<void> Finish();
   // Grace "none": the persisted rows are stale; clear them and mark the table complete.
-  asio::awaitable<void> ClearStaleTable(std::vector<std::string> hosts);
+  asio::awaitable<void> ClearStaleTable(std::vector<std::string> hosts, rpc::TaskGate::Pass pass);
+  // Rewrites the rows of a host whose restored state was dropped.
+  asio::awaitable<void> SettleHost(lock::HostId host, rpc::TaskGate::Pass pass);
   asio::awaitable<bool> MarkComplete();
 
   asio::any_io_executor executor_;
@@ -113,7 +159,10 @@ class GraceController {
   size_t expected_ = 0;
   // LockManager::DroppedRestoredCount() when the window opened.
   uint64_t dropped_before_ = 0;
+  rpc::TaskGate tasks_;
   bool stopped_ = false;
+  bool end_reported_ = false;
+  GraceEvents events_;
   std::optional<asio::steady_timer> timer_;
 };
 

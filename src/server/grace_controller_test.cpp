@@ -8,11 +8,12 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
-
-#include <unistd.h>
+#include <string>
+#include <vector>
 
 #include <asio/io_context.hpp>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "base/clock.hpp"
 #include "lock/test_util.hpp"
@@ -24,9 +25,9 @@ namespace nlockd::server {
 namespace {
 
 using lock::LockStatus;
+using lock::LockType;
 using lock::testing::Reclaim;
 using lock::testing::Req;
-using lock::LockType;
 using nlm::JournalEntry;
 using std::chrono::seconds;
 
@@ -39,6 +40,9 @@ store::Registration Monitored(const std::string& mon_name) {
 
 class GraceControllerTest : public ::testing::Test {
  protected:
+  // Nothing the controller spawned may outlive it.
+  void TearDown() override { EXPECT_TRUE(testutil::RunCoroutine(io_, controller_.Shutdown())); }
+
   // Before the "crash": a holds f [0,10) and [20,30), b holds g [0,10); all journaled.
   void PersistPreCrashTable() {
     ManualClock before_clock;
@@ -57,8 +61,7 @@ class GraceControllerTest : public ::testing::Test {
     return loaded;
   }
 
-  void Begin(GracePlan::Kind kind, std::vector<std::string> monitored = {"10.0.0.1",
-                                                                         "10.0.0.2"}) {
+  void Begin(GracePlan::Kind kind, std::vector<std::string> monitored = {"10.0.0.1", "10.0.0.2"}) {
     controller_.set_journal(&journal_);
     controller_.Begin(GracePlan{kind, "test"}, Loaded(std::move(monitored)));
   }
@@ -98,13 +101,16 @@ class GraceControllerTest : public ::testing::Test {
   StoreLockJournal journal_{locks_, *store_};
   lock::Grants grants_sent_;
   bool round_active_ = false;
-  GraceController controller_{
-      io_.get_executor(), clock_, locks_, *store_,
-      GraceHooks{[this](lock::Grants grants) {
-                   grants_sent_.insert(grants_sent_.end(), grants.begin(), grants.end());
-                 },
-                 [this] { return round_active_; }},
-      Options()};
+  GraceController controller_{io_.get_executor(),
+                              clock_,
+                              locks_,
+                              *store_,
+                              GraceHooks{[this](lock::Grants grants) {
+                                           grants_sent_.insert(grants_sent_.end(), grants.begin(),
+                                                               grants.end());
+                                         },
+                                         [this] { return round_active_; }},
+                              Options()};
   const lock::FileKey f_{"fh1"};
   const lock::FileKey g_{"fh2"};
   const lock::LockOwner a_{lock::HostId("10.0.0.1"), 7, lock::OwnerHandle("7@a")};
@@ -203,6 +209,95 @@ TEST_F(GraceControllerTest, RestoredLocksReleasedByAHostRebootAreDroppedNotRecla
   EXPECT_EQ(controller_.dropped(), 2u) << "a's two restored locks";
 }
 
+// What the controller reported, rendered for comparison.
+class GraceEventsTest : public GraceControllerTest {
+ protected:
+  GraceEventsTest() {
+    controller_.set_events(GraceEvents{
+        [this](const GraceStartedEvent& e) {
+          events_.push_back("started mode=" + std::string(lock::ToString(e.mode)) +
+                            " seconds=" + std::to_string(e.duration.count()) +
+                            " reason=" + e.reason + " locks=" + std::to_string(e.restored_locks) +
+                            " shares=" + std::to_string(e.restored_shares) +
+                            " awaiting=" + std::to_string(e.awaiting_reclaim));
+        },
+        [this](const GraceEndedEvent& e) {
+          events_.push_back("ended reason=" + std::string(lock::ToString(e.reason)) +
+                            " reclaimed=" + std::to_string(e.reclaimed) +
+                            " dropped=" + std::to_string(e.dropped) + " seconds=" +
+                            std::to_string(std::chrono::duration_cast<seconds>(e.lasted).count()));
+        }});
+  }
+
+  std::vector<std::string> events_;
+};
+
+TEST_F(GraceEventsTest, StartAndEarlyEndAreReportedWithTheirCounts) {
+  PersistPreCrashTable();
+  Begin(GracePlan::Kind::kFineGrained, {"10.0.0.1"});  // b is not monitored: dropped at once.
+  ASSERT_EQ(events_, (std::vector<std::string>{
+                         "started mode=fine-grained seconds=90 reason=test locks=3 shares=0 "
+                         "awaiting=2"}));
+  clock_.Advance(seconds(3));
+  EXPECT_EQ(locks_.Lock(Reclaim(f_, a_, 0, 10)).status, LockStatus::kGranted);
+  EXPECT_EQ(locks_.Lock(Reclaim(f_, a_, 20, 10)).status, LockStatus::kGranted);
+  ASSERT_TRUE(RunUntil([&] { return events_.size() == 2; }));
+  EXPECT_EQ(events_[1], "ended reason=all-reclaimed reclaimed=2 dropped=1 seconds=3");
+  RunFor(std::chrono::milliseconds(20));
+  EXPECT_EQ(events_.size(), 2u);  // Once.
+}
+
+TEST_F(GraceEventsTest, TheTimersEndIsReported) {
+  PersistPreCrashTable();
+  Begin(GracePlan::Kind::kFineGrained);
+  clock_.Advance(seconds(91));
+  ASSERT_TRUE(RunUntil([&] { return events_.size() == 2; }));
+  EXPECT_EQ(events_[1], "ended reason=timer reclaimed=0 dropped=3 seconds=91");
+}
+
+TEST_F(GraceEventsTest, TheAdminsEndIsReportedAtOnceAndOnlyOnce) {
+  PersistPreCrashTable();
+  Begin(GracePlan::Kind::kFineGrained);
+  EXPECT_EQ(locks_.Lock(Reclaim(g_, b_, 0, 10)).status, LockStatus::kGranted);
+  ASSERT_TRUE(controller_.End(lock::GraceEndReason::kAdmin));
+  // Before the watcher ran: the admin API's caller hears of it in the same turn.
+  ASSERT_EQ(events_.size(), 2u);
+  EXPECT_EQ(events_[1], "ended reason=admin reclaimed=1 dropped=2 seconds=0");
+  RunFor(std::chrono::milliseconds(20));
+  EXPECT_EQ(events_.size(), 2u);
+}
+
+TEST_F(GraceEventsTest, NoWindowReportsNothing) {
+  Begin(GracePlan::Kind::kNone);
+  RunFor(std::chrono::milliseconds(20));
+  EXPECT_TRUE(events_.empty());
+}
+
+TEST_F(GraceEventsTest, AWindowOpenAtShutdownReportsNoEnd) {
+  PersistPreCrashTable();
+  Begin(GracePlan::Kind::kFineGrained);
+  ASSERT_EQ(events_.size(), 1u);
+  controller_.Stop();
+  clock_.Advance(seconds(91));
+  RunFor(std::chrono::milliseconds(20));
+  EXPECT_EQ(events_.size(), 1u);
+}
+
+TEST_F(GraceControllerTest, ShutdownLeavesNoCoroutineBehindAndGraceAsItIs) {
+  PersistPreCrashTable();
+  Begin(GracePlan::Kind::kFineGrained);
+  RunFor(std::chrono::milliseconds(5));
+  EXPECT_TRUE(testutil::RunCoroutine(io_, controller_.Shutdown()));
+  EXPECT_TRUE(locks_.grace().IsActive());
+  EXPECT_EQ(locks_.AwaitingReclaimCount(), 3u);
+  // The watcher is gone: nothing is left for the executor, and the timer ends nothing.
+  io_.restart();
+  EXPECT_EQ(io_.poll(), 0u);
+  clock_.Advance(seconds(91));
+  RunFor(std::chrono::milliseconds(10));
+  EXPECT_EQ(PersistedLocksOf("10.0.0.1"), 2u);
+}
+
 TEST_F(GraceControllerTest, NoGraceClearsTheStaleTable) {
   PersistPreCrashTable();
   Begin(GracePlan::Kind::kNone);
@@ -282,6 +377,7 @@ TEST_F(ClassicGraceControllerTest, EndsEarlyOnlyAfterTheNotificationsAndTheFloor
   EXPECT_EQ(locks.grace().last_end_reason(), lock::GraceEndReason::kAllReclaimed);
   for (int i = 0; i < 500 && journal.restored_pending() > 0; ++i) run(5);
   run(50);  // MarkLockTableComplete follows the settle.
+  EXPECT_TRUE(testutil::RunCoroutine(io, controller.Shutdown()));
   store.reset();
   // The next start trusts the table again (process crash on the same boot).
   EXPECT_TRUE(Open("boot-2")->startup().lock_table_complete);
