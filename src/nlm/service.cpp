@@ -422,7 +422,12 @@ asio::awaitable<void> NlmService::Shutdown() {
   for (auto& [id, record] : waiters_) {
     if (record->ack) record->ack->timer.cancel();
   }
-  co_await gate_.WaitEmpty(std::chrono::seconds(5));
+  // Woken, a callback or _RES call still finishes the outbound call it is in: wait longer than
+  // its deadline, so that no coroutine resumes into a destroyed service.
+  const auto longest = std::max(options_.callback_deadline, options_.res_deadline);
+  if (!co_await gate_.WaitEmpty(longest + std::chrono::seconds(1))) {
+    spdlog::error("nlm: {} callbacks still running after shutdown", gate_.count());
+  }
 }
 
 }  // namespace nlockd::nlm

@@ -138,7 +138,8 @@ class NlmService {
   // actions).
   void SendGrants(lock::Grants grants);
 
-  // Stops spawning callbacks and waits for those in flight (bounded).
+  // Stops spawning callbacks, wakes those waiting and waits for them: at most the longer of
+  // callback_deadline and res_deadline, plus a second (an outbound call in progress finishes).
   asio::awaitable<void> Shutdown();
 
   const NlmStats& stats() const { return stats_; }

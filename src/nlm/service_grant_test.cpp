@@ -1,6 +1,7 @@
 // GRANTED callbacks of blocked locks: the per-waiter record (version, caller, address), the
 // cookie and who may answer it, callbacks that stop once their grant is gone, and how each grant
 // is counted (acknowledged, refused, failed).
+#include <asio/co_spawn.hpp>
 #include <gtest/gtest.h>
 
 #include "nlm/service.hpp"
@@ -174,6 +175,35 @@ TEST_F(NlmPendingGrantTest, AnotherOwnersCancelLeavesTheCallbackRunning) {
   service_->GrantedRes(b_, nlm4_res{GrantedArgs(caller_.sent[0]).cookie, NLM4_GRANTED});
   RunFor(std::chrono::milliseconds(20));
   EXPECT_EQ(service_->stats().callbacks_acknowledged, 1u);
+}
+
+TEST_F(NlmServiceTest, ShutdownDuringAGrantedMsgCallDoesNotWaitForItsGrantedRes) {
+  NlmOptions options = TestOptions();
+  options.callback_deadline = std::chrono::seconds(30);
+  MakeService(options);
+  auto a = From("192.0.2.1"), b = From("192.0.2.2");
+  auto held = LockArgs("client-a", 1, 0, 10);
+  ASSERT_EQ(Lock(a, held).stat, NLM4_GRANTED);
+  ASSERT_EQ(Lock(b, LockArgs("client-b", 2, 0, 10, true)).stat, NLM4_BLOCKED);
+  // Shutdown runs up to its wait while the GRANTED_MSG call is out (on another context, so
+  // that it runs inside the call); the call then comes back answered.
+  asio::io_context elsewhere;
+  bool shut_down = false;
+  caller_.on_call = [&](const FakeCaller::Sent&) {
+    asio::co_spawn(elsewhere, service_->Shutdown(), [&](std::exception_ptr) { shut_down = true; });
+    elsewhere.poll();
+  };
+  Unlock(a, held);
+  const auto started = std::chrono::steady_clock::now();
+  for (int i = 0; i < 1400 && !shut_down; ++i) {
+    RunFor(std::chrono::milliseconds(5));
+    elsewhere.restart();
+    elsewhere.poll();
+  }
+  EXPECT_TRUE(shut_down);
+  // Not the 30 s a GRANTED_RES would have been awaited.
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(2));
+  EXPECT_EQ(caller_.sent.size(), 1u);
 }
 
 TEST_F(NlmServiceTest, ReleasingAHostByNameReportsItsStateAndTheWaitersItGranted) {

@@ -132,7 +132,9 @@ asio::awaitable<void> NlmService::DeliverGrant(lock::WaiterGrant grant,
       ack->awaiting_res = true;
       rpc::CallResult sent =
           co_await caller_.Call(client, version, NLM_GRANTED_MSG, body, options_.callback_deadline);
-      if (sent.status == rpc::CallStatus::kOk && !ack->stat && GrantStillPending(id)) {
+      // Not after Shutdown() woke the callbacks: a new wait would outlast its drain.
+      if (sent.status == rpc::CallStatus::kOk && !ack->stat && GrantStillPending(id) &&
+          !gate_.closed()) {
         ack->timer.expires_after(options_.callback_deadline);
         co_await ack->timer.async_wait(rpc::kUseTuple);
       }
