@@ -183,8 +183,11 @@ int UdpNull(uint16_t port, uint32_t program, uint32_t version) {
 TEST(LockService, ServesOnlyTheProgramsItIsToldTo) {
   Options options = MemoryOptions();
   options.serve_nlm = false;  // In place of rpc.statd beside a kernel lockd.
+  options.grace = std::chrono::seconds(60);
   LockService service(options);
   service.Start();
+  EXPECT_FALSE(service.GetStatus().grace_active) << "no locks, no grace";
+  options.grace = std::chrono::seconds(0);
   std::vector<ProgramVersion> programs = service.Programs();
   ASSERT_EQ(programs.size(), 1u);
   EXPECT_EQ(programs[0].program, kNsmProgram);

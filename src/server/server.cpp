@@ -303,7 +303,10 @@ void Core::Serve(int32_t state, store::LoadedState loaded) {
   std::vector<nsm::NotifyTarget> owed;
   for (const auto& row : loaded.notify_owed) owed.push_back({row.mon_name, row.address});
   // Restored locks are in place and the window open before the first request is read.
-  const GracePlan plan = DecideGrace(store_->startup(), loaded, options_.grace);
+  // Grace is NLM's: a status monitor alone (serve = nsm) has no locks for clients to reclaim.
+  const GracePlan plan = options_.serve_nlm
+                             ? DecideGrace(store_->startup(), loaded, options_.grace)
+                             : GracePlan{GracePlan::Kind::kNone, "NLM is not served here"};
   grace_.Begin(plan, loaded);
   loaded = {};
   if (plan.mode() && events_.grace_started) {
