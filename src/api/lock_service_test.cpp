@@ -3,6 +3,7 @@
 // run by several threads, calls refused before Start and after Shutdown, bad input).
 #include "nlockd/lock_service.hpp"
 
+#include <filesystem>
 #include <future>
 #include <thread>
 #include <vector>
@@ -224,6 +225,36 @@ TEST(LockService, NsmOnAListenerOfItsOwn) {
   nsm_only.serve_nlm = false;
   LockService statd(nsm_only);
   EXPECT_THROW(statd.Listen("127.0.0.1", 0, {kNlmProgram}), std::runtime_error);
+}
+
+TEST(LockService, ANewStoreContinuesFromRpcStatdsStateNumber) {
+  char path[] = "/tmp/nlockd-statd-state-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const int32_t statd_state = 41;  // rpc.statd's file: one host-order int32.
+  ASSERT_EQ(write(fd, &statd_state, sizeof statd_state), static_cast<ssize_t>(sizeof statd_state));
+  close(fd);
+  setenv("NLOCKD_STATD_STATE_FILE", path, 1);
+  char dir[] = "/tmp/nlockd-store-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string db = std::string(dir) + "/nlockd.db";
+  Options options = MemoryOptions();
+  options.serve_nlm = false;
+  options.store = "sqlite:" + db;
+  {
+    LockService service(options);
+    service.Start();
+    // Peers knew the host at 41: our first notification must be newer.
+    EXPECT_EQ(service.GetStatus().state_number, 43);
+  }
+  {
+    LockService again(options);  // Not a new store: its own number goes on.
+    again.Start();
+    EXPECT_EQ(again.GetStatus().state_number, 45);
+  }
+  unsetenv("NLOCKD_STATD_STATE_FILE");
+  unlink(path);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

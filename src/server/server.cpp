@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <random>
 
 #include <asio/co_spawn.hpp>
@@ -104,6 +105,21 @@ GraceControllerOptions GraceOptionsFrom(const nlockd::Options& options) {
   out.persist_locks = options.persist_locks;
   out.drop_unreachable = options.notify_drop_unreachable;
   return out;
+}
+
+// Where rpc.statd keeps the host's NSM state number (nfs-utils' default; a host int32).
+constexpr const char* kStatdStateFile = "/var/lib/nfs/state";
+// At most this many bumps to catch up with rpc.statd's number: beyond, the file is not trusted.
+constexpr int kMaxStateCatchUp = 100'000;
+
+// rpc.statd's last state number on this host, if it left one.
+std::optional<int32_t> StatdState() {
+  // Tests point it elsewhere, as they fake a reboot with NLOCKD_BOOT_ID.
+  const char* path = std::getenv("NLOCKD_STATD_STATE_FILE");
+  std::ifstream file(path != nullptr ? path : kStatdStateFile, std::ios::binary);
+  int32_t state = 0;
+  if (!file.read(reinterpret_cast<char*>(&state), sizeof state)) return std::nullopt;
+  return state;
 }
 
 nlockd::Options Completed(nlockd::Options options) {
@@ -293,10 +309,32 @@ void Core::Start() {
   // thread, so that a store that cannot be read fails Start(); nothing on the executor touches
   // NSM or lock state until the rest runs there.
   int32_t state = store_->BumpState();
+  if (options_.serve_nsm && store_->startup().persistent && store_->startup().first_run) {
+    state = ContinueStatdState(state);
+  }
   auto loaded = std::make_shared<store::LoadedState>(store_->LoadAll());
   nsm_.Load(state, loaded->registrations);
   admin_backend_.MarkStoreLoaded();
   asio::post(executor_, [this, state, loaded] { Serve(state, std::move(*loaded)); });
+}
+
+int32_t Core::ContinueStatdState(int32_t state) {
+  // A new store on a host that ran rpc.statd: peers know the host by rpc.statd's state number
+  // and ignore a notification that is not newer, so the first one must pass it.
+  const std::optional<int32_t> statd = StatdState();
+  if (!statd || !nsm::StateIsNewer(*statd, state)) return state;
+  const int32_t first = state;
+  for (int bumps = 0; !nsm::StateIsNewer(state, *statd); ++bumps) {
+    if (bumps == kMaxStateCatchUp) {
+      spdlog::warn("nsm state {} of {} not passed after {} steps; staying at {}", *statd,
+                   kStatdStateFile, kMaxStateCatchUp, state);
+      return state;
+    }
+    state = store_->BumpState();
+  }
+  spdlog::info("nsm state continues from rpc.statd's {} ({}): {} -> {}", *statd,
+               kStatdStateFile, first, state);
+  return state;
 }
 
 void Core::Serve(int32_t state, store::LoadedState loaded) {

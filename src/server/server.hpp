@@ -112,6 +112,9 @@ class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
   void HostRebooted(const std::string& mon_name, int32_t state) override;
 
  private:
+  // A new store on a host where rpc.statd ran: moves the state past rpc.statd's last one
+  // (its state file), so that peers take our notifications as news. Returns the state.
+  int32_t ContinueStatdState(int32_t state);
   // The part of Start() that runs on the executor.
   void Serve(int32_t state, store::LoadedState loaded);
   // SM_NOTIFY(our name, state) to every distinct monitored host and every host still owed one
