@@ -365,9 +365,14 @@ void Core::Serve(int32_t state, store::LoadedState loaded) {
   if (options_.rpcbind_register) {
     for (const auto& server : rpc_servers_) {
       registered_ = true;
+      // The listener's family decides the netids ("::" adds tcp6 and udp6); an IPv4 listener
+      // is registered at the wildcard address, as rpc.statd and lockd register theirs.
+      const asio::ip::address address = server->address().is_v4()
+                                             ? asio::ip::address(asio::ip::address_v4::any())
+                                             : server->address();
       asio::co_spawn(executor_,
                      RegisterWithRpcbind(ServedBy(server->programs()),
-                                         rpc::RpcbindListener{server->address(), server->port()}),
+                                         rpc::RpcbindListener{address, server->port()}),
                      asio::detached);
     }
     if (rpc_servers_.empty() && options_.advertised_port != 0) {
