@@ -58,17 +58,18 @@ asio::awaitable<bool> StatdMonitor::Monitor(MonitorRequest request) {
     co_return false;
   }
   rpc::CallOptions call;
-  call.deadline = std::max(options_.deadline - std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                   std::chrono::steady_clock::now() - start),
-                           std::chrono::milliseconds(1));
+  call.deadline =
+      std::max(options_.deadline - std::chrono::duration_cast<std::chrono::milliseconds>(
+                                       std::chrono::steady_clock::now() - start),
+               std::chrono::milliseconds(1));
   // As a kernel lockd or Ganesha running as root calls: some status monitors trust only that.
   call.source = rpc::SourcePort::Reserved();
   // Named first: g++ 12 double-destroys temporaries in a co_await operand
   // (docs/decisions/0001-toolchain-pitfalls.md).
   rpc::CallTarget statd{"127.0.0.1", *port, rpc::Transport::kUdp};
   std::vector<uint8_t> args = EncodeSmMon(request.host, options_.my_name, request.address);
-  rpc::CallResult result = co_await client_.Call(std::move(statd), kSmProg, kSmVers, kSmMon,
-                                                 std::move(args), call);
+  rpc::CallResult result =
+      co_await client_.Call(std::move(statd), kSmProg, kSmVers, kSmMon, std::move(args), call);
   int32_t stat = -1;
   int32_t state = 0;
   if (result.status == rpc::CallStatus::kOk) {

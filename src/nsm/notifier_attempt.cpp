@@ -98,7 +98,8 @@ asio::awaitable<Notifier::AttemptResult> Notifier::Attempt(NotifyAttempt attempt
     target.transport = rpc::Transport::kTcp;
     rpc::CallOptions call_options;
     call_options.deadline = left;
-    if (options_.source_port != 0) call_options.source = rpc::SourcePort::Fixed(options_.source_port);
+    if (options_.source_port != 0)
+      call_options.source = rpc::SourcePort::Fixed(options_.source_port);
     reply =
         co_await client_.Call(target, SM_PROG, SM_VERS, SM_NOTIFY, std::move(args), call_options);
   } else {

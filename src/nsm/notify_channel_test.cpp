@@ -158,8 +158,8 @@ TEST_F(NotifyChannelTest, ASourcePortInUseFallsBackToAnother) {
   rpc::TaskGate gate(io_.get_executor());
   NotifyChannel channel(io_.get_executor(), gate, holder.local_endpoint().port());
   asio::co_spawn(io_, EchoSourcePort(peer_), asio::detached);
-  rpc::CallResult result = testutil::RunCoroutine(
-      io_, CallWith(channel, peer_.local_endpoint(), 1, milliseconds(2000)));
+  rpc::CallResult result =
+      testutil::RunCoroutine(io_, CallWith(channel, peer_.local_endpoint(), 1, milliseconds(2000)));
   ASSERT_EQ(result.status, rpc::CallStatus::kOk) << result.detail;
   xdr::Decoder dec(result.body);
   uint32_t seen = 0;

@@ -196,10 +196,10 @@ Core::Core(asio::any_io_executor executor, nlockd::Options options)
       nsm_(executor_, *store_, status_caller_, *this, NsmOptionsFrom(options_), &name_resolver_),
       notifier_(executor_, client_, *store_, clock_, NotifierOptionsFrom(options_)),
       nlm_caller_(client_),
-      statd_monitor_(client_, bridge_,
-                     nlm::StatdMonitorOptions{options_.name, options_.rpcbind_host,
-                                              options_.rpcbind_port,
-                                              options_.nsm_callback_timeout}),
+      statd_monitor_(
+          client_, bridge_,
+          nlm::StatdMonitorOptions{options_.name, options_.rpcbind_host, options_.rpcbind_port,
+                                   options_.nsm_callback_timeout}),
       nlm_(executor_, locks_,
            options_.serve_nsm ? static_cast<nlm::HostMonitor&>(bridge_) : statd_monitor_,
            nlm_caller_, NlmOptionsFrom(options_)),
@@ -332,8 +332,8 @@ int32_t Core::ContinueStatdState(int32_t state) {
     }
     state = store_->BumpState();
   }
-  spdlog::info("nsm state continues from rpc.statd's {} ({}): {} -> {}", *statd,
-               kStatdStateFile, first, state);
+  spdlog::info("nsm state continues from rpc.statd's {} ({}): {} -> {}", *statd, kStatdStateFile,
+               first, state);
   return state;
 }
 
@@ -368,8 +368,8 @@ void Core::Serve(int32_t state, store::LoadedState loaded) {
       // The listener's family decides the netids ("::" adds tcp6 and udp6); an IPv4 listener
       // is registered at the wildcard address, as rpc.statd and lockd register theirs.
       const asio::ip::address address = server->address().is_v4()
-                                             ? asio::ip::address(asio::ip::address_v4::any())
-                                             : server->address();
+                                            ? asio::ip::address(asio::ip::address_v4::any())
+                                            : server->address();
       asio::co_spawn(executor_,
                      RegisterWithRpcbind(ServedBy(server->programs()),
                                          rpc::RpcbindListener{address, server->port()}),
@@ -419,8 +419,8 @@ void Core::StartNotificationRound(int32_t state, std::vector<nsm::NotifyTarget> 
   notifier_.StartRound(options_.name, state, std::move(targets));
 }
 
-asio::awaitable<void> Core::RegisterWithRpcbind(
-    std::vector<std::pair<uint32_t, uint32_t>> programs, rpc::RpcbindListener listener) {
+asio::awaitable<void> Core::RegisterWithRpcbind(std::vector<std::pair<uint32_t, uint32_t>> programs,
+                                                rpc::RpcbindListener listener) {
   co_await rpcbind_.Register(std::move(programs), listener);
 }
 

@@ -50,8 +50,8 @@ class Roles : public ::testing::Test {
   // nlockd on the server host with `args`; waits for it to listen and register `programs`
   // version pairs with the server's rpcbind.
   testutil::Subprocess* StartNlockd(std::vector<std::string> args, int pairs) {
-    std::vector<std::string> argv{NLOCKD_BINARY, "--grace", "0", "--admin-listen", "127.0.0.1:0",
-                                  "--name", Server()};
+    std::vector<std::string> argv{NLOCKD_BINARY, "--grace", "0",     "--admin-listen",
+                                  "127.0.0.1:0", "--name",  Server()};
     argv.insert(argv.end(), args.begin(), args.end());
     testutil::Subprocess* process = hosts_->StartOnServer(argv);
     EXPECT_TRUE(process->WaitForLine(std::regex("nlockd listening"), kWait)) << process->output();
@@ -137,10 +137,10 @@ TEST_F(Roles, NlmAloneMonitorsClientsThroughRpcStatd) {
 }
 
 TEST_F(Roles, NlmAloneBesideNlockdServingNsmAlone) {
-  testutil::Subprocess* nsm = StartNlockd(
-      {"--serve", "nsm", "--listen", "0.0.0.0:4046", "--store", "sqlite:" + dir_.path() + "/nsm.db",
-       "--log-level", "debug"},
-      1);
+  testutil::Subprocess* nsm =
+      StartNlockd({"--serve", "nsm", "--listen", "0.0.0.0:4046", "--store",
+                   "sqlite:" + dir_.path() + "/nsm.db", "--log-level", "debug"},
+                  1);
   testutil::Subprocess* nlm =
       StartNlockd({"--serve", "nlm", "--listen", "0.0.0.0:4045", "--store", "memory:"}, 3);
   EXPECT_EQ(RegisteredPort(100024, 1), 4046);
@@ -150,15 +150,15 @@ TEST_F(Roles, NlmAloneBesideNlockdServingNsmAlone) {
       hosts_->RunOnServer({NLM_CLIENT_BINARY, "--server", "127.0.0.1", "--port", "4046", "null"});
   ASSERT_EQ(lines.size(), 1u) << status;
   EXPECT_EQ(lines[0].rfind("null rpc_error=8 ", 0), 0u) << lines[0];
-  EXPECT_EQ(hosts_->RunOnServer({NLM_CLIENT_BINARY, "--server", "127.0.0.1", "--port", "4045",
-                                 "null"})
-                .second,
-            (std::vector<std::string>{"null ok"}));
+  EXPECT_EQ(
+      hosts_->RunOnServer({NLM_CLIENT_BINARY, "--server", "127.0.0.1", "--port", "4045", "null"})
+          .second,
+      (std::vector<std::string>{"null ok"}));
   LockIsReleasedByTheClientsReboot(nlm, [&] {
     // my_id = (nlockd's name, NLM version 4, procedure 16), mon_name = NLM's host key.
-    EXPECT_TRUE(nsm->WaitForLine(std::regex("nsm monitoring mon_name=" + Client() + " for " +
-                                            Server() + "/100021/4/16"),
-                                 kWait))
+    EXPECT_TRUE(nsm->WaitForLine(
+        std::regex("nsm monitoring mon_name=" + Client() + " for " + Server() + "/100021/4/16"),
+        kWait))
         << nsm->output();
   });
   // The status callback went out from a privileged port: NLM accepted it (above), and the NSM
@@ -198,8 +198,8 @@ TEST_F(Roles, NlmAloneRestartReachesTheClientsStatd) {
   ASSERT_EQ(mon.size(), 1u) << status;
   ASSERT_EQ(mon[0].rfind("mon res=succ", 0), 0u) << mon[0] << statd->output();
 
-  const std::vector<std::string> args{"--serve", "nlm", "--listen", "0.0.0.0:4045", "--store",
-                                      "sqlite:" + dir_.path() + "/nlm.db"};
+  const std::vector<std::string> args{
+      "--serve", "nlm", "--listen", "0.0.0.0:4045", "--store", "sqlite:" + dir_.path() + "/nlm.db"};
   testutil::Subprocess* nlm = StartNlockd(args, 3);
   EXPECT_EQ(NlmFromClient("lock fh=roles caller=client-1 oh=a svid=1 state=3"),
             (std::vector<std::string>{"lock stat=granted"}));
