@@ -10,7 +10,6 @@
 #include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
-
 #include <spdlog/spdlog.h>
 
 #include "rpc/record_marking.hpp"

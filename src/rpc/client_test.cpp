@@ -1,13 +1,13 @@
 #include "rpc/client.hpp"
 
+#include <fstream>
+
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/ip/udp.hpp>
 #include <gtest/gtest.h>
-#include <fstream>
-
 #include <sys/wait.h>
 #include <unistd.h>
 
