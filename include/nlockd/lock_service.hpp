@@ -53,10 +53,17 @@ class NLOCKD_EXPORT LockService {
   // Replaces the event callbacks. REQUIRES: before Start().
   void SetEventHandlers(EventHandlers handlers);
 
-  // Serves NLM and NSM itself over TCP and UDP on `address:port` (port 0 picks a free one for
-  // both), for hosts without a transport; the daemon does this. May be called once, before
-  // Start(). Returns the bound port; throws std::runtime_error if it cannot bind.
+  // Serves NLM and NSM (those of them Options::serve_nlm and serve_nsm name) itself over TCP and
+  // UDP on `address:port` (port 0 picks a free one for both), for hosts without a transport;
+  // the daemon does this. Before Start(). Returns the bound port; throws std::runtime_error if
+  // it cannot bind.
   uint16_t Listen(const std::string& address, uint16_t port);
+  // The same for some of the programs served (kNlmProgram, kNsmProgram): a call to another one
+  // is answered PROG_UNAVAIL there, and only these are registered with rpcbind at that port.
+  // May be called once per listener, so that NSM has a port of its own as rpc.statd does.
+  // Throws std::runtime_error also when none of `programs` is served (Options::serve_nlm,
+  // serve_nsm).
+  uint16_t Listen(const std::string& address, uint16_t port, std::vector<uint32_t> programs);
   // Serves NLM and NSM on sockets the host made: a bound, listening TCP socket and a bound UDP
   // socket on the same port. The service owns both from now on. REQUIRES: before Start().
   uint16_t ListenOnSockets(int tcp_listen_fd, int udp_fd);

@@ -183,6 +183,12 @@ uint16_t LockService::Listen(const std::string& address, uint16_t port) {
   return impl_->core().Listen(address, port);
 }
 
+uint16_t LockService::Listen(const std::string& address, uint16_t port,
+                             std::vector<uint32_t> programs) {
+  if (programs.empty()) throw std::runtime_error("Listen: no program named");
+  return impl_->core().Listen(address, port, std::move(programs));
+}
+
 uint16_t LockService::ListenOnSockets(int tcp_listen_fd, int udp_fd) {
   return impl_->core().ListenOnSockets(tcp_listen_fd, udp_fd);
 }

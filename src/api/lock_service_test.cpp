@@ -3,6 +3,7 @@
 // run by several threads, calls refused before Start and after Shutdown, bad input).
 #include "nlockd/lock_service.hpp"
 
+#include <filesystem>
 #include <future>
 #include <thread>
 #include <vector>
@@ -159,6 +160,101 @@ TEST(LockService, ReportsGraceAndTheAdminApiWithoutHttp) {
   EXPECT_EQ(ended.status, 200) << ended.body;
   EXPECT_EQ(LockFor(service, "host").result, LockResult::kGranted);
   EXPECT_EQ(service.HandleAdminRequest({"GET", "/api/v1/nothing", "", ""}).status, 404);
+}
+
+// A NULL call over UDP to 127.0.0.1:port; the reply's accept_stat, or -1 without a reply.
+int UdpNull(uint16_t port, uint32_t program, uint32_t version) {
+  std::vector<uint32_t> words{42, 0, 2, program, version, 0, 0, 0, 0, 0};
+  for (uint32_t& word : words) word = htonl(word);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(port);
+  const int client = socket(AF_INET, SOCK_DGRAM, 0);
+  timeval timeout{10, 0};
+  setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  sendto(client, words.data(), words.size() * 4, 0, reinterpret_cast<sockaddr*>(&address),
+         sizeof address);
+  uint32_t reply[8] = {};
+  const ssize_t got = recv(client, reply, sizeof reply, 0);
+  close(client);
+  return got >= 24 ? static_cast<int>(ntohl(reply[5])) : -1;
+}
+
+TEST(LockService, ServesOnlyTheProgramsItIsToldTo) {
+  Options options = MemoryOptions();
+  options.serve_nlm = false;  // In place of rpc.statd beside a kernel lockd.
+  options.grace = std::chrono::seconds(60);
+  LockService service(options);
+  service.Start();
+  EXPECT_FALSE(service.GetStatus().grace_active) << "no locks, no grace";
+  options.grace = std::chrono::seconds(0);
+  std::vector<ProgramVersion> programs = service.Programs();
+  ASSERT_EQ(programs.size(), 1u);
+  EXPECT_EQ(programs[0].program, kNsmProgram);
+  EXPECT_EQ(Handle(service, NullCall(kNlmProgram, 4)).accept_stat, 1u);  // PROG_UNAVAIL
+  EXPECT_EQ(Handle(service, NullCall(kNsmProgram, 1)).accept_stat, 0u);
+  service.Shutdown();
+
+  options.serve_nlm = true;
+  options.serve_nsm = false;
+  LockService nlm_only(options);
+  nlm_only.Start();
+  EXPECT_EQ(Handle(nlm_only, NullCall(kNsmProgram, 1)).accept_stat, 1u);
+  EXPECT_EQ(Handle(nlm_only, NullCall(kNlmProgram, 4)).accept_stat, 0u);
+  nlm_only.Shutdown();
+
+  options.serve_nlm = false;
+  EXPECT_THROW(LockService{options}, std::runtime_error);
+}
+
+TEST(LockService, NsmOnAListenerOfItsOwn) {
+  LockService service(MemoryOptions());
+  const uint16_t nlm_port = service.Listen("127.0.0.1", 0, {kNlmProgram});
+  const uint16_t nsm_port = service.Listen("127.0.0.1", 0, {kNsmProgram});
+  service.Start();
+  ASSERT_NE(nlm_port, nsm_port);
+  EXPECT_EQ(service.port(), nlm_port);
+  EXPECT_EQ(UdpNull(nlm_port, kNlmProgram, 4), 0);
+  EXPECT_EQ(UdpNull(nlm_port, kNsmProgram, 1), 1);  // PROG_UNAVAIL
+  EXPECT_EQ(UdpNull(nsm_port, kNsmProgram, 1), 0);
+  EXPECT_EQ(UdpNull(nsm_port, kNlmProgram, 4), 1);
+  service.Shutdown();
+
+  Options nsm_only = MemoryOptions();
+  nsm_only.serve_nlm = false;
+  LockService statd(nsm_only);
+  EXPECT_THROW(statd.Listen("127.0.0.1", 0, {kNlmProgram}), std::runtime_error);
+}
+
+TEST(LockService, ANewStoreContinuesFromRpcStatdsStateNumber) {
+  char path[] = "/tmp/nlockd-statd-state-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const int32_t statd_state = 41;  // rpc.statd's file: one host-order int32.
+  ASSERT_EQ(write(fd, &statd_state, sizeof statd_state), static_cast<ssize_t>(sizeof statd_state));
+  close(fd);
+  setenv("NLOCKD_STATD_STATE_FILE", path, 1);
+  char dir[] = "/tmp/nlockd-store-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string db = std::string(dir) + "/nlockd.db";
+  Options options = MemoryOptions();
+  options.serve_nlm = false;
+  options.store = "sqlite:" + db;
+  {
+    LockService service(options);
+    service.Start();
+    // Peers knew the host at 41: our first notification must be newer.
+    EXPECT_EQ(service.GetStatus().state_number, 43);
+  }
+  {
+    LockService again(options);  // Not a new store: its own number goes on.
+    again.Start();
+    EXPECT_EQ(again.GetStatus().state_number, 45);
+  }
+  unsetenv("NLOCKD_STATD_STATE_FILE");
+  unlink(path);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "base/clock.hpp"
 #include "nsm/notify_channel.hpp"
 #include "nsm/notify_schedule.hpp"
+#include "nsm/notify_targets.hpp"
 #include "nsm/registry.hpp"
 #include "rpc/call_context.hpp"
 #include "rpc/task_gate.hpp"
@@ -32,15 +33,6 @@ struct LoadedState;
 // The restart notifier: after a state bump, SM_NOTIFY(our name, state) to the statd of every
 // monitored host, in parallel, retried with backoff.
 namespace nlockd::nsm {
-
-// A host to notify. address: an IP literal, or empty to resolve mon_name (asynchronously, within
-// the attempt's deadline).
-struct NotifyTarget {
-  std::string mon_name;
-  std::string address;
-
-  friend bool operator==(const NotifyTarget&, const NotifyTarget&) = default;
-};
 
 // At namespace scope: g++ 12 cannot default-construct a nested struct with member initialisers
 // in a default argument (docs/decisions/0001-toolchain-pitfalls.md, item 5).
@@ -72,6 +64,9 @@ struct NotifierOptions {
   rpc::Transport statd_transport = rpc::Transport::kUdp;
   // Where peers' portmappers listen (111; tests move it).
   uint16_t rpcbind_port = 111;
+  // Non-zero: the source port of every call (rpcbind and SM_NOTIFY, UDP and TCP), for
+  // firewalls (rpc.statd's --outgoing-port).
+  uint16_t source_port = 0;
   // How long Shutdown waits for attempts in flight beyond attempt_deadline.
   std::chrono::milliseconds shutdown_grace{1000};
 };
@@ -149,7 +144,12 @@ class Notifier {
   asio::awaitable<void> Shutdown();
 
  private:
-  struct AttemptResult;
+  struct AttemptResult {
+    enum class Failure { kNone, kResolve, kRpcbind, kCall };
+    Failure failure = Failure::kNone;
+    std::optional<PeerPort> learned;
+    std::string detail;
+  };
 
   asio::awaitable<void> Pump(rpc::TaskGate::Pass pass);
   asio::awaitable<void> RunAttempt(NotifyAttempt attempt, rpc::TaskGate::Pass pass);
@@ -183,15 +183,5 @@ class Notifier {
   std::function<void(const std::string&)> on_given_up_;
   std::function<void(const NotifyAttemptReport&)> on_attempt_;
 };
-
-// The hosts to notify at start-up: every host still owed from an earlier run (its row's address
-// kept) and every monitored host (`monitored`, e.g. the registrations' mon_names), one per
-// mon_name compared case-insensitively; an entry with an address wins over one without.
-std::vector<NotifyTarget> MergeTargets(std::vector<NotifyTarget> owed,
-                                       std::vector<NotifyTarget> monitored);
-// Every distinct monitored host (only the one named `only`, compared case-insensitively), with
-// an address it is known by when it has one.
-std::vector<NotifyTarget> MonitoredTargets(const Registry& registry,
-                                           const std::optional<std::string>& only = std::nullopt);
 
 }  // namespace nlockd::nsm

@@ -6,6 +6,7 @@
 
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
+#include <asio/ip/v6_only.hpp>
 #include <spdlog/spdlog.h>
 
 #include "rpc/message.hpp"
@@ -29,8 +30,12 @@ constexpr int kReceiveBuffer = 4 << 20;
 
 }  // namespace
 
-NotifyChannel::NotifyChannel(asio::any_io_executor executor, rpc::TaskGate& gate)
-    : executor_(std::move(executor)), gate_(gate), next_xid_(std::random_device{}()) {}
+NotifyChannel::NotifyChannel(asio::any_io_executor executor, rpc::TaskGate& gate,
+                             uint16_t source_port)
+    : executor_(std::move(executor)),
+      gate_(gate),
+      next_xid_(std::random_device{}()),
+      source_port_(source_port) {}
 
 asio::ip::udp::socket* NotifyChannel::SocketFor(const asio::ip::udp::endpoint& peer) {
   if (closed_) return nullptr;
@@ -39,7 +44,19 @@ asio::ip::udp::socket* NotifyChannel::SocketFor(const asio::ip::udp::endpoint& p
   asio::ip::udp::socket socket(executor_);
   asio::error_code ec;
   socket.open(peer.protocol(), ec);
-  if (!ec) socket.bind(asio::ip::udp::endpoint(peer.protocol(), 0), ec);
+  bool bound = false;
+  if (!ec && source_port_ != 0) {
+    // The IPv6 socket takes IPv6 only, so that the IPv4 one can hold the same port.
+    if (peer.address().is_v6()) socket.set_option(asio::ip::v6_only(true), ec);
+    socket.bind(asio::ip::udp::endpoint(peer.protocol(), source_port_), ec);
+    bound = !ec;
+    if (ec) {
+      spdlog::warn("nsm notifier: cannot bind UDP source port {} ({}); sending from another port",
+                   source_port_, ec.message());
+      ec.clear();
+    }
+  }
+  if (!ec && !bound) socket.bind(asio::ip::udp::endpoint(peer.protocol(), 0), ec);
   if (ec) {
     spdlog::warn("nsm notifier: cannot open a UDP socket: {}", ec.message());
     return nullptr;

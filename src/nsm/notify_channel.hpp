@@ -24,7 +24,9 @@ namespace nlockd::nsm {
 // REQUIRES: Close() before destruction, and the loops ended (the gate drained).
 class NotifyChannel {
  public:
-  NotifyChannel(asio::any_io_executor executor, rpc::TaskGate& gate);
+  // `source_port` non-zero: both sockets are bound to it (a firewall lets the replies in); when
+  // that fails, the log says so and an ephemeral port serves.
+  NotifyChannel(asio::any_io_executor executor, rpc::TaskGate& gate, uint16_t source_port = 0);
   NotifyChannel(const NotifyChannel&) = delete;
   NotifyChannel& operator=(const NotifyChannel&) = delete;
 
@@ -59,6 +61,7 @@ class NotifyChannel {
   std::optional<asio::ip::udp::socket> v6_;
   std::unordered_map<uint32_t, Waiter*> waiters_;  // by xid; each Waiter lives in its Call
   uint32_t next_xid_;
+  uint16_t source_port_;
   bool closed_ = false;
 };
 

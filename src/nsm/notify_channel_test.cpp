@@ -114,5 +114,60 @@ TEST_F(NotifyChannelTest, CloseEndsCallsInFlightAndRefusesNewOnes) {
   EXPECT_EQ(gate_.count(), 0u);  // the receive loop ended
 }
 
+// Answers every call with the source port it came from.
+asio::awaitable<void> EchoSourcePort(asio::ip::udp::socket& socket) {
+  std::vector<uint8_t> buffer(64 * 1024);
+  asio::ip::udp::endpoint sender;
+  for (;;) {
+    auto [ec, n] = co_await socket.async_receive_from(asio::buffer(buffer), sender, rpc::kUseTuple);
+    if (ec) co_return;
+    rpc::DecodedCall call = rpc::DecodeCall(std::span<const uint8_t>(buffer.data(), n));
+    if (call.status != rpc::CallDecodeStatus::kOk) continue;
+    std::vector<uint8_t> reply;
+    xdr::Encoder enc(reply);
+    rpc::EncodeAcceptedHeader(enc, call.header.xid, rpc::AcceptStat::kSuccess);
+    enc.U32(sender.port());
+    co_await socket.async_send_to(asio::buffer(reply), sender, rpc::kUseTuple);
+  }
+}
+
+TEST_F(NotifyChannelTest, AFixedSourcePortIsTheOneThePeerSees) {
+  uint16_t fixed = 0;
+  {
+    asio::ip::udp::socket probe(io_, {asio::ip::udp::v4(), 0});
+    fixed = probe.local_endpoint().port();
+  }
+  rpc::TaskGate gate(io_.get_executor());
+  NotifyChannel channel(io_.get_executor(), gate, fixed);
+  asio::co_spawn(io_, EchoSourcePort(peer_), asio::detached);
+  for (uint32_t value : {1u, 2u}) {  // one socket for every call
+    rpc::CallResult result = testutil::RunCoroutine(
+        io_, CallWith(channel, peer_.local_endpoint(), value, milliseconds(2000)));
+    ASSERT_EQ(result.status, rpc::CallStatus::kOk) << result.detail;
+    xdr::Decoder dec(result.body);
+    uint32_t seen = 0;
+    ASSERT_TRUE(dec.U32(seen, "port"));
+    EXPECT_EQ(seen, fixed);
+  }
+  channel.Close();
+  io_.run_for(milliseconds(50));
+}
+
+TEST_F(NotifyChannelTest, ASourcePortInUseFallsBackToAnother) {
+  asio::ip::udp::socket holder(io_, {asio::ip::udp::v4(), 0});
+  rpc::TaskGate gate(io_.get_executor());
+  NotifyChannel channel(io_.get_executor(), gate, holder.local_endpoint().port());
+  asio::co_spawn(io_, EchoSourcePort(peer_), asio::detached);
+  rpc::CallResult result =
+      testutil::RunCoroutine(io_, CallWith(channel, peer_.local_endpoint(), 1, milliseconds(2000)));
+  ASSERT_EQ(result.status, rpc::CallStatus::kOk) << result.detail;
+  xdr::Decoder dec(result.body);
+  uint32_t seen = 0;
+  ASSERT_TRUE(dec.U32(seen, "port"));
+  EXPECT_NE(seen, holder.local_endpoint().port());
+  channel.Close();
+  io_.run_for(milliseconds(50));
+}
+
 }  // namespace
 }  // namespace nlockd::nsm

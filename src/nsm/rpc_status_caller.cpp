@@ -42,6 +42,7 @@ asio::awaitable<bool> RpcStatusCaller::Attempt(store::MyId target, std::vector<u
       std::chrono::steady_clock::now() - start);
   rpc::CallOptions options;
   options.deadline = std::max(options_.deadline - spent, std::chrono::milliseconds(1));
+  options.source = options_.source;
   rpc::CallTarget where{"127.0.0.1", *port, rpc::Transport::kUdp};
   rpc::CallResult result =
       co_await client_.Call(std::move(where), program, version,

@@ -16,6 +16,10 @@ struct RpcStatusCallerOptions {
   std::chrono::milliseconds deadline{5000};
   int attempts = 3;
   std::chrono::milliseconds retry_delay{1000};
+  // Linux lockd takes the callback (NLM procedure 16) only from a privileged port on loopback:
+  // a free one is bound when the process may (root, CAP_NET_BIND_SERVICE); the Client warns
+  // once when it may not.
+  rpc::SourcePort source = rpc::SourcePort::Reserved();
 };
 
 // Sends status callbacks the way rpc.statd does: to my_prog/my_vers/my_proc on loopback, the

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -30,6 +31,10 @@ struct CallContext {
   uint32_t version = 0;
   uint32_t procedure = 0;
   std::optional<AuthSys> auth_sys;  // Present for AUTH_SYS calls.
+  // The programs the listener that took the call serves; empty: every program of the
+  // dispatcher. A call to another one is answered PROG_UNAVAIL (a port of its own per program,
+  // as rpc.statd has). Names storage of the listener, which outlives its calls.
+  std::span<const uint32_t> listener_programs;
   // The protocol status of the reply ("granted", "stat_fail", ...), for the dispatcher's
   // observer (metrics). Handlers see the context as const, so it is mutable: the one field a
   // handler writes. Empty: the RPC outcome stands for it. Must name a string with static

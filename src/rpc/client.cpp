@@ -1,6 +1,7 @@
 #include "rpc/client.hpp"
 
-#include "rpc/use_tuple.hpp"
+#include <tuple>
+
 #include <asio/connect.hpp>
 #include <asio/experimental/awaitable_operators.hpp>
 #include <asio/ip/tcp.hpp>
@@ -9,8 +10,10 @@
 #include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
+#include <spdlog/spdlog.h>
 
 #include "rpc/record_marking.hpp"
+#include "rpc/use_tuple.hpp"
 #include "xdr/encoder.hpp"
 
 namespace nlockd::rpc {
@@ -64,6 +67,37 @@ CallResult InterpretReply(std::span<const uint8_t> reply) {
   result.status = CallStatus::kOk;
   result.body.assign(decoded.body.begin(), decoded.body.end());
   return result;
+}
+
+template <typename Socket>
+void Client::BindSource(Socket& socket, typename Socket::protocol_type protocol,
+                        SourcePort source) {
+  asio::error_code ec;
+  switch (source.kind) {
+    case SourcePort::Kind::kAny:
+      return;
+    case SourcePort::Kind::kReserved:
+      ec = BindReservedPort(socket, protocol);
+      if (ec && !reserved_warned_) {
+        reserved_warned_ = true;
+        spdlog::warn(
+            "rpc cannot bind a privileged source port ({}): status callbacks go out from an "
+            "unprivileged port, and Linux lockd drops them; run nlockd as root or with "
+            "CAP_NET_BIND_SERVICE",
+            ec.message());
+      }
+      return;
+    case SourcePort::Kind::kFixed:
+      socket.set_option(asio::socket_base::reuse_address(true), ec);
+      socket.bind(typename Socket::endpoint_type(protocol, source.port), ec);
+      if (ec) {
+        auto level = fixed_warned_ ? spdlog::level::debug : spdlog::level::warn;
+        fixed_warned_ = true;
+        spdlog::log(level, "rpc cannot bind source port {} ({}); calling from another port",
+                    source.port, ec.message());
+      }
+      return;
+  }
 }
 
 Client::Client(asio::any_io_executor executor)
@@ -122,6 +156,7 @@ asio::awaitable<CallResult> Client::CallUdp(asio::ip::address address, uint16_t 
                                             CallOptions options) {
   asio::ip::udp::endpoint peer(address, port);
   asio::ip::udp::socket socket(executor_, peer.protocol());
+  BindSource(socket, peer.protocol(), options.source);
   // Connecting the socket makes the kernel report ICMP port-unreachable as ECONNREFUSED.
   asio::error_code ec;
   socket.connect(peer, ec);
@@ -160,7 +195,19 @@ asio::awaitable<CallResult> Client::CallTcp(asio::ip::address address, uint16_t 
                                             CallOptions options) {
   asio::ip::tcp::endpoint peer(address, port);
   asio::ip::tcp::socket socket(executor_);
+  asio::error_code open_ec;
+  socket.open(peer.protocol(), open_ec);
+  if (open_ec) co_return Failure(CallStatus::kUnreachable, open_ec.message());
+  BindSource(socket, peer.protocol(), options.source);
   auto [connect_ec] = co_await socket.async_connect(peer, kUseTuple);
+  if (connect_ec == std::errc::address_not_available &&
+      options.source.kind == SourcePort::Kind::kFixed) {
+    // The fixed port's last connection to this peer lingers (TIME_WAIT): any port then.
+    asio::error_code ignored;
+    socket.close(ignored);
+    socket.open(peer.protocol(), ignored);
+    std::tie(connect_ec) = co_await socket.async_connect(peer, kUseTuple);
+  }
   if (connect_ec) co_return Failure(CallStatus::kUnreachable, connect_ec.message());
   auto [write_ec, written] = co_await asio::async_write(socket, asio::buffer(request), kUseTuple);
   if (write_ec) co_return Failure(CallStatus::kUnreachable, write_ec.message());

@@ -13,6 +13,7 @@
 #include <asio/ip/address.hpp>
 
 #include "rpc/call_context.hpp"
+#include "rpc/client_source_port.hpp"
 #include "rpc/message.hpp"
 
 namespace nlockd::rpc {
@@ -33,6 +34,10 @@ struct CallOptions {
   std::optional<AuthSys> auth;  // AUTH_NONE when absent.
   // Replies larger than this are refused (TCP), so a hostile server cannot make us buffer much.
   size_t max_reply_size = 1 << 20;
+  // The call's source port. A fixed port is bound with SO_REUSEADDR, so that calls to
+  // different peers may share it. When the bind fails the call goes out from any port, and the
+  // Client says so in the log (once per kind of source port).
+  SourcePort source;
 };
 
 enum class CallStatus {
@@ -54,8 +59,8 @@ struct CallResult {
 };
 
 // Makes ONC RPC calls as coroutines. Each call opens its own socket (callbacks and
-// notifications are rare and go to many hosts, so there is nothing to pool). Runs on the
-// executor given; every call ends by its deadline.
+// notifications are rare and go to many hosts, so there is nothing to pool), bound to the
+// source port the call asks for. Runs on the executor given; every call ends by its deadline.
 class Client {
  public:
   explicit Client(asio::any_io_executor executor);
@@ -73,9 +78,14 @@ class Client {
                                       std::vector<uint8_t> request, CallOptions options);
   asio::awaitable<std::optional<asio::ip::address>> Resolve(std::string host);
   uint32_t NextXid() { return next_xid_++; }
+  // Binds an open socket as `source` asks; logs (once per kind) when it cannot.
+  template <typename Socket>
+  void BindSource(Socket& socket, typename Socket::protocol_type protocol, SourcePort source);
 
   asio::any_io_executor executor_;
   uint32_t next_xid_;
+  bool reserved_warned_ = false;
+  bool fixed_warned_ = false;
 };
 
 // Turns a reply message into a CallResult.

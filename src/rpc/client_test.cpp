@@ -1,11 +1,15 @@
 #include "rpc/client.hpp"
 
+#include <fstream>
+
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/ip/udp.hpp>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "rpc/dispatcher.hpp"
 #include "rpc/server.hpp"
@@ -26,6 +30,113 @@ asio::awaitable<HandlerStatus> Lossy(const CallContext&, xdr::Decoder&, xdr::Enc
   }
   out.U32(1);
   co_return HandlerStatus::kSuccess;
+}
+
+// Answers with the source port the call came from, as the server saw it.
+asio::awaitable<HandlerStatus> PeerPort(const CallContext& context, xdr::Decoder&,
+                                        xdr::Encoder& out) {
+  out.U32(context.peer_port);
+  co_return HandlerStatus::kSuccess;
+}
+
+uint32_t SeenPort(const CallResult& result) {
+  xdr::Decoder dec(result.body);
+  uint32_t port = 0;
+  EXPECT_TRUE(dec.U32(port, "port"));
+  return port;
+}
+
+// Whether this process may bind a privileged port (root or CAP_NET_BIND_SERVICE).
+bool MayBindReserved(asio::io_context& io) {
+  asio::ip::udp::socket probe(io, asio::ip::udp::v4());
+  return !BindReservedPort(probe, asio::ip::udp::v4());
+}
+
+uint16_t FreeUdpAndTcpPort(asio::io_context& io) {
+  for (;;) {
+    asio::ip::udp::socket udp(io, {asio::ip::udp::v4(), 0});
+    const uint16_t port = udp.local_endpoint().port();
+    asio::error_code ec;
+    asio::ip::tcp::acceptor tcp(io);
+    tcp.open(asio::ip::tcp::v4());
+    tcp.bind({asio::ip::tcp::v4(), port}, ec);
+    if (!ec) return port;
+  }
+}
+
+class ClientSourcePort : public ::testing::TestWithParam<Transport> {};
+
+TEST_P(ClientSourcePort, FixedPortIsTheOneTheReceiverSees) {
+  asio::io_context io;
+  Dispatcher dispatcher;
+  dispatcher.Register(300000, 1, 1, "PEER_PORT", PeerPort);
+  Server server(io.get_executor(), dispatcher, {});
+  server.Listen(asio::ip::make_address("127.0.0.1"), 0);
+  server.Start();
+  Client client(io.get_executor());
+  CallOptions options;
+  options.source = SourcePort::Fixed(FreeUdpAndTcpPort(io));
+  for (int call = 0; call < 2; ++call) {  // The port is taken again by the next call.
+    CallResult result = RunCoroutine(
+        io, client.Call({"127.0.0.1", server.port(), GetParam()}, 300000, 1, 1, {}, options));
+    ASSERT_EQ(result.status, CallStatus::kOk) << result.detail;
+    EXPECT_EQ(SeenPort(result), options.source.port);
+  }
+  RunCoroutine(io, server.Shutdown());
+}
+
+TEST_P(ClientSourcePort, ReservedPortIsPrivilegedWhenTheProcessMayBindOne) {
+  asio::io_context io;
+  Dispatcher dispatcher;
+  dispatcher.Register(300000, 1, 1, "PEER_PORT", PeerPort);
+  Server server(io.get_executor(), dispatcher, {});
+  server.Listen(asio::ip::make_address("127.0.0.1"), 0);
+  server.Start();
+  Client client(io.get_executor());
+  CallOptions options;
+  options.source = SourcePort::Reserved();
+  CallResult result = RunCoroutine(
+      io, client.Call({"127.0.0.1", server.port(), GetParam()}, 300000, 1, 1, {}, options));
+  ASSERT_EQ(result.status, CallStatus::kOk) << result.detail;
+  if (MayBindReserved(io)) {
+    EXPECT_GE(SeenPort(result), kReservedLow);
+    EXPECT_LE(SeenPort(result), kReservedHigh);
+  } else {
+    // Without the privilege the call still goes out, from an ordinary port.
+    EXPECT_GT(SeenPort(result), kReservedHigh);
+  }
+  RunCoroutine(io, server.Shutdown());
+}
+
+std::string TransportName(const ::testing::TestParamInfo<Transport>& transport) {
+  return ToString(transport.param);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, ClientSourcePort,
+                         ::testing::Values(Transport::kUdp, Transport::kTcp), TransportName);
+
+TEST(Client, ReservedPortBindIsRefusedWithoutThePrivilege) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to drop the privilege";
+  {
+    std::ifstream start("/proc/sys/net/ipv4/ip_unprivileged_port_start");
+    int first_unprivileged = 1024;
+    start >> first_unprivileged;
+    if (first_unprivileged < 1024) GTEST_SKIP() << "every port is unprivileged here";
+  }
+  asio::io_context io;
+  // A child without the capability: the bind must fail with a permission error, not hang.
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (setuid(65534) != 0) _exit(2);
+    asio::io_context child_io;
+    asio::ip::udp::socket socket(child_io, asio::ip::udp::v4());
+    asio::error_code ec = BindReservedPort(socket, asio::ip::udp::v4());
+    _exit(ec == asio::error::access_denied ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 TEST(Client, TcpCallToASilentListenerEndsAtItsDeadline) {

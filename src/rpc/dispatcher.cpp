@@ -129,6 +129,11 @@ asio::awaitable<bool> Dispatcher::Dispatch(CallContext context, std::span<const 
   }
 
   const Program* prog = FindProgram(context.program);
+  if (!context.listener_programs.empty() &&
+      std::find(context.listener_programs.begin(), context.listener_programs.end(),
+                context.program) == context.listener_programs.end()) {
+    prog = nullptr;
+  }
   if (prog == nullptr) {
     EncodeAcceptedHeader(out, context.xid, AcceptStat::kProgUnavail);
     Observe(context, "", "prog_unavail", start);

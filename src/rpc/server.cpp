@@ -45,6 +45,7 @@ class Server::Connection : public std::enable_shared_from_this<Connection> {
     context_.peer_port = remote.port();
     context_.local_address = NormalizeAddress(local.address());
     context_.local_port = local.port();
+    context_.listener_programs = server_.options_.programs;
     ++server_.stats_.open_connections;
   }
   ~Connection() { --server_.stats_.open_connections; }
@@ -336,6 +337,7 @@ asio::awaitable<void> Server::HandleDatagram(std::vector<uint8_t> datagram,
   context.peer_port = sender.port();
   context.local_address = NormalizeAddress(address_);
   context.local_port = port_;
+  context.listener_programs = options_.programs;
   std::vector<uint8_t> reply;
   bool has_reply = false;
   try {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <list>
 #include <memory>
+#include <vector>
 
 #include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>
@@ -32,6 +33,9 @@ struct ServerOptions {
   std::chrono::steady_clock::duration idle_timeout = std::chrono::minutes(5);
   // How long Shutdown waits for calls in flight.
   std::chrono::steady_clock::duration drain_timeout = std::chrono::seconds(10);
+  // The dispatcher's programs this listener serves; empty: all of them. Others get
+  // PROG_UNAVAIL here.
+  std::vector<uint32_t> programs;
 };
 
 struct ServerStats {
@@ -61,6 +65,7 @@ class Server {
   // and a bound UDP socket, IPv4 or IPv6. The server owns and closes them. Throws Error.
   void Adopt(int tcp_listen_fd, int udp_fd);
   uint16_t port() const { return port_; }
+  const std::vector<uint32_t>& programs() const { return options_.programs; }
   asio::ip::address address() const { return address_; }
 
   // Starts accepting and receiving. REQUIRES: Listen succeeded.

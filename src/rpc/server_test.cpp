@@ -277,5 +277,28 @@ TEST_F(ServerTest, ShutdownLetsACallInFlightSendItsReply) {
   server_.reset();
 }
 
+TEST(ServerPrograms, ListenerServesOnlyItsProgramsOfTheSharedDispatcher) {
+  asio::io_context io;
+  Dispatcher dispatcher;
+  dispatcher.Register(kProg, kVers, 0, "NULL", Null);
+  dispatcher.Register(kProg + 1, kVers, 0, "NULL", Null);
+  ServerOptions only_first;
+  only_first.programs = {kProg};
+  Server first(io.get_executor(), dispatcher, only_first);
+  first.Listen(asio::ip::make_address("127.0.0.1"), 0);
+  first.Start();
+  Client client(io.get_executor());
+  for (Transport transport : {Transport::kUdp, Transport::kTcp}) {
+    CallResult served = testutil::RunCoroutine(
+        io, client.Call({"127.0.0.1", first.port(), transport}, kProg, kVers, 0, {}));
+    EXPECT_EQ(served.status, CallStatus::kOk) << ToString(transport);
+    CallResult other = testutil::RunCoroutine(
+        io, client.Call({"127.0.0.1", first.port(), transport}, kProg + 1, kVers, 0, {}));
+    EXPECT_EQ(other.status, CallStatus::kNotSuccess) << ToString(transport);
+    EXPECT_EQ(other.accept_stat, AcceptStat::kProgUnavail) << ToString(transport);
+  }
+  testutil::RunCoroutine(io, first.Shutdown());
+}
+
 }  // namespace
 }  // namespace nlockd::rpc

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <random>
 
 #include <asio/co_spawn.hpp>
@@ -92,6 +93,7 @@ nsm::NotifierOptions NotifierOptionsFrom(const nlockd::Options& options) {
   out.initial_backoff = options.notify_backoff;
   out.max_backoff = std::max<std::chrono::milliseconds>(out.max_backoff, options.notify_backoff);
   out.total_budget = options.notify_budget;
+  out.source_port = options.callback_source_port;
   return out;
 }
 
@@ -103,6 +105,21 @@ GraceControllerOptions GraceOptionsFrom(const nlockd::Options& options) {
   out.persist_locks = options.persist_locks;
   out.drop_unreachable = options.notify_drop_unreachable;
   return out;
+}
+
+// Where rpc.statd keeps the host's NSM state number (nfs-utils' default; a host int32).
+constexpr const char* kStatdStateFile = "/var/lib/nfs/state";
+// At most this many bumps to catch up with rpc.statd's number: beyond, the file is not trusted.
+constexpr int kMaxStateCatchUp = 100'000;
+
+// rpc.statd's last state number on this host, if it left one.
+std::optional<int32_t> StatdState() {
+  // Tests point it elsewhere, as they fake a reboot with NLOCKD_BOOT_ID.
+  const char* path = std::getenv("NLOCKD_STATD_STATE_FILE");
+  std::ifstream file(path != nullptr ? path : kStatdStateFile, std::ios::binary);
+  int32_t state = 0;
+  if (!file.read(reinterpret_cast<char*>(&state), sizeof state)) return std::nullopt;
+  return state;
 }
 
 nlockd::Options Completed(nlockd::Options options) {
@@ -179,7 +196,13 @@ Core::Core(asio::any_io_executor executor, nlockd::Options options)
       nsm_(executor_, *store_, status_caller_, *this, NsmOptionsFrom(options_), &name_resolver_),
       notifier_(executor_, client_, *store_, clock_, NotifierOptionsFrom(options_)),
       nlm_caller_(client_),
-      nlm_(executor_, locks_, bridge_, nlm_caller_, NlmOptionsFrom(options_)),
+      statd_monitor_(
+          client_, bridge_,
+          nlm::StatdMonitorOptions{options_.name, options_.rpcbind_host, options_.rpcbind_port,
+                                   options_.nsm_callback_timeout}),
+      nlm_(executor_, locks_,
+           options_.serve_nsm ? static_cast<nlm::HostMonitor&>(bridge_) : statd_monitor_,
+           nlm_caller_, NlmOptionsFrom(options_)),
       grace_(executor_, clock_, locks_, *store_,
              GraceHooks{[this](lock::Grants grants) { nlm_.SendGrants(std::move(grants)); },
                         [this] { return notifier_.RoundActive(); }},
@@ -188,6 +211,9 @@ Core::Core(asio::any_io_executor executor, nlockd::Options options)
       admin_backend_(AdminBackendParts{executor_, clock_, locks_, nsm_, notifier_, nlm_, bridge_,
                                        metrics_, options_.name, options_.nlm_granted_msg, &grace_}),
       calls_(executor_) {
+  if (!options_.serve_nlm && !options_.serve_nsm) {
+    throw Error(ErrorKind::kFailed, "serve names neither nlm nor nsm");
+  }
   bridge_.Attach(nsm_, nlm_);
   nsm_.SetRestartHook(this);
   if (options_.persist_locks && store_->startup().persistent) {
@@ -195,45 +221,85 @@ Core::Core(asio::any_io_executor executor, nlockd::Options options)
     nlm_.set_journal(&*journal_);
     grace_.set_journal(&*journal_);
   }
+  // One line per host at debug: a round reaches thousands (the notifier warns of failures and
+  // of hosts given up, and sums the round up at its end).
   notifier_.set_on_answered([this](const std::string& mon_name) {
-    spdlog::info("nsm {} acknowledged our SM_NOTIFY", mon_name);
+    spdlog::debug("nsm {} acknowledged our SM_NOTIFY", mon_name);
     grace_.NotificationAnswered(mon_name);
   });
   // A host never reached is treated as crashed: only its locks known from before the restart
   // go.
-  notifier_.set_on_given_up([this](const std::string& mon_name) {
-    spdlog::warn("nsm gave up notifying {}", mon_name);
-    grace_.HostUnreachable(mon_name);
-  });
+  notifier_.set_on_given_up(
+      [this](const std::string& mon_name) { grace_.HostUnreachable(mon_name); });
   dispatcher_.SetReplyCache(&reply_cache_);
   dispatcher_.SetObserver([this](const rpc::CallRecord& record) { call_metrics_.Observe(record); });
-  nlm_.Register(dispatcher_);
-  nsm_.Register(dispatcher_);
+  // Only the programs served are registered: a call to another gets PROG_UNAVAIL, and its
+  // rpcbind mapping (a kernel lockd's, or rpc.statd's) is neither set nor taken away.
+  if (options_.serve_nlm) nlm_.Register(dispatcher_);
+  if (options_.serve_nsm) nsm_.Register(dispatcher_);
 }
 
 Core::~Core() = default;
 
 void Core::set_events(nlockd::EventHandlers events) { events_ = std::move(events); }
 
-uint16_t Core::Listen(const std::string& address_text, uint16_t port) {
-  NLOCKD_REQUIRE(!start_posted_ && rpc_server_ == nullptr, "Listen once, before Start");
+uint16_t Core::Listen(const std::string& address_text, uint16_t port,
+                      std::vector<uint32_t> programs) {
+  NLOCKD_REQUIRE(!start_posted_, "Listen before Start");
   asio::error_code ec;
   auto address = asio::ip::make_address(address_text, ec);
   if (ec) {
     throw Error(ErrorKind::kFailed, "listen address '" + address_text + "' is not an IP address");
   }
-  auto server = std::make_unique<rpc::Server>(executor_, dispatcher_, RpcOptions(options_));
+  rpc::ServerOptions server_options = RpcOptions(options_);
+  if (!programs.empty()) {
+    std::erase_if(programs, [this](uint32_t program) { return !Serves(program); });
+    if (programs.empty()) {
+      throw Error(ErrorKind::kFailed, "the listener on " + address_text + ":" +
+                                          std::to_string(port) +
+                                          " would serve none of the programs this process serves");
+    }
+    server_options.programs = std::move(programs);
+  }
+  auto server = std::make_unique<rpc::Server>(executor_, dispatcher_, std::move(server_options));
   server->Listen(address, port);
-  rpc_server_ = std::move(server);
-  return rpc_server_->port();
+  const uint16_t bound = server->port();
+  AddListener(std::move(server));
+  return bound;
 }
 
 uint16_t Core::ListenOnSockets(int tcp_listen_fd, int udp_fd) {
-  NLOCKD_REQUIRE(!start_posted_ && rpc_server_ == nullptr, "Listen once, before Start");
+  NLOCKD_REQUIRE(!start_posted_, "Listen before Start");
   auto server = std::make_unique<rpc::Server>(executor_, dispatcher_, RpcOptions(options_));
   server->Adopt(tcp_listen_fd, udp_fd);
-  rpc_server_ = std::move(server);
-  return rpc_server_->port();
+  const uint16_t bound = server->port();
+  AddListener(std::move(server));
+  return bound;
+}
+
+void Core::AddListener(std::unique_ptr<rpc::Server> server) {
+  std::string names;
+  for (const auto& [program, version] : ServedBy(server->programs())) {
+    names += (names.empty() ? "" : ",") + std::to_string(program) + "/" + std::to_string(version);
+  }
+  spdlog::info("rpc listener {}:{} serves {}", server->address().to_string(), server->port(),
+               names);
+  rpc_servers_.push_back(std::move(server));
+}
+
+bool Core::Serves(uint32_t program) const {
+  return (program == nlockd::kNlmProgram && options_.serve_nlm) ||
+         (program == nlockd::kNsmProgram && options_.serve_nsm);
+}
+
+std::vector<std::pair<uint32_t, uint32_t>> Core::ServedBy(
+    const std::vector<uint32_t>& programs) const {
+  std::vector<std::pair<uint32_t, uint32_t>> out = dispatcher_.ProgramVersions();
+  if (programs.empty()) return out;
+  std::erase_if(out, [&programs](const std::pair<uint32_t, uint32_t>& pair) {
+    return std::find(programs.begin(), programs.end(), pair.first) == programs.end();
+  });
+  return out;
 }
 
 void Core::Start() {
@@ -243,17 +309,42 @@ void Core::Start() {
   // thread, so that a store that cannot be read fails Start(); nothing on the executor touches
   // NSM or lock state until the rest runs there.
   int32_t state = store_->BumpState();
+  if (options_.serve_nsm && store_->startup().persistent && store_->startup().first_run) {
+    state = ContinueStatdState(state);
+  }
   auto loaded = std::make_shared<store::LoadedState>(store_->LoadAll());
   nsm_.Load(state, loaded->registrations);
   admin_backend_.MarkStoreLoaded();
   asio::post(executor_, [this, state, loaded] { Serve(state, std::move(*loaded)); });
 }
 
+int32_t Core::ContinueStatdState(int32_t state) {
+  // A new store on a host that ran rpc.statd: peers know the host by rpc.statd's state number
+  // and ignore a notification that is not newer, so the first one must pass it.
+  const std::optional<int32_t> statd = StatdState();
+  if (!statd || !nsm::StateIsNewer(*statd, state)) return state;
+  const int32_t first = state;
+  for (int bumps = 0; !nsm::StateIsNewer(state, *statd); ++bumps) {
+    if (bumps == kMaxStateCatchUp) {
+      spdlog::warn("nsm state {} of {} not passed after {} steps; staying at {}", *statd,
+                   kStatdStateFile, kMaxStateCatchUp, state);
+      return state;
+    }
+    state = store_->BumpState();
+  }
+  spdlog::info("nsm state continues from rpc.statd's {} ({}): {} -> {}", *statd, kStatdStateFile,
+               first, state);
+  return state;
+}
+
 void Core::Serve(int32_t state, store::LoadedState loaded) {
   std::vector<nsm::NotifyTarget> owed;
   for (const auto& row : loaded.notify_owed) owed.push_back({row.mon_name, row.address});
   // Restored locks are in place and the window open before the first request is read.
-  const GracePlan plan = DecideGrace(store_->startup(), loaded, options_.grace);
+  // Grace is NLM's: a status monitor alone (serve = nsm) has no locks for clients to reclaim.
+  const GracePlan plan = options_.serve_nlm
+                             ? DecideGrace(store_->startup(), loaded, options_.grace)
+                             : GracePlan{GracePlan::Kind::kNone, "NLM is not served here"};
   grace_.Begin(plan, loaded);
   loaded = {};
   if (plan.mode() && events_.grace_started) {
@@ -265,17 +356,33 @@ void Core::Serve(int32_t state, store::LoadedState loaded) {
   if (plan.mode() && events_.grace_ended) {
     asio::co_spawn(executor_, WatchGrace(), asio::detached);
   }
-  uint16_t advertised = options_.advertised_port;
-  if (rpc_server_) {
-    rpc_server_->Start();
-    admin_backend_.MarkListening(*rpc_server_);
-    advertised = rpc_server_->port();
+  for (const auto& server : rpc_servers_) server->Start();
+  if (!rpc_servers_.empty()) {
+    admin_backend_.MarkListening(*rpc_servers_.front());
   } else {
     admin_backend_.MarkServing();
   }
-  if (options_.rpcbind_register && advertised != 0) {
-    registered_port_ = advertised;
-    asio::co_spawn(executor_, RegisterWithRpcbind(advertised), asio::detached);
+  if (options_.rpcbind_register) {
+    for (const auto& server : rpc_servers_) {
+      registered_ = true;
+      // The listener's family decides the netids ("::" adds tcp6 and udp6); an IPv4 listener
+      // is registered at the wildcard address, as rpc.statd and lockd register theirs.
+      const asio::ip::address address = server->address().is_v4()
+                                            ? asio::ip::address(asio::ip::address_v4::any())
+                                            : server->address();
+      asio::co_spawn(executor_,
+                     RegisterWithRpcbind(ServedBy(server->programs()),
+                                         rpc::RpcbindListener{address, server->port()}),
+                     asio::detached);
+    }
+    if (rpc_servers_.empty() && options_.advertised_port != 0) {
+      registered_ = true;
+      asio::co_spawn(executor_,
+                     RegisterWithRpcbind(dispatcher_.ProgramVersions(),
+                                         rpc::RpcbindListener{asio::ip::address_v4::any(),
+                                                              options_.advertised_port}),
+                     asio::detached);
+    }
   }
   StartNotificationRound(state, std::move(owed));
   started_.store(true);
@@ -312,8 +419,9 @@ void Core::StartNotificationRound(int32_t state, std::vector<nsm::NotifyTarget> 
   notifier_.StartRound(options_.name, state, std::move(targets));
 }
 
-asio::awaitable<void> Core::RegisterWithRpcbind(uint16_t port) {
-  co_await rpcbind_.Register(dispatcher_.ProgramVersions(), port);
+asio::awaitable<void> Core::RegisterWithRpcbind(std::vector<std::pair<uint32_t, uint32_t>> programs,
+                                                rpc::RpcbindListener listener) {
+  co_await rpcbind_.Register(std::move(programs), listener);
 }
 
 asio::awaitable<void> Core::ShutDown() {
@@ -323,13 +431,13 @@ asio::awaitable<void> Core::ShutDown() {
   // Admin calls in flight are answered (or refused) before the services stop.
   admin_backend_.Close();
   grace_.Stop();
-  if (rpc_server_) co_await rpc_server_->Shutdown();
+  for (const auto& server : rpc_servers_) co_await server->Shutdown();
   calls_.Close();
   co_await calls_.WaitEmpty(std::chrono::seconds(10));
   co_await nlm_.Shutdown();
   co_await nsm_.Shutdown();
   co_await notifier_.Shutdown();
-  if (registered_port_ != 0) co_await rpcbind_.Unregister();
+  if (registered_) co_await rpcbind_.Unregister();
   if (start_posted_) {
     // Even state: down. A crash leaves it odd; the next start moves on anyway.
     store_->MarkCleanShutdown();

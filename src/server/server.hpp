@@ -19,6 +19,7 @@
 #include "lock/lock_manager.hpp"
 #include "nlm/client_caller.hpp"
 #include "nlm/service.hpp"
+#include "nlm/statd_monitor.hpp"
 #include "nlockd/options.hpp"
 #include "nlockd/types.hpp"
 #include "nsm/name_resolver.hpp"
@@ -63,17 +64,21 @@ class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
 
   void set_events(nlockd::EventHandlers events);
 
-  // Binds the listener (TCP and UDP on one port); returns the port. Throws Error.
-  // REQUIRES: before Start(), at most once.
-  uint16_t Listen(const std::string& address, uint16_t port);
+  // Binds a listener (TCP and UDP on one port) for `programs` (empty: every program served);
+  // returns the port. Throws Error, also when it would serve none of the programs served.
+  // REQUIRES: before Start(). Each call adds a listener (NSM on a port of its own, say).
+  uint16_t Listen(const std::string& address, uint16_t port, std::vector<uint32_t> programs = {});
   uint16_t ListenOnSockets(int tcp_listen_fd, int udp_fd);
-  uint16_t port() const { return rpc_server_ ? rpc_server_->port() : 0; }
+  // The first listener's port.
+  uint16_t port() const { return rpc_servers_.empty() ? 0 : rpc_servers_.front()->port(); }
 
   // Loads the store (on the caller's thread; throws Error if it cannot be read), then posts
   // the rest to the executor: grace, the listener (if any), rpcbind and the notification round.
   // Calls handed in before that ran are refused; calls posted after Start() returned are not.
   void Start();
   bool serving() const { return started_ && !stopping_; }
+  // Whether this process serves `program` (Options::serve_nlm, serve_nsm).
+  bool Serves(uint32_t program) const;
 
   // Graceful shutdown on the executor: listener, calls, callbacks, notifier, rpcbind; then the
   // clean stop is recorded in the store. Idempotent (a second call returns at once).
@@ -107,12 +112,19 @@ class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
   void HostRebooted(const std::string& mon_name, int32_t state) override;
 
  private:
+  // A new store on a host where rpc.statd ran: moves the state past rpc.statd's last one
+  // (its state file), so that peers take our notifications as news. Returns the state.
+  int32_t ContinueStatdState(int32_t state);
   // The part of Start() that runs on the executor.
   void Serve(int32_t state, store::LoadedState loaded);
   // SM_NOTIFY(our name, state) to every distinct monitored host and every host still owed one
   // from an earlier run (`owed`).
   void StartNotificationRound(int32_t state, std::vector<nsm::NotifyTarget> owed);
-  asio::awaitable<void> RegisterWithRpcbind(uint16_t port);
+  asio::awaitable<void> RegisterWithRpcbind(std::vector<std::pair<uint32_t, uint32_t>> programs,
+                                            rpc::RpcbindListener listener);
+  // The (program, version) pairs `server` serves (every served pair when it names none).
+  std::vector<std::pair<uint32_t, uint32_t>> ServedBy(const std::vector<uint32_t>& programs) const;
+  void AddListener(std::unique_ptr<rpc::Server> server);
   // Reports the end of the grace period to the events (the controller ends it).
   asio::awaitable<void> WatchGrace();
   // A context for calls made on behalf of `host` by the host program (no wire).
@@ -133,6 +145,9 @@ class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
   nsm::NsmService nsm_;
   nsm::Notifier notifier_;
   nlm::RpcClientCaller nlm_caller_;
+  // NLM alone (serve_nsm off): client hosts are monitored through the system's statd, and
+  // recorded through the bridge for the restart round.
+  nlm::StatdMonitor statd_monitor_;
   nlm::NlmService nlm_;
   // Set when locks are persisted (persist_locks, on a persistent store).
   std::optional<StoreLockJournal> journal_;
@@ -142,12 +157,12 @@ class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
   // Store commits and SM_NOTIFY attempts, reported as they happen.
   EventMetrics event_metrics_{*store_, notifier_, metrics_};
   AdminBackend admin_backend_;
-  std::unique_ptr<rpc::Server> rpc_server_;
+  std::vector<std::unique_ptr<rpc::Server>> rpc_servers_;
   // Calls handed in through Handle(), so that shutdown waits for them.
   rpc::TaskGate calls_;
   nlockd::EventHandlers events_;
   std::optional<asio::steady_timer> grace_watch_;
-  uint16_t registered_port_ = 0;
+  bool registered_ = false;
   // Written by Start() on the caller's thread; read on the executor, where calls handed in
   // before it are refused.
   std::atomic<bool> started_{false};

@@ -3,18 +3,20 @@
 # Brings up the network, starts rpcbind, rpc.statd and sm-notify as a Debian client would, then
 # becomes the agent that the host drives over a virtio serial port (tests/kernel/agent.py).
 # Parameters come from the kernel command line: nlk.ip=ADDR/PREFIX nlk.hostname=NAME
-# nlk.agent=PATH.
+# nlk.agent=PATH, and nlk.statd=PATH to run that nlockd binary (`--serve nsm`) in place of
+# rpc.statd and sm-notify.
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 export PYTHONDONTWRITEBYTECODE=1
 # /tmp is the host's, read-only; scratch space is on /run (tmpfs).
 mkdir -p /run/tmp
 export TMPDIR=/run/tmp
-ip="" name="" agent=""
+ip="" name="" agent="" statd=""
 for word in $(</proc/cmdline); do
   case "$word" in
     nlk.ip=*) ip="${word#nlk.ip=}" ;;
     nlk.hostname=*) name="${word#nlk.hostname=}" ;;
     nlk.agent=*) agent="${word#nlk.agent=}" ;;
+    nlk.statd=*) statd="${word#nlk.statd=}" ;;
   esac
 done
 
@@ -43,8 +45,18 @@ for _ in $(seq 200); do
   sleep 0.05
 done
 [[ -S /run/rpcbind.sock ]] || fail "rpcbind did not come up"
-rpc.statd --no-notify -F -d 2>&1 | sed -u 's/^/statd: /' >/dev/console &
-sm-notify -d 2>&1 | sed -u 's/^/sm-notify: /' >/dev/console &
-stamp "rpcbind up, rpc.statd and sm-notify started"
+if [[ -n "$statd" ]]; then
+  # nlockd as the status monitor: NSM only (the kernel's lockd is the NLM), its state in the
+  # persistent directory, the restart notification round (sm-notify's job) at its start, the
+  # admin API on the guest's address for the host's checks.
+  "$statd" --serve nsm --listen 0.0.0.0:0 --name "$name" \
+    --store sqlite:/var/lib/nfs/nlockd.db --admin-listen 0.0.0.0:9464 --log-level info \
+    2>&1 | sed -u 's/^/nlockd: /' >/dev/console &
+  stamp "rpcbind up, nlockd --serve nsm started"
+else
+  rpc.statd --no-notify -F -d 2>&1 | sed -u 's/^/statd: /' >/dev/console &
+  sm-notify -d 2>&1 | sed -u 's/^/sm-notify: /' >/dev/console &
+  stamp "rpcbind up, rpc.statd and sm-notify started"
+fi
 
 exec python3 "$agent"

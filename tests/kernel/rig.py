@@ -29,6 +29,8 @@ SERVER_IP = "10.197.0.1"
 GUEST_IP = "10.197.0.2"
 TAP = "nlktap0"
 ADMIN = "127.0.0.1:9464"
+# The guest's nlockd (scenario 4) serves its admin API on the guest's address.
+GUEST_ADMIN = GUEST_IP + ":9464"
 NLOCKD_PORT = 4045
 GUEST_NAME = "nlk-guest"
 # Where the guest mounts the export: its /run is tmpfs. (Not /tmp: the guest sees the host's
@@ -120,14 +122,16 @@ def rpcinfo_has(program, version, netid):
 
 
 class Admin:
-    """nlockd's admin API (docs/api.md), reached on the namespace's loopback."""
+    """nlockd's admin API (docs/api.md), reached on the namespace's loopback (or, for the
+    guest's nlockd, on the guest's address)."""
 
-    def __init__(self):
+    def __init__(self, address=ADMIN):
+        self.address = address
         self.opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
     def get(self, path):
         try:
-            with self.opener.open("http://%s%s" % (ADMIN, path), timeout=5) as r:
+            with self.opener.open("http://%s%s" % (self.address, path), timeout=5) as r:
                 return r.status, r.read().decode()
         except urllib.error.HTTPError as e:
             return e.code, e.read().decode()
@@ -320,6 +324,7 @@ class Rig:
         self.rpcbind = self.ganesha = self.nlockd = None
         self.qemu = self.agent = None
         self.boots = 0
+        self.nlockd_statd = False
         self.mounted = set()
         self.export = os.path.join(self.work, "export")
         self.notes = []
@@ -367,9 +372,11 @@ class Rig:
 
     # --- the guest -----------------------------------------------------------------------
 
-    def boot(self):
-        """Starts QEMU; returns at once. wait_ready() waits for the agent."""
+    def boot(self, nlockd_statd=False):
+        """Starts QEMU; returns at once. wait_ready() waits for the agent. nlockd_statd: the
+        guest runs nlockd --serve nsm in place of rpc.statd and sm-notify."""
         self.boots += 1
+        self.nlockd_statd = nlockd_statd
         state = self.path("guest-state")
         if not os.path.isdir(state):
             # What nfs-common lays out in /var/lib/nfs; statd runs as the owner of sm/.
@@ -388,7 +395,8 @@ class Rig:
             "console=ttyS0", "panic=-1", "tsc=unstable",
             "nlk.init=" + os.path.join(HERE, "guest-init.sh"),
             "nlk.ip=%s/24" % GUEST_IP, "nlk.hostname=" + GUEST_NAME,
-            "nlk.agent=" + os.path.join(HERE, "agent.py")])
+            "nlk.agent=" + os.path.join(HERE, "agent.py")] +
+            (["nlk.statd=" + self.args.nlockd] if nlockd_statd else []))
         argv = [
             "qemu-system-x86_64", "-nodefaults", "-no-user-config", "-display", "none",
             "-no-reboot", "-accel", "tcg", "-m", "512", "-smp", "1",
@@ -689,20 +697,89 @@ def scenario_reboot(rig):
             (boot_s, released_at - t0, state_before, state_after))
 
 
+def scenario_nlockd_statd(rig):
+    """The guest runs nlockd --serve nsm in place of rpc.statd: the kernel's lockd monitors the
+    server through it; the server's restart makes it call the kernel back (procedure 16, from a
+    privileged loopback port), and the kernel reclaims; after the guest's power-off, its
+    restart notification reaches the server, which releases the old locks."""
+    guest = Admin(GUEST_ADMIN)
+    boot_s = "at the rig's start"
+    if not rig.nlockd_statd:
+        rig.power_off()
+        rig.boot(nlockd_statd=True)
+        boot_s = "%.1f s" % rig.wait_ready()
+    m1, m2 = rig.mount_pair()
+    a, b = Worker(rig.agent, "statd-a"), Worker(rig.agent, "statd-b")
+    held_path, other = m1 + "/statd-held", m2 + "/statd-held"
+    a.open(held_path)
+    b.open(other)
+    a.must_lock(held_path, "w")
+    wait_for("nlockd to record the lock", lambda: len(rig.admin.locks()) == 1, 10)
+    # The kernel's SM_MON: the server by address, calling back NLM version 3 procedure 16.
+    clients = guest.json("/api/v1/clients?mon_name=%s" % SERVER_IP)["clients"]
+    if not any(c["my_prog"] == 100021 and c["my_proc"] == 16 and c["my_name"] == GUEST_NAME
+               for c in clients):
+        raise Failure("the guest's nlockd holds no kernel registration for the server: %s" %
+                      clients)
+    if rpcinfo_in_guest(rig, "nlockmgr") is None:
+        raise Failure("the guest's kernel lockd is not registered")
+    callbacks = guest.metric("nlm_callbacks_total", kind="status", result="ok") or 0
+    rig.nlockd.stop(signal.SIGKILL)
+    t1 = now()
+    rig.start_nlockd()
+    wait_for("the guest's nlockd to call its kernel back", lambda: (guest.metric(
+        "nlm_callbacks_total", kind="status", result="ok") or 0) > callbacks, 60, interval=0.05)
+    callback_s = now() - t1
+    # The restarted server counts from zero.
+    wait_for("the kernel's reclaim", lambda: rig.admin.metric("nlm_reclaims_total") >= 1, 60)
+    reclaim_s = now() - t1
+    held = rig.admin.locks()
+    if len(held) != 1 or held[0]["awaiting_reclaim"]:
+        raise Failure("after the reclaim nlockd should hold the one lock: %s" % held)
+    b.must_be_denied(other, "w")
+    b.close(other)
+    # The guest loses power holding the lock; its nlockd's restart round tells the server.
+    state_before = guest.json("/api/v1/status")["state_number"]
+    rig.power_off()
+    t2 = now()
+    rig.boot(nlockd_statd=True)
+    released_at = wait_for("the server to release the rebooted guest's lock",
+                           lambda: not rig.admin.locks() and now(), BOOT_DEADLINE)
+    rig.wait_ready()
+    state_after = guest.json("/api/v1/status")["state_number"]
+    if state_after <= state_before:
+        raise Failure("the guest nlockd's state did not advance across the reboot (%d -> %d)" %
+                      (state_before, state_after))
+    m1, _ = rig.mount_pair()
+    c = Worker(rig.agent, "statd-c")
+    c.open(m1 + "/statd-held")
+    c.must_lock(m1 + "/statd-held", "w")
+    c.close(m1 + "/statd-held")
+    return ("boot %s, server restart to the guest's callback %.2f s, restart-to-reclaim "
+            "%.2f s, reboot-to-release %.1f s, guest state %d -> %d" %
+            (boot_s, callback_s, reclaim_s, released_at - t2, state_before, state_after))
+
+
+def rpcinfo_in_guest(rig, name):
+    r = rig.agent.sh("rpcinfo -p 127.0.0.1", check=False)
+    return r["out"] if name in r["out"] else None
+
+
 def guest_state_number(rig):
     r = rig.agent.sh("od -An -t d4 /var/lib/nfs/state")
     return int(r["out"].split()[0])
 
 
 SCENARIOS = {
-    # Scenarios 4 and 5 (nlockd as the guest's or Ganesha's status monitor) plug in here; see
-    # docs/kernel-rig.md.
+    # Scenario 5 (nlockd as Ganesha's status monitor) plugs in here; see docs/kernel-rig.md.
     "1": ("kernel locks, conflicts, blocked lock granted by callback (TCP)", scenario_locks_tcp),
     "6": ("the same over UDP mounts where the kernel has them", scenario_locks_udp),
     "2": ("nlockd kill -9 and restart: kernel reclaims", scenario_restart),
     "3": ("guest power-off and reboot: sm-notify releases its locks", scenario_reboot),
+    "4": ("nlockd --serve nsm as the guest's status monitor: callback, reclaim, reboot",
+          scenario_nlockd_statd),
 }
-ORDER = ["1", "6", "2", "3"]
+ORDER = ["1", "6", "2", "3", "4"]
 
 
 def main():
@@ -730,7 +807,8 @@ def main():
             rig.start_server_side()
             print("kernel: server side up in %.1f s (rpcbind, Ganesha, nlockd)" % (now() - t0),
                   flush=True)
-            rig.boot()
+            # Scenario 4 alone: the guest runs nlockd as its status monitor from the first boot.
+            rig.boot(nlockd_statd=wanted == ["4"])
             print("kernel: guest booted in %.1f s" % rig.wait_ready(), flush=True)
             t0 = now()
             rig.mount_pair()

@@ -1,0 +1,216 @@
+// nlockd in the roles beside the Linux NFS stack, between network-namespace hosts: NLM alone
+// beside Debian's rpc.statd (nfs-common), as NFS-Ganesha runs; and NLM alone beside nlockd
+// serving NSM alone (in place of rpc.statd). Client host 1 takes a lock (the server's NLM asks
+// its host's status monitor to watch the client) and then announces a reboot (SM_NOTIFY to the
+// server's status monitor), which must call the NLM back (procedure 16, from loopback and a
+// privileged port) so that the lock goes.
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <functional>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "integration/test_hosts.hpp"
+#include "testutil/netns.hpp"
+
+namespace nlockd::integration {
+namespace {
+
+constexpr auto kWait = std::chrono::seconds(30);
+constexpr int kClient = 1;
+
+class TempDir {
+ public:
+  TempDir() {
+    char pattern[] = "/tmp/nlockd-roles-XXXXXX";
+    path_ = mkdtemp(pattern);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+class Roles : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!testutil::NetNamespace::Available()) GTEST_SKIP() << "needs root and ip netns";
+    hosts_ = std::make_unique<TestHosts>("rol", 201, 1);
+  }
+
+  std::string Server() const { return hosts_->ServerAddressOf(kClient); }
+  std::string Client() const { return hosts_->ClientAddressOf(kClient); }
+
+  // nlockd on the server host with `args`; waits for it to listen and register `programs`
+  // version pairs with the server's rpcbind.
+  testutil::Subprocess* StartNlockd(std::vector<std::string> args, int pairs) {
+    std::vector<std::string> argv{NLOCKD_BINARY, "--grace", "0",     "--admin-listen",
+                                  "127.0.0.1:0", "--name",  Server()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    testutil::Subprocess* process = hosts_->StartOnServer(argv);
+    EXPECT_TRUE(process->WaitForLine(std::regex("nlockd listening"), kWait)) << process->output();
+    EXPECT_TRUE(process->WaitForLine(
+        std::regex("registered " + std::to_string(pairs) + " programs with rpcbind"), kWait))
+        << process->output();
+    return process;
+  }
+
+  // The server's rpcbind: the port of (program, version) over udp, 0 when not registered.
+  int RegisteredPort(int program, int version) {
+    auto [status, lines] = hosts_->RunOnServer({"rpcinfo", "-p", "127.0.0.1"});
+    std::regex row("^\\s*" + std::to_string(program) + "\\s+" + std::to_string(version) +
+                   "\\s+udp\\s+(\\d+)");
+    for (const auto& line : lines) {
+      std::smatch match;
+      if (std::regex_search(line, match, row)) return std::stoi(match[1]);
+    }
+    return 0;
+  }
+
+  std::vector<std::string> NlmFromClient(const std::string& operation) {
+    auto [status, lines] =
+        hosts_->Run(kClient, {NLM_CLIENT_BINARY, "--server", Server(), operation});
+    EXPECT_EQ(status, 0) << ::testing::PrintToString(lines);
+    return lines;
+  }
+
+  // The client's reboot, as its sm-notify announces it: SM_NOTIFY to the server's status
+  // monitor (found through the server's rpcbind), mon_name = the client's address.
+  void ClientRebooted(int32_t state) {
+    auto [status, lines] =
+        hosts_->Run(kClient, {NSM_CLIENT_BINARY, "--server", Server(),
+                              "notify name=" + Client() + " state=" + std::to_string(state)});
+    EXPECT_EQ(lines, (std::vector<std::string>{"notify ok"}));
+  }
+
+  // Lock, reboot, release: the round trip through the server's status monitor.
+  // `monitored` checks, before the reboot, that the status monitor watches the client.
+  void LockIsReleasedByTheClientsReboot(testutil::Subprocess* nlm,
+                                        const std::function<void()>& monitored) {
+    EXPECT_EQ(NlmFromClient("lock fh=roles caller=client-1 oh=a svid=1 state=3"),
+              (std::vector<std::string>{"lock stat=granted"}));
+    std::vector<std::string> denied = NlmFromClient("test fh=roles caller=other oh=b svid=2");
+    ASSERT_EQ(denied.size(), 1u);
+    EXPECT_EQ(denied[0].rfind("test stat=denied", 0), 0u) << denied[0];
+    monitored();
+    ClientRebooted(5);
+    EXPECT_TRUE(nlm->WaitForLine(std::regex("nlm released host=" + Client() + " locks=1"), kWait))
+        << nlm->output();
+    EXPECT_EQ(nlm->output().find("refused: not loopback with a reserved port"), std::string::npos)
+        << nlm->output();
+    EXPECT_EQ(NlmFromClient("test fh=roles caller=other oh=b svid=2"),
+              (std::vector<std::string>{"test stat=granted"}));
+  }
+
+  TempDir dir_;
+  std::unique_ptr<TestHosts> hosts_;
+};
+
+TEST_F(Roles, NlmAloneMonitorsClientsThroughRpcStatd) {
+  // rpc.statd as root (its directory is root's): -L no sm-notify, -F foreground, -d stderr.
+  std::filesystem::create_directory(dir_.path() + "/sm");
+  std::filesystem::create_directory(dir_.path() + "/sm.bak");
+  testutil::Subprocess* statd =
+      hosts_->StartOnServer({"rpc.statd", "-F", "-L", "-d", "-P", dir_.path()});
+  auto deadline = std::chrono::steady_clock::now() + kWait;
+  while (RegisteredPort(100024, 1) == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const int statd_port = RegisteredPort(100024, 1);
+  ASSERT_NE(statd_port, 0) << statd->output();
+
+  testutil::Subprocess* nlm =
+      StartNlockd({"--serve", "nlm", "--listen", "0.0.0.0:4045", "--store", "memory:"}, 3);
+  EXPECT_EQ(RegisteredPort(100021, 4), 4045);
+  EXPECT_EQ(RegisteredPort(100024, 1), statd_port) << "rpc.statd's mapping must stay";
+  LockIsReleasedByTheClientsReboot(nlm, [&] {
+    // statd keeps the client under NLM's host key (its address), for nlockd's NLM.
+    EXPECT_TRUE(std::filesystem::exists(dir_.path() + "/sm/" + Client())) << statd->output();
+  });
+  EXPECT_EQ(nlm->Stop(SIGTERM, std::chrono::seconds(20)), 0) << nlm->output();
+}
+
+TEST_F(Roles, NlmAloneBesideNlockdServingNsmAlone) {
+  testutil::Subprocess* nsm =
+      StartNlockd({"--serve", "nsm", "--listen", "0.0.0.0:4046", "--store",
+                   "sqlite:" + dir_.path() + "/nsm.db", "--log-level", "debug"},
+                  1);
+  testutil::Subprocess* nlm =
+      StartNlockd({"--serve", "nlm", "--listen", "0.0.0.0:4045", "--store", "memory:"}, 3);
+  EXPECT_EQ(RegisteredPort(100024, 1), 4046);
+  EXPECT_EQ(RegisteredPort(100021, 4), 4045);
+  // The status monitor does not serve NLM: PROG_UNAVAIL (clnt_stat 8) at its port.
+  auto [status, lines] =
+      hosts_->RunOnServer({NLM_CLIENT_BINARY, "--server", "127.0.0.1", "--port", "4046", "null"});
+  ASSERT_EQ(lines.size(), 1u) << status;
+  EXPECT_EQ(lines[0].rfind("null rpc_error=8 ", 0), 0u) << lines[0];
+  EXPECT_EQ(
+      hosts_->RunOnServer({NLM_CLIENT_BINARY, "--server", "127.0.0.1", "--port", "4045", "null"})
+          .second,
+      (std::vector<std::string>{"null ok"}));
+  LockIsReleasedByTheClientsReboot(nlm, [&] {
+    // my_id = (nlockd's name, NLM version 4, procedure 16), mon_name = NLM's host key.
+    EXPECT_TRUE(nsm->WaitForLine(
+        std::regex("nsm monitoring mon_name=" + Client() + " for " + Server() + "/100021/4/16"),
+        kWait))
+        << nsm->output();
+  });
+  // The status callback went out from a privileged port: NLM accepted it (above), and the NSM
+  // side did not have to warn that it could not bind one.
+  EXPECT_EQ(nsm->output().find("cannot bind a privileged source port"), std::string::npos)
+      << nsm->output();
+  EXPECT_EQ(nlm->Stop(SIGTERM, std::chrono::seconds(20)), 0) << nlm->output();
+  EXPECT_EQ(nsm->Stop(SIGTERM, std::chrono::seconds(20)), 0) << nsm->output();
+}
+
+// At its restart an NLM-alone nlockd tells the clients it monitored, from its own store, so that
+// they reclaim: the client's rpc.statd gets SM_NOTIFY and calls the client's lock manager.
+TEST_F(Roles, NlmAloneRestartReachesTheClientsStatd) {
+  TempDir server_statd;
+  TempDir client_statd;
+  for (const auto* dir : {&server_statd, &client_statd}) {
+    std::filesystem::create_directory(dir->path() + "/sm");
+    std::filesystem::create_directory(dir->path() + "/sm.bak");
+  }
+  hosts_->StartOnServer({"rpc.statd", "-F", "-L", "-d", "-P", server_statd.path()});
+  testutil::Subprocess* lock_manager =
+      hosts_->Start(kClient, {NSM_STATUS_SERVER_BINARY, "100021", "4"});
+  ASSERT_TRUE(lock_manager->WaitForLine(std::regex("^ready udp="), kWait))
+      << lock_manager->output();
+  testutil::Subprocess* statd =
+      hosts_->Start(kClient, {"rpc.statd", "-F", "-L", "-d", "-P", client_statd.path()});
+  auto deadline = std::chrono::steady_clock::now() + kWait;
+  while ((RegisteredPort(100024, 1) == 0 ||
+          hosts_->Run(kClient, {"rpcinfo", "-T", "udp", "127.0.0.1", "100024", "1"}).first != 0) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  // The client's lock manager has its statd watch the server, as a kernel lockd would.
+  auto [status, mon] = hosts_->Run(
+      kClient, {NSM_CLIENT_BINARY, "--server", "127.0.0.1",
+                "mon name=" + Server() + " my_name=127.0.0.1 prog=100021 vers=4 proc=16 priv0=42"});
+  ASSERT_EQ(mon.size(), 1u) << status;
+  ASSERT_EQ(mon[0].rfind("mon res=succ", 0), 0u) << mon[0] << statd->output();
+
+  const std::vector<std::string> args{
+      "--serve", "nlm", "--listen", "0.0.0.0:4045", "--store", "sqlite:" + dir_.path() + "/nlm.db"};
+  testutil::Subprocess* nlm = StartNlockd(args, 3);
+  EXPECT_EQ(NlmFromClient("lock fh=roles caller=client-1 oh=a svid=1 state=3"),
+            (std::vector<std::string>{"lock stat=granted"}));
+  ASSERT_EQ(nlm->Stop(SIGTERM, std::chrono::seconds(20)), 0) << nlm->output();
+  nlm = StartNlockd(args, 3);
+  std::regex callback("^STATUS proc=16 mon_name=(\\S+) state=(-?\\d+) priv0=42");
+  auto told = lock_manager->WaitForLine(callback, kWait);
+  ASSERT_TRUE(told) << lock_manager->output() << statd->output() << nlm->output();
+  EXPECT_EQ((*told)[1].str(), Server());
+  EXPECT_EQ(nlm->Stop(SIGTERM, std::chrono::seconds(20)), 0) << nlm->output();
+}
+
+}  // namespace
+}  // namespace nlockd::integration
