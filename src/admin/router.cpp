@@ -264,6 +264,8 @@ HttpResponse Router::Dispatch(const HttpRequest& request) const {
     if (route.method != method) {
       if (!allowed.empty()) allowed += ", ";
       allowed += route.method;
+      // HEAD is served wherever GET is (RFC 9110 section 9.3.2).
+      if (route.method == "GET") allowed += ", HEAD";
       continue;
     }
     auto decoded = PercentDecode(capture, false);

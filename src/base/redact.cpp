@@ -69,6 +69,27 @@ std::string RedactStoreUri(std::string_view uri) {
   return out;
 }
 
+std::string RedactPasswordOf(std::string_view store_uri, std::string_view text) {
+  // The password is what RedactStoreUri replaced: the text between the common prefix and suffix.
+  std::string redacted = RedactStoreUri(store_uri);
+  std::string out(text);
+  if (redacted == store_uri) return out;
+  size_t prefix = 0;
+  while (prefix < redacted.size() && redacted[prefix] == store_uri[prefix]) ++prefix;
+  size_t suffix = 0;
+  while (suffix < redacted.size() - prefix && suffix < store_uri.size() - prefix &&
+         redacted[redacted.size() - 1 - suffix] == store_uri[store_uri.size() - 1 - suffix]) {
+    ++suffix;
+  }
+  std::string password(store_uri.substr(prefix, store_uri.size() - prefix - suffix));
+  if (password.empty()) return out;
+  for (size_t at = out.find(password); at != std::string::npos;
+       at = out.find(password, at + kRedacted.size())) {
+    out.replace(at, password.size(), kRedacted);
+  }
+  return out;
+}
+
 std::string RedactSecret(std::string_view secret) {
   return secret.empty() ? std::string() : std::string(kRedacted);
 }

@@ -24,5 +24,12 @@ TEST(RedactStoreUri, LeavesUrisWithoutPasswordsAlone) {
   EXPECT_EQ(RedactSecret("token"), "REDACTED");
 }
 
+TEST(RedactPasswordOf, HidesThePasswordWhereverItAppears) {
+  EXPECT_EQ(RedactPasswordOf("postgresql://u:hunter2@db/x",
+                             "connection to db failed: password hunter2 rejected (hunter2)"),
+            "connection to db failed: password REDACTED rejected (REDACTED)");
+  EXPECT_EQ(RedactPasswordOf("postgresql://u@db/x", "user u failed"), "user u failed");
+}
+
 }  // namespace
 }  // namespace nlockd

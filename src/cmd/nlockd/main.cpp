@@ -261,14 +261,17 @@ int main(int argc, char** argv) {
   }
 
   nlockd::SetUpLogging(spdlog::level::info);
+  std::string store;  // To keep its password out of an error message.
   try {
     Config config = LoadConfig(config_file, flags);
+    store = config.store;
     spdlog::set_level(config.log_level);
     spdlog::info("nlockd starting version={} revision={} store={}", NLOCKD_BUILD_VERSION,
                  NLOCKD_BUILD_REVISION, nlockd::LogValue(nlockd::RedactStoreUri(config.store)));
     Run(std::move(config), config_file, flags);
   } catch (const std::exception& e) {
-    spdlog::critical("nlockd cannot run error={}", nlockd::LogValue(e.what()));
+    spdlog::critical("nlockd cannot run error={}",
+                     nlockd::LogValue(nlockd::RedactPasswordOf(store, e.what())));
     return EXIT_FAILURE;
   }
   return EXIT_SUCCESS;
