@@ -234,4 +234,39 @@ TEST(NlockdDaemon, SighupReloadsLogLevelAndTokenAndNamesKeysNeedingARestart) {
   EXPECT_EQ(daemon.Stop(SIGTERM, seconds(20)), 0) << daemon.output();
 }
 
+TEST(NlockdDaemon, AdminWritesNeedATokenUnlessOpened) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string bearer;
+    int grace_end_status;
+  };
+  // 409: allowed, and there is no grace period to end.
+  for (const Case& c : std::vector<Case>{{{}, "", 403},
+                                         {{"--admin-open-writes", "true"}, "", 409},
+                                         {{"--admin-token", "tok"}, "tok", 409},
+                                         {{"--admin-token", "tok"}, "", 401}}) {
+    std::vector<std::string> args{"--grace", "0"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    Subprocess daemon(Daemon(args));
+    auto admin = daemon.WaitForLine(
+        std::regex(R"(nlockd admin listening address=\S+ port=(\d+))"), seconds(20));
+    ASSERT_TRUE(admin) << daemon.output();
+    int port = std::stoi((*admin)[1]);  // Before the output (which the match points into) grows.
+    ASSERT_TRUE(daemon.WaitForLine(std::regex("nlockd listening"), seconds(20)));
+    httplib::Client client("127.0.0.1", port);
+    httplib::Headers headers;
+    if (!c.bearer.empty()) headers.emplace("Authorization", "Bearer " + c.bearer);
+    auto ended = client.Post("/api/v1/grace/end", headers, "", "application/json");
+    ASSERT_TRUE(ended);
+    EXPECT_EQ(ended->status, c.grace_end_status) << ended->body;
+    // Reads stay open without a token; /healthz always.
+    auto metrics = client.Get("/metrics", headers);
+    ASSERT_TRUE(metrics);
+    EXPECT_EQ(metrics->status, c.grace_end_status == 401 ? 401 : 200);
+    auto health = client.Get("/healthz");
+    ASSERT_TRUE(health);
+    EXPECT_EQ(health->status, 200);
+  }
+}
+
 }  // namespace

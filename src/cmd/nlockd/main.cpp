@@ -5,10 +5,13 @@
 // No lock logic here.
 #include <chrono>
 #include <cstdlib>
+#include <algorithm>
 #include <exception>
 #include <iostream>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -90,38 +93,53 @@ Config LoadConfig(const std::string& config_file, const Flags& flags) {
   return config;
 }
 
-// The admin token, which SIGHUP may change while HTTP threads check requests against it.
-class TokenHolder {
+// Who may use the admin server: the token and whether writes need one, which SIGHUP may change
+// while HTTP threads check requests against them.
+class AdminPolicy {
  public:
-  explicit TokenHolder(std::string token) : token_(std::move(token)) {}
-  void Set(std::string token) {
+  AdminPolicy(std::string token, bool open_writes)
+      : token_(std::move(token)), open_writes_(open_writes) {}
+  void Set(std::string token, bool open_writes) {
     std::lock_guard lock(mutex_);
     token_ = std::move(token);
+    open_writes_ = open_writes;
   }
-  bool Accepts(const std::string& authorization) const {
+  // nullopt when the request may go on; otherwise the refusal.
+  std::optional<nlockd::admin::HttpResponse> Check(const nlockd::admin::HttpRequest& request,
+                                                   std::string_view path) const {
     std::lock_guard lock(mutex_);
-    return nlockd::admin::BearerTokenMatches(authorization, token_);
+    if (path == "/healthz") return std::nullopt;
+    if (!nlockd::admin::BearerTokenMatches(request.authorization, token_)) {
+      return nlockd::admin::UnauthorizedResponse();
+    }
+    bool write = request.method != "GET" && request.method != "HEAD";
+    if (write && token_.empty() && !open_writes_) {
+      return nlockd::admin::ErrorResponse(
+          403, "forbidden",
+          "admin requests that change state need admin.token (or admin.token_file); "
+          "admin.open_writes = true serves them without one");
+    }
+    return std::nullopt;
   }
 
  private:
   mutable std::mutex mutex_;
   std::string token_;
+  bool open_writes_;
 };
 
 // The admin HTTP server over the service's admin views (the same JSON as the library gives).
 // The daemon checks the token itself (the service gets none) so that SIGHUP can change it.
 std::unique_ptr<nlockd::admin::AdminServer> StartAdmin(const Config& config,
                                                        nlockd::LockService& service,
-                                                       const TokenHolder& token) {
+                                                       const AdminPolicy& policy) {
   if (!config.admin_enabled) {
     spdlog::info("nlockd admin server off");
     return nullptr;
   }
-  auto handler = [&service, &token](const nlockd::admin::HttpRequest& request) {
+  auto handler = [&service, &policy](const nlockd::admin::HttpRequest& request) {
     std::string_view path = std::string_view(request.target).substr(0, request.target.find('?'));
-    if (path != "/healthz" && !token.Accepts(request.authorization)) {
-      return nlockd::admin::UnauthorizedResponse();
-    }
+    if (auto refusal = policy.Check(request, path)) return *std::move(refusal);
     nlockd::AdminResponse answer = service.HandleAdminRequest(
         {request.method, request.target, request.authorization, request.body});
     return nlockd::admin::HttpResponse{answer.status, std::move(answer.content_type),
@@ -130,15 +148,18 @@ std::unique_ptr<nlockd::admin::AdminServer> StartAdmin(const Config& config,
   auto server = std::make_unique<nlockd::admin::AdminServer>(handler);
   server->Start(config.admin_listen.host, config.admin_listen.port);
   // Tests and scripts wait for this line to learn the port (with --admin-listen ADDR:0).
-  spdlog::info("nlockd admin listening address={} port={} token={}", config.admin_listen.host,
-               server->port(), config.admin_token.empty() ? "off" : "on");
+  spdlog::info("nlockd admin listening address={} port={} token={} writes={}",
+               config.admin_listen.host, server->port(), config.admin_token.empty() ? "off" : "on",
+               !config.admin_token.empty() ? "token"
+               : config.admin_open_writes  ? "open"
+                                           : "refused");
   return server;
 }
 
 // SIGHUP: reads the file (and the flags over it) again, applies what can change while running
 // and logs the rest as needing a restart. A file that no longer loads changes nothing.
 void Reload(const std::string& config_file, const Flags& flags, Config& current,
-            TokenHolder& token) {
+            AdminPolicy& policy) {
   Config next;
   try {
     next = LoadConfig(config_file, flags);
@@ -163,9 +184,10 @@ void Reload(const std::string& config_file, const Flags& flags, Config& current,
     spdlog::set_level(next.log_level);
     current.log_level = next.log_level;
   }
-  if (token_changed) {
-    token.Set(next.admin_token);
+  if (token_changed || next.admin_open_writes != current.admin_open_writes) {
+    policy.Set(next.admin_token, next.admin_open_writes);
     current.admin_token = next.admin_token;
+    current.admin_open_writes = next.admin_open_writes;
   }
   current.admin_token_file = next.admin_token_file;
   spdlog::info("nlockd reloaded config={} applied={} needs_restart={}",
@@ -189,13 +211,13 @@ void Run(Config config, const std::string& config_file, const Flags& flags) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   if (config.name.empty()) config.name = nlockd::server::DefaultServerName();
-  TokenHolder token(config.admin_token);
+  AdminPolicy policy(config.admin_token, config.admin_open_writes);
   nlockd::Options service_options = config;
   service_options.admin_token.clear();  // Checked by StartAdmin's handler.
   nlockd::LockService service(service_options);
   nlockd::cmd::SystemdNotifier systemd(service);
   // Up before the store loads, so that /healthz answers and /readyz says "not ready" meanwhile.
-  std::unique_ptr<nlockd::admin::AdminServer> admin = StartAdmin(config, service, token);
+  std::unique_ptr<nlockd::admin::AdminServer> admin = StartAdmin(config, service, policy);
   uint16_t port = service.Listen(config.listen.host, config.listen.port);
   service.Start();  // Returns once serving, so /readyz says ready before "listening" is logged.
   // Tests and scripts wait for this line to learn the port (with --listen ADDR:0).
@@ -208,7 +230,7 @@ void Run(Config config, const std::string& config_file, const Flags& flags) {
     sigwait(&signals, &signal);
     if (signal == SIGHUP) {
       systemd.Reloading();
-      Reload(config_file, flags, config, token);
+      Reload(config_file, flags, config, policy);
       systemd.Ready();
       continue;
     }
