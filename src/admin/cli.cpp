@@ -254,9 +254,9 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   std::string server = environment.server.value_or(kDefaultServer);
   std::string token = environment.token.value_or("");
   bool as_json = false;
-  app.set_version_flag("--version", fmt::format("nlockctl {} (revision {}, {} build)",
-                                                NLOCKD_BUILD_VERSION, NLOCKD_BUILD_REVISION,
-                                                NLOCKD_BUILD_TYPE));
+  app.set_version_flag("--version",
+                       fmt::format("nlockctl {} (revision {}, {} build)", NLOCKD_BUILD_VERSION,
+                                   NLOCKD_BUILD_REVISION, NLOCKD_BUILD_TYPE));
   // Options of the app are accepted after a subcommand too ("nlockctl locks list --json").
   app.fallthrough();
   app.add_option("--server", server, "Admin API URL (env NLOCKCTL_SERVER)")->capture_default_str();

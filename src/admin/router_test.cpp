@@ -2,13 +2,12 @@
 // filters and paging, and the error answers.
 #include "admin/router.hpp"
 
-#include "nlockd_build_info.hpp"
-
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include "admin/testing/test_server.hpp"
+#include "nlockd_build_info.hpp"
 
 namespace nlockd::admin {
 namespace {

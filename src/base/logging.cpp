@@ -1,7 +1,5 @@
 #include "base/logging.hpp"
 
-#include <sys/stat.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -9,6 +7,7 @@
 
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
+#include <sys/stat.h>
 
 namespace nlockd {
 

@@ -1,13 +1,12 @@
 #include "base/logging.hpp"
 
-#include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
-
-#include <sys/stat.h>
-
 #include <cstdlib>
 #include <sstream>
 #include <string>
+
+#include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <sys/stat.h>
 
 namespace nlockd {
 namespace {

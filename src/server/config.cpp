@@ -1,7 +1,5 @@
 #include "server/config.hpp"
 
-#include <sys/stat.h>
-
 #include <cstdlib>
 #include <fstream>
 #include <limits>
@@ -10,6 +8,7 @@
 
 #include <asio/ip/address.hpp>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <toml++/toml.h>
 #include <unistd.h>
 
@@ -55,8 +54,8 @@ void ApplyServe(const std::string& text, Config& config) {
   size_t start = 0;
   while (start <= text.size()) {
     size_t comma = text.find(',', start);
-    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos
-                                                                       : comma - start);
+    std::string item =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     bool& seen = item == "nlm" ? nlm : nsm;
     if ((item != "nlm" && item != "nsm") || seen) {
       Fail("serve must list nlm and/or nsm once each, comma-separated, not '" + text + "'");
@@ -236,8 +235,8 @@ void LoadTable(const toml::table& table, const std::string& prefix, const std::s
     if (setting == nullptr) Fail(fmt::format("{}: unknown config key {}", where, key));
     std::optional<SettingValue> value = ValueOf(*setting, node);
     if (!value) {
-      Fail(fmt::format("{}: config key {} must be {}, not {}", where, key,
-                       TypeName(setting->type), NodeTypeName(node)));
+      Fail(fmt::format("{}: config key {} must be {}, not {}", where, key, TypeName(setting->type),
+                       NodeTypeName(node)));
     }
     ApplySetting(*setting, *value, where, config);
   }
@@ -267,7 +266,8 @@ std::string Render(const Config& config, bool with_help, bool redact) {
   std::string section;
   for (const Setting& setting : Settings()) {
     auto dot = setting.key.find('.');
-    std::string table = dot == std::string_view::npos ? "" : std::string(setting.key.substr(0, dot));
+    std::string table =
+        dot == std::string_view::npos ? "" : std::string(setting.key.substr(0, dot));
     if (table != section) {
       section = table;
       out += fmt::format("\n[{}]\n", table);
@@ -318,9 +318,10 @@ void LoadConfigFile(const std::string& path, Config& config) {
     table = toml::parse_file(path);
   } catch (const toml::parse_error& e) {
     const auto& begin = e.source().begin;
-    if (begin.line == 0) Fail("cannot read config file " + path + ": " + std::string(e.description()));
-    Fail(fmt::format("{}:{}:{}: syntax error: {}", path, begin.line, begin.column,
-                     e.description()));
+    if (begin.line == 0)
+      Fail("cannot read config file " + path + ": " + std::string(e.description()));
+    Fail(
+        fmt::format("{}:{}:{}: syntax error: {}", path, begin.line, begin.column, e.description()));
   }
   LoadTable(table, "", path, config);
 }

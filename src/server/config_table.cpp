@@ -91,8 +91,7 @@ const Setting kSettings[] = {
      "relative to $CREDENTIALS_DIRECTORY when systemd's LoadCredential= provides it. Empty: "
      "none (libpq's own PGPASSFILE and service files still work).",
      [](const SettingValue& v, Config& c) { c.store_password_file = Text(v); },
-     [](const Config& c) -> SettingValue { return c.store_password_file; }, false, false,
-     "PATH"},
+     [](const Config& c) -> SettingValue { return c.store_password_file; }, false, false, "PATH"},
     {"grace", "--grace", SettingType::kInteger, 0, 3600,
      "Seconds of grace period after a start, during which only reclaims of locks held before "
      "are granted. 0: none. Without a persistent store nlockd cannot know what was held, so it "
@@ -139,7 +138,9 @@ const Setting kSettings[] = {
      "How a blocked lock that becomes free is announced: \"msg\" (GRANTED_MSG, as Linux servers "
      "do) or \"sync\" (GRANTED).",
      [](const SettingValue& v, Config& c) { c.nlm_granted_msg = ParseGrantedCallback(Text(v)); },
-     [](const Config& c) -> SettingValue { return std::string(c.nlm_granted_msg ? "msg" : "sync"); },
+     [](const Config& c) -> SettingValue {
+       return std::string(c.nlm_granted_msg ? "msg" : "sync");
+     },
      false, false, "HOW"},
     {"nlm.max_hosts", "--max-hosts", SettingType::kInteger, 1, kMillion,
      "Client hosts monitored and holding state at once; past it new hosts get DENIED_NOLOCKS.",
@@ -175,8 +176,7 @@ const Setting kSettings[] = {
        }
      },
      [](const Config& c) -> SettingValue {
-       return std::vector<int64_t>(c.nsm_callback_programs.begin(),
-                                   c.nsm_callback_programs.end());
+       return std::vector<int64_t>(c.nsm_callback_programs.begin(), c.nsm_callback_programs.end());
      },
      false, false, "PROGRAM"},
     {"nsm.check_notifier_address", "--nsm-check-notifier-address", SettingType::kBoolean, 0, 0,
@@ -226,10 +226,11 @@ const Setting kSettings[] = {
      [](const Config& c) -> SettingValue { return c.rpcbind_register; }},
     {"rpcbind.host", "--rpcbind-host", SettingType::kString, 0, 0,
      "The portmapper's address (an IP literal).",
-     [](const SettingValue& v, Config& c) { c.rpcbind_host = ParseIpLiteral(Text(v), "rpcbind host"); },
+     [](const SettingValue& v, Config& c) {
+       c.rpcbind_host = ParseIpLiteral(Text(v), "rpcbind host");
+     },
      [](const Config& c) -> SettingValue { return c.rpcbind_host; }, false, false, "ADDR"},
-    {"rpcbind.port", "--rpcbind-port", SettingType::kInteger, 1, kU16,
-     "The portmapper's port.",
+    {"rpcbind.port", "--rpcbind-port", SettingType::kInteger, 1, kU16, "The portmapper's port.",
      [](const SettingValue& v, Config& c) { c.rpcbind_port = static_cast<uint16_t>(Int(v)); },
      [](const Config& c) -> SettingValue { return int64_t{c.rpcbind_port}; }},
 
@@ -282,8 +283,8 @@ const SettingSection kSections[] = {
 
 void CheckRange(const Setting& setting, int64_t value, const std::string& where) {
   if (value < setting.min || value > setting.max) {
-    Fail(fmt::format("{}: {} = {} is out of range {}..{}", where, setting.key, value,
-                     setting.min, setting.max));
+    Fail(fmt::format("{}: {} = {} is out of range {}..{}", where, setting.key, value, setting.min,
+                     setting.max));
   }
 }
 

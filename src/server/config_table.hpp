@@ -32,8 +32,8 @@ struct Setting {
   // (kFailed) when its text is not acceptable.
   void (*apply)(const SettingValue& value, Config& config);
   SettingValue (*get)(const Config& config);
-  bool secret = false;      // Shown redacted by --check-config and in logs.
-  bool reloadable = false;  // SIGHUP applies a change; other changes need a restart.
+  bool secret = false;               // Shown redacted by --check-config and in logs.
+  bool reloadable = false;           // SIGHUP applies a change; other changes need a restart.
   std::string_view value_name = "";  // For --help: what the flag takes ("ADDR:PORT").
 };
 

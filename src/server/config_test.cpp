@@ -2,8 +2,8 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <set>
 #include <fstream>
+#include <set>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -127,8 +127,8 @@ namespace {
 
 TEST(LoadConfigFile, ServeNsmListenAndCallbackSourcePortAreReadAndChecked) {
   Config config;
-  std::string path = WriteTemp(
-      "serve = \"nsm\"\nnsm_listen = \"127.0.0.1:662\"\ncallback_source_port = 700\n");
+  std::string path =
+      WriteTemp("serve = \"nsm\"\nnsm_listen = \"127.0.0.1:662\"\ncallback_source_port = 700\n");
   LoadConfigFile(path, config);
   std::remove(path.c_str());
   EXPECT_FALSE(config.serve_nlm);
@@ -145,8 +145,8 @@ TEST(LoadConfigFile, ServeNsmListenAndCallbackSourcePortAreReadAndChecked) {
   for (const char* bad : {"", "nfs", "nlm,nlm", "nlm,", ",nsm", "NLM"}) {
     EXPECT_THROW(ApplyServe(bad, config), Error) << bad;
   }
-  for (const char* bad : {"serve = [\"nlm\"]\n", "nsm_listen = \"nope\"\n",
-                          "callback_source_port = 70000\n"}) {
+  for (const char* bad :
+       {"serve = [\"nlm\"]\n", "nsm_listen = \"nope\"\n", "callback_source_port = 70000\n"}) {
     std::string bad_path = WriteTemp(bad);
     EXPECT_THROW(LoadConfigFile(bad_path, config), Error) << bad;
     std::remove(bad_path.c_str());
@@ -232,8 +232,8 @@ TEST(LoadConfigFile, RecoveryAndNotifyKeysAreReadAndChecked) {
   EXPECT_EQ(config.notify_budget, std::chrono::seconds(30));
   EXPECT_FALSE(config.notify_drop_unreachable);
 
-  for (const char* bad : {"[notify]\nbackoff = 0\n", "[notify]\nbudgt = 3\n",
-                          "grace_floor = -1\n", "persist_locks = \"yes\"\n"}) {
+  for (const char* bad : {"[notify]\nbackoff = 0\n", "[notify]\nbudgt = 3\n", "grace_floor = -1\n",
+                          "persist_locks = \"yes\"\n"}) {
     path = WriteTemp(bad);
     EXPECT_THROW(LoadConfigFile(path, config), Error) << bad;
     std::remove(path.c_str());
@@ -285,8 +285,8 @@ TEST(SettingsTable, ShippedConfigFileIsTheRenderedTable) {
 }
 
 TEST(SettingsTable, ManPageListsEveryKey) {
-  ExpectFileMatches(NLOCKD_SOURCE_DIR "/man/nlockd.toml.5", RenderManKeys(),
-                    ".\\\" BEGIN KEYS", ".\\\" END KEYS");
+  ExpectFileMatches(NLOCKD_SOURCE_DIR "/man/nlockd.toml.5", RenderManKeys(), ".\\\" BEGIN KEYS",
+                    ".\\\" END KEYS");
 }
 
 TEST(SettingsTable, EveryKeyIsUniqueAndRoundTripsThroughTheFile) {
@@ -313,16 +313,16 @@ TEST(SettingsTable, EveryKeyIsUniqueAndRoundTripsThroughTheFile) {
 }
 
 TEST(SettingsTable, FlagsAreCheckedLikeTheFile) {
-  for (auto [flag, text] : std::vector<std::pair<std::string, std::string>>{
-           {"--max-connections", "0"},
-           {"--max-record-size", "0"},
-           {"--idle-timeout", "-5"},
-           {"--grace", "3601"},
-           {"--store", "memory:extra"},
-           {"--store", "redis://x"},
-           {"--rpcbind-host", "not-an-ip"},
-           {"--persist-locks", "maybe"},
-           {"--notify-timeout", "5s"}}) {
+  for (auto [flag, text] :
+       std::vector<std::pair<std::string, std::string>>{{"--max-connections", "0"},
+                                                        {"--max-record-size", "0"},
+                                                        {"--idle-timeout", "-5"},
+                                                        {"--grace", "3601"},
+                                                        {"--store", "memory:extra"},
+                                                        {"--store", "redis://x"},
+                                                        {"--rpcbind-host", "not-an-ip"},
+                                                        {"--persist-locks", "maybe"},
+                                                        {"--notify-timeout", "5s"}}) {
     const Setting* setting = nullptr;
     for (const Setting& s : Settings()) {
       if (s.flag == flag) setting = &s;
@@ -352,11 +352,11 @@ TEST(LoadConfigFile, ErrorsNameTheLineAndTheWrongType) {
     std::remove(path.c_str());
     return message.substr(message.find(':') + 1);  // Without the temporary path.
   };
-  EXPECT_EQ(error_of("notify = 5\n"), "1: config key notify must be a table ([notify]), not an integer");
+  EXPECT_EQ(error_of("notify = 5\n"),
+            "1: config key notify must be a table ([notify]), not an integer");
   EXPECT_EQ(error_of("grace = 1\n\n[rpc]\nidle_timeout = \"x\"\n"),
             "4: config key rpc.idle_timeout must be an integer, not a string");
-  EXPECT_EQ(error_of("grace = 1\ngrace_floor = \n"),
-            error_of("grace = 1\ngrace_floor = \n"));
+  EXPECT_EQ(error_of("grace = 1\ngrace_floor = \n"), error_of("grace = 1\ngrace_floor = \n"));
   EXPECT_EQ(error_of("grace = 1\ngrace_floor = \n").substr(0, 2), "2:");
   EXPECT_NE(error_of("grace = 1\ngrace_floor = \n").find("syntax error"), std::string::npos);
   EXPECT_EQ(error_of("[rpc]\nmax_connections = 0\n"),

@@ -1,11 +1,4 @@
 // The real nlockd binary: configuration checks, --version, systemd notifications, SIGHUP.
-#include <poll.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -16,6 +9,12 @@
 
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include "nlockd_build_info.hpp"
 #include "testutil/subprocess.hpp"
@@ -47,8 +46,10 @@ class TempDir {
 };
 
 std::vector<std::string> Daemon(std::vector<std::string> args) {
-  std::vector<std::string> argv{NLOCKD_BINARY, "--store", "memory:", "--listen", "127.0.0.1:0",
-                                "--admin-listen", "127.0.0.1:0", "--rpcbind-register", "false"};
+  std::vector<std::string> argv{
+      NLOCKD_BINARY, "--store",        "memory:",     "--listen",
+      "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--rpcbind-register",
+      "false"};
   argv.insert(argv.end(), args.begin(), args.end());
   return argv;
 }
@@ -90,8 +91,8 @@ TEST(NlockdDaemon, CheckConfigPrintsTheEffectiveConfigurationRedacted) {
   std::string config = dir.File("nlockd.toml",
                                 "store = \"postgresql://nlockd:hunter2@db.example/nlockd\"\n"
                                 "[admin]\ntoken = \"t0ps3cret\"\n[rpc]\nidle_timeout = 30\n");
-  auto [status, output] = RunCommand({NLOCKD_BINARY, "--config", config, "--check-config",
-                                      "--max-connections", "7"});
+  auto [status, output] =
+      RunCommand({NLOCKD_BINARY, "--config", config, "--check-config", "--max-connections", "7"});
   EXPECT_EQ(status, 0) << output;
   EXPECT_NE(output.find("store = \"postgresql://nlockd:REDACTED@db.example/nlockd\"\n"),
             std::string::npos)
@@ -118,8 +119,8 @@ TEST(NlockdDaemon, CheckConfigPrintsTheEffectiveConfigurationRedacted) {
 
 TEST(NlockdDaemon, StorePasswordIsNotLogged) {
   Subprocess daemon({NLOCKD_BINARY, "--store", "postgresql://nlockd:hunter2@127.0.0.1:1/none",
-                     "--listen", "127.0.0.1:0", "--admin-listen", "off",
-                     "--rpcbind-register", "false"});
+                     "--listen", "127.0.0.1:0", "--admin-listen", "off", "--rpcbind-register",
+                     "false"});
   EXPECT_TRUE(daemon.Wait(seconds(30)).has_value());
   EXPECT_EQ(daemon.output().find("hunter2"), std::string::npos) << daemon.output();
   EXPECT_NE(daemon.output().find("nlockd:REDACTED@"), std::string::npos) << daemon.output();
@@ -196,8 +197,8 @@ TEST(NlockdDaemon, TellsSystemdReadyStatusWatchdogAndStopping) {
 TEST(NlockdDaemon, SighupReloadsLogLevelAndTokenAndNamesKeysNeedingARestart) {
   TempDir dir;
   std::string token = dir.File("token", "first-token\n");
-  std::string config_text = "log_level = \"info\"\ngrace = 0\n[admin]\ntoken_file = \"" + token +
-                            "\"\n";
+  std::string config_text =
+      "log_level = \"info\"\ngrace = 0\n[admin]\ntoken_file = \"" + token + "\"\n";
   std::string config = dir.File("nlockd.toml", config_text);
   Subprocess daemon(Daemon({"--config", config}));
   auto admin = daemon.WaitForLine(std::regex(R"(nlockd admin listening address=\S+ port=(\d+))"),
@@ -214,8 +215,8 @@ TEST(NlockdDaemon, SighupReloadsLogLevelAndTokenAndNamesKeysNeedingARestart) {
   EXPECT_EQ(status_with("first-token"), 200);
 
   dir.File("token", "second-token\n");
-  dir.File("nlockd.toml", "log_level = \"debug\"\ngrace = 5\n[admin]\ntoken_file = \"" + token +
-                              "\"\n");
+  dir.File("nlockd.toml",
+           "log_level = \"debug\"\ngrace = 5\n[admin]\ntoken_file = \"" + token + "\"\n");
   ASSERT_EQ(kill(daemon.pid(), SIGHUP), 0);
   auto reloaded = daemon.WaitForLine(
       std::regex(R"(nlockd reloaded config=\S+ applied=(\S+) needs_restart=(\S+))"), seconds(10));
@@ -248,8 +249,8 @@ TEST(NlockdDaemon, AdminWritesNeedATokenUnlessOpened) {
     std::vector<std::string> args{"--grace", "0"};
     args.insert(args.end(), c.args.begin(), c.args.end());
     Subprocess daemon(Daemon(args));
-    auto admin = daemon.WaitForLine(
-        std::regex(R"(nlockd admin listening address=\S+ port=(\d+))"), seconds(20));
+    auto admin = daemon.WaitForLine(std::regex(R"(nlockd admin listening address=\S+ port=(\d+))"),
+                                    seconds(20));
     ASSERT_TRUE(admin) << daemon.output();
     int port = std::stoi((*admin)[1]);  // Before the output (which the match points into) grows.
     ASSERT_TRUE(daemon.WaitForLine(std::regex("nlockd listening"), seconds(20)));

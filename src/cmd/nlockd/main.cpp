@@ -3,16 +3,16 @@
 // then runs one nlockd::LockService (the public library API, the same one an embedding NFS
 // server uses) on its own listener, with the admin HTTP server in front of its admin views.
 // No lock logic here.
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <algorithm>
 #include <exception>
 #include <iostream>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <string_view>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -46,17 +46,17 @@ class Flags {
     Config defaults;
     for (const Setting& setting : nlockd::server::Settings()) {
       auto& texts = values_.emplace_back(std::make_unique<std::vector<std::string>>());
-      std::string help = fmt::format("{} (config key {}; default {})", setting.help, setting.key,
-                                     setting.secret ? std::string("none")
-                                                    : nlockd::server::FormatValue(
-                                                          setting.get(defaults)));
+      std::string help =
+          fmt::format("{} (config key {}; default {})", setting.help, setting.key,
+                      setting.secret ? std::string("none")
+                                     : nlockd::server::FormatValue(setting.get(defaults)));
       CLI::Option* option = app.add_option(std::string(setting.flag), *texts, help);
-      bool list = setting.type == SettingType::kStringList ||
-                  setting.type == SettingType::kIntegerList;
+      bool list =
+          setting.type == SettingType::kStringList || setting.type == SettingType::kIntegerList;
       if (!list) option->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
       std::string type_name(setting.value_name);
       if (type_name.empty()) {
-        type_name = setting.type == SettingType::kBoolean ? "BOOL"
+        type_name = setting.type == SettingType::kBoolean  ? "BOOL"
                     : setting.type == SettingType::kString ? "TEXT"
                                                            : "INT";
       }
@@ -191,7 +191,8 @@ void Reload(const std::string& config_file, const Flags& flags, Config& current,
   }
   current.admin_token_file = next.admin_token_file;
   spdlog::info("nlockd reloaded config={} applied={} needs_restart={}",
-               nlockd::LogValue(config_file), nlockd::LogValue(fmt::format("{}", fmt::join(applied, ","))),
+               nlockd::LogValue(config_file),
+               nlockd::LogValue(fmt::format("{}", fmt::join(applied, ","))),
                nlockd::LogValue(fmt::format("{}", fmt::join(need_restart, ","))));
   if (!need_restart.empty()) {
     spdlog::warn("nlockd reload: changed keys take effect only after a restart keys={}",
@@ -251,9 +252,10 @@ std::string VersionText() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"nlockd: NFS network lock manager (NLM 1/3/4) and status monitor (NSM 1).\n"
-               "Every setting is a config file key (nlockd.toml(5)) and a flag; flags override "
-               "the file."};
+  CLI::App app{
+      "nlockd: NFS network lock manager (NLM 1/3/4) and status monitor (NSM 1).\n"
+      "Every setting is a config file key (nlockd.toml(5)) and a flag; flags override "
+      "the file."};
   app.get_formatter()->column_width(36);
   std::string config_file;
   app.add_option("--config", config_file, "TOML config file (flags override it)")
@@ -274,7 +276,8 @@ int main(int argc, char** argv) {
   if (check_config) {
     try {
       Config config = LoadConfig(config_file, flags);
-      std::cout << "# nlockd --check-config: valid\n" << nlockd::server::RenderEffectiveConfig(config);
+      std::cout << "# nlockd --check-config: valid\n"
+                << nlockd::server::RenderEffectiveConfig(config);
       return EXIT_SUCCESS;
     } catch (const std::exception& e) {
       std::cerr << "nlockd: invalid configuration: " << e.what() << "\n";

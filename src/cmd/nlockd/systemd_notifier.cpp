@@ -84,12 +84,11 @@ void SystemdNotifier::Poll() {
 
 std::string SystemdNotifier::StatusLine() {
   Status status = service_.GetStatus();
-  std::string grace =
-      status.grace_active
-          ? fmt::format("grace {} {:.0f}s left", status.grace_mode, status.grace_seconds_left)
-          : std::string("serving");
-  return fmt::format("{}; {} locks, {} hosts, {} registrations", grace, status.locks,
-                     status.hosts, status.registrations);
+  std::string grace = status.grace_active ? fmt::format("grace {} {:.0f}s left", status.grace_mode,
+                                                        status.grace_seconds_left)
+                                          : std::string("serving");
+  return fmt::format("{}; {} locks, {} hosts, {} registrations", grace, status.locks, status.hosts,
+                     status.registrations);
 }
 
 void SystemdNotifier::Notify(const std::string& text) {
