@@ -109,6 +109,9 @@ curl -fsS "$server/readyz" >/dev/null || fail "/readyz"
 curl -fsS "$server/metrics" | grep -q '^nsm_state_number ' || fail "/metrics"
 curl -fsS "$server/api/v1/status" | grep -q "\"version\":\"$version\"" || fail "version in status"
 [[ $(stat -c %U /var/lib/nlockd/nlockd.db) == nlockd ]] || fail "the store is not in /var/lib/nlockd"
+# The packaged config refuses admin writes without a token.
+[[ $(curl -s -o /dev/null -w '%{http_code}' -X POST "$server/api/v1/grace/end") == 403 ]] ||
+  fail "an admin write without a token was not refused"
 
 # Reload, then stop.
 kill -HUP "$daemon_pid"

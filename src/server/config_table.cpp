@@ -262,10 +262,10 @@ const Setting kSettings[] = {
      [](const Config& c) -> SettingValue { return c.admin_token_file; }, false, true, "PATH"},
     {"admin.open_writes", "--admin-open-writes", SettingType::kBoolean, 0, 0,
      "Serve the admin requests that change state (grace end, host release, notify, "
-     "registration delete: every method but GET and HEAD) without a token. false: they need "
-     "admin.token or admin.token_file, and without one they are refused (403), so that anyone "
-     "who can reach the admin port cannot drop locks. /metrics, /healthz and /readyz never need "
-     "a token for GET when no token is set.",
+     "registration delete: every method but GET and HEAD) without a token. false (the "
+     "Debian package's setting): they need admin.token or admin.token_file, and without one "
+     "they are refused (403), so that anyone who can reach the admin port cannot drop locks. "
+     "Reads (GET, HEAD) need a token only when one is set.",
      [](const SettingValue& v, Config& c) { c.admin_open_writes = Bool(v); },
      [](const Config& c) -> SettingValue { return c.admin_open_writes; }, false, true},
 };
