@@ -9,12 +9,15 @@ build_packages=(
   g++ cmake ninja-build ccache pkg-config
   libasio-dev libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev nlohmann-json3-dev
   libsqlite3-dev libpq-dev prometheus-cpp-dev libcpp-httplib-dev libssl-dev zlib1g-dev libbrotli-dev
+  libsystemd-dev
 )
 test_packages=(
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   libtirpc-dev rpcsvc-proto rpcbind nfs-common
   clang libclang-rt-14-dev
   postgresql sqlite3 iproute2 procps curl prometheus
+  # The Debian packages (packaging/test-deb.sh): dpkg-buildpackage, debhelper, lintian.
+  dpkg-dev debhelper lintian
   # The kernel client rig (tests/kernel/): the guest's kernel is not installed but fetched
   # into a cache by tests/kernel/run.sh with apt-get download.
   qemu-system-x86 busybox-static nfs-ganesha nfs-ganesha-vfs python3

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds nlockd with ASan+UBSan and -Werror, runs every test (unit, db, integration) against a
 # PostgreSQL server this script starts, then an out-of-tree consumer of the installed library,
-# then a Linux kernel NFS client under QEMU against that nlockd, then the RPC fuzz target briefly.
+# then a Linux kernel NFS client under QEMU against that nlockd, then the Debian packages (built,
+# checked by lintian, installed, run and purged), then the RPC fuzz target briefly.
 # Usage: scripts/test.sh [--no-fuzz]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +28,10 @@ tests/consumer/run.sh "$build"
 
 # A Linux kernel NFS client under QEMU against the sanitized nlockd (docs/kernel-rig.md).
 tests/kernel/run.sh "$build/src/cmd/nlockd"
+
+# The Debian packages: built with dpkg-buildpackage (ccache, no tests), lintian without errors,
+# installed with dpkg -i, the installed daemon run as the nlockd user and smoke-tested, purged.
+packaging/test-deb.sh
 
 if [[ "${1:-}" != "--no-fuzz" ]]; then
   # The fuzz target needs clang; it compiles only the sources on the path it exercises.

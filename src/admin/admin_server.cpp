@@ -98,7 +98,9 @@ void AdminServer::Start(const std::string& address, uint16_t port) {
   while (!server_->is_running() && !finished->load()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  spdlog::info("admin: listening on http://{}:{}{}", address, port_,
+  // An IPv6 literal goes in brackets in a URL (RFC 3986 section 3.2.2).
+  const std::string host = address.find(':') == std::string::npos ? address : "[" + address + "]";
+  spdlog::info("admin: listening on http://{}:{}{}", host, port_,
                options_.token.empty() ? "" : " (bearer token required)");
 }
 

@@ -13,6 +13,8 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "nlockd_build_info.hpp"
+
 namespace nlockd::admin {
 namespace {
 
@@ -192,6 +194,10 @@ void PrintLocks(std::ostream& out, const json& answer) {
   PrintList(out, answer, "locks", kLockColumns);
 }
 
+void PrintShares(std::ostream& out, const json& answer) {
+  PrintList(out, answer, "shares", kShareColumns);
+}
+
 void PrintWaiters(std::ostream& out, const json& answer) {
   PrintList(out, answer, "waiters", kWaiterColumns);
 }
@@ -248,6 +254,11 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   std::string server = environment.server.value_or(kDefaultServer);
   std::string token = environment.token.value_or("");
   bool as_json = false;
+  app.set_version_flag("--version",
+                       fmt::format("nlockctl {} (revision {}, {} build)", NLOCKD_BUILD_VERSION,
+                                   NLOCKD_BUILD_REVISION, NLOCKD_BUILD_TYPE));
+  // Options of the app are accepted after a subcommand too ("nlockctl locks list --json").
+  app.fallthrough();
   app.add_option("--server", server, "Admin API URL (env NLOCKCTL_SERVER)")->capture_default_str();
   app.add_option("--token", token, "Bearer token (env NLOCKCTL_TOKEN)");
   app.add_flag("--json", as_json, "Print the API's JSON instead of a table");
@@ -349,6 +360,14 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   locks_list->callback([&] {
     request.path = "/api/v1/locks" + state_query();
     request.print = PrintLocks;
+  });
+  auto* shares = app.add_subcommand("shares", "DOS share reservations held (NLM SHARE)");
+  shares->require_subcommand(1);
+  auto* shares_list = shares->add_subcommand("list", "List shares");
+  add_state_filters(shares_list);
+  shares_list->callback([&] {
+    request.path = "/api/v1/shares" + state_query();
+    request.print = PrintShares;
   });
   auto* waiters = app.add_subcommand("waiters", "Blocked lock requests");
   waiters->require_subcommand(1);

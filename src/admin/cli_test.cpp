@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "admin/testing/test_server.hpp"
+#include "nlockd_build_info.hpp"
 #include "testutil/subprocess.hpp"
 
 namespace nlockd::admin {
@@ -132,6 +133,29 @@ TEST_F(NlockctlTest, LocksListWithFilters) {
   EXPECT_EQ(run.status, kCliServerError);
   EXPECT_NE(run.output.find("invalid_argument"), std::string::npos);
   EXPECT_EQ(CtlJson({"waiters", "list", "--host", "client-b"})["total"], 1);
+}
+
+TEST_F(NlockctlTest, JsonIsAcceptedAfterTheSubcommand) {
+  const CtlRun run = Ctl({"status", "--json"});
+  EXPECT_EQ(run.status, kCliOk) << run.output;
+  EXPECT_EQ(json::parse(run.output)["state_number"], 7);
+  const CtlRun list = Ctl({"locks", "list", "--json"});
+  EXPECT_EQ(list.status, kCliOk) << list.output;
+  EXPECT_TRUE(json::parse(list.output).contains("locks")) << list.output;
+}
+
+TEST_F(NlockctlTest, SharesList) {
+  const CtlRun run = Ctl({"shares", "list"});
+  EXPECT_EQ(run.status, kCliOk) << run.output;
+  EXPECT_EQ(run.output.substr(0, run.output.find('\n')).substr(0, 4), "FILE") << run.output;
+  EXPECT_TRUE(CtlJson({"shares", "list"}).contains("shares"));
+}
+
+TEST(Nlockctl, VersionNamesTheRevision) {
+  const CtlRun run = Nlockctl({"--version"});
+  EXPECT_EQ(run.status, 0) << run.output;
+  EXPECT_EQ(run.output, std::string("nlockctl ") + NLOCKD_BUILD_VERSION + " (revision " +
+                            NLOCKD_BUILD_REVISION + ", " + NLOCKD_BUILD_TYPE + " build)\n");
 }
 
 TEST_F(NlockctlTest, GraceShowEnd) {

@@ -1,5 +1,7 @@
 #include "admin/json_views.hpp"
 
+#include "nlockd_build_info.hpp"
+
 namespace nlockd::admin {
 namespace {
 
@@ -52,6 +54,8 @@ json ToJson(const GraceView& grace) {
 json ToJson(const StatusView& status) {
   return {{"state_number", status.state_number},
           {"server_name", status.server_name},
+          {"version", NLOCKD_BUILD_VERSION},
+          {"revision", NLOCKD_BUILD_REVISION},
           {"uptime_seconds", status.uptime_seconds},
           {"grace", ToJson(status.grace)},
           {"counts",

@@ -182,19 +182,28 @@ const std::vector<Router::Route>& Router::Routes() {
   return kRoutes;
 }
 
-bool Router::Authorized(const HttpRequest& request) const {
-  if (options_.token.empty()) return true;
+bool BearerTokenMatches(std::string_view authorization, std::string_view token) {
+  if (token.empty()) return true;
   constexpr std::string_view kScheme = "Bearer ";
-  const std::string_view header = request.authorization;
-  if (header.size() < kScheme.size()) return false;
+  if (authorization.size() < kScheme.size()) return false;
   // The scheme is case-insensitive (RFC 7235 section 2.1).
   for (size_t i = 0; i < kScheme.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(header[i])) !=
+    if (std::tolower(static_cast<unsigned char>(authorization[i])) !=
         std::tolower(static_cast<unsigned char>(kScheme[i]))) {
       return false;
     }
   }
-  return ConstantTimeEqual(header.substr(kScheme.size()), options_.token);
+  return ConstantTimeEqual(authorization.substr(kScheme.size()), token);
+}
+
+HttpResponse UnauthorizedResponse() {
+  HttpResponse response = ErrorResponse(401, "unauthorized", "a valid bearer token is required");
+  response.headers.emplace_back("WWW-Authenticate", "Bearer");
+  return response;
+}
+
+bool Router::Authorized(const HttpRequest& request) const {
+  return BearerTokenMatches(request.authorization, options_.token);
 }
 
 HttpResponse Router::Handle(const HttpRequest& request) const {
@@ -216,11 +225,7 @@ HttpResponse Router::Dispatch(const HttpRequest& request) const {
   const size_t question = target.find('?');
   const std::string_view path = target.substr(0, question);
 
-  if (path != "/healthz" && !Authorized(request)) {
-    HttpResponse response = ErrorResponse(401, "unauthorized", "a valid bearer token is required");
-    response.headers.emplace_back("WWW-Authenticate", "Bearer");
-    return response;
-  }
+  if (path != "/healthz" && !Authorized(request)) return UnauthorizedResponse();
 
   Query query;
   if (question != std::string_view::npos) {
@@ -259,6 +264,8 @@ HttpResponse Router::Dispatch(const HttpRequest& request) const {
     if (route.method != method) {
       if (!allowed.empty()) allowed += ", ";
       allowed += route.method;
+      // HEAD is served wherever GET is (RFC 9110 section 9.3.2).
+      if (route.method == "GET") allowed += ", HEAD";
       continue;
     }
     auto decoded = PercentDecode(capture, false);

@@ -28,6 +28,12 @@ struct HttpResponse {
   std::vector<std::pair<std::string, std::string>> headers;
 };
 
+// Whether an Authorization header carries "Bearer <token>" (scheme case-insensitive, token
+// compared in constant time). An empty token accepts every request.
+bool BearerTokenMatches(std::string_view authorization, std::string_view token);
+// The 401 answer to a request without the right token.
+HttpResponse UnauthorizedResponse();
+
 struct RouterOptions {
   // When not empty, every endpoint but /healthz requires "Authorization: Bearer <token>".
   std::string token;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "admin/testing/test_server.hpp"
+#include "nlockd_build_info.hpp"
 
 namespace nlockd::admin {
 namespace {
@@ -43,6 +44,8 @@ TEST_F(AdminApiTest, StatusReportsStateGraceAndCounts) {
   EXPECT_EQ(body["state_number"], 7);
   EXPECT_EQ(body["server_name"], "server.example");
   EXPECT_EQ(body["uptime_seconds"], 12.5);
+  EXPECT_EQ(body["version"], NLOCKD_BUILD_VERSION);
+  EXPECT_EQ(body["revision"], NLOCKD_BUILD_REVISION);
   EXPECT_EQ(body["grace"]["active"], true);
   EXPECT_EQ(body["grace"]["mode"], "fine-grained");
   EXPECT_EQ(body["grace"]["reclaims_expected"], 2);
@@ -247,9 +250,10 @@ TEST_F(AdminApiTest, WrongMethodIsNotAllowed) {
     const char* allow;
   };
   for (const Case& c :
-       {Case{"POST", "/api/v1/status", "GET"}, Case{"DELETE", "/api/v1/hosts", "GET"},
+       {Case{"POST", "/api/v1/status", "GET, HEAD"}, Case{"DELETE", "/api/v1/hosts", "GET, HEAD"},
         Case{"GET", "/api/v1/grace/end", "POST"}, Case{"GET", "/api/v1/notify", "POST"},
-        Case{"PUT", "/api/v1/clients/abc", "GET, DELETE"}, Case{"POST", "/metrics", "GET"}}) {
+        Case{"PUT", "/api/v1/clients/abc", "GET, HEAD, DELETE"},
+        Case{"POST", "/metrics", "GET, HEAD"}}) {
     httplib::Result result =
         std::string(c.method) == "GET"      ? client_.Get(c.path)
         : std::string(c.method) == "PUT"    ? client_.Put(c.path, "", "application/json")
@@ -260,6 +264,13 @@ TEST_F(AdminApiTest, WrongMethodIsNotAllowed) {
     EXPECT_EQ(result->get_header_value("Allow"), c.allow) << c.path;
     EXPECT_EQ(ErrorCode(json::parse(result->body)), "method_not_allowed");
   }
+}
+
+TEST_F(AdminApiTest, HeadIsServedWhereGetIs) {
+  httplib::Result result = client_.Head("/api/v1/status");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 200);
+  EXPECT_TRUE(result->body.empty());
 }
 
 TEST_F(AdminApiTest, HealthzAndReadyz) {

@@ -1,11 +1,62 @@
 #include "base/logging.hpp"
 
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 
+#include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
+#include <sys/stat.h>
 
 namespace nlockd {
+
+namespace {
+
+// "%^" style flag for the sd-daemon priority prefix ("<3>" for errors), syslog's numbering.
+class JournalPriorityFlag : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&,
+              spdlog::memory_buf_t& dest) override {
+    char digit = '6';
+    switch (msg.level) {
+      case spdlog::level::trace:
+      case spdlog::level::debug:
+        digit = '7';
+        break;
+      case spdlog::level::info:
+        digit = '6';
+        break;
+      case spdlog::level::warn:
+        digit = '4';
+        break;
+      case spdlog::level::err:
+        digit = '3';
+        break;
+      case spdlog::level::critical:
+        digit = '2';
+        break;
+      default:
+        break;
+    }
+    const char prefix[] = {'<', digit, '>'};
+    dest.append(prefix, prefix + 3);
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<JournalPriorityFlag>();
+  }
+};
+
+bool NeedsQuotes(std::string_view value) {
+  if (value.empty()) return true;
+  for (char c : value) {
+    auto byte = static_cast<unsigned char>(c);
+    if (byte <= ' ' || c == '"' || c == '=' || c == '\\' || byte == 0x7f) return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 std::optional<spdlog::level::level_enum> ParseLogLevel(std::string_view name) {
   for (int level = spdlog::level::trace; level < spdlog::level::n_levels; ++level) {
@@ -16,13 +67,68 @@ std::optional<spdlog::level::level_enum> ParseLogLevel(std::string_view name) {
   return std::nullopt;
 }
 
-void SetUpLogging(spdlog::level::level_enum level) {
-  auto logger = std::make_shared<spdlog::logger>(
-      "nlockd", std::make_shared<spdlog::sinks::stderr_sink_mt>());
-  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e%z level=%l %v");
+std::string LogLevelName(spdlog::level::level_enum level) {
+  if (level == spdlog::level::warn) return "warn";
+  auto name = spdlog::level::to_string_view(level);
+  return std::string(name.data(), name.size());
+}
+
+std::string LogValue(std::string_view value) {
+  if (!NeedsQuotes(value)) return std::string(value);
+  std::string out = "\"";
+  for (char c : value) {
+    auto byte = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (byte < ' ' || byte == 0x7f) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", byte);
+      out += escaped;
+    } else {
+      out.push_back(c);
+    }
+  }
+  out.push_back('"');
+  return out;
+}
+
+LogFormat DetectLogFormat() {
+  const char* stream = std::getenv("JOURNAL_STREAM");
+  if (stream == nullptr) return LogFormat::kTimestamped;
+  unsigned long long device = 0;
+  unsigned long long inode = 0;
+  if (std::sscanf(stream, "%llu:%llu", &device, &inode) != 2) return LogFormat::kTimestamped;
+  struct stat info {};
+  if (fstat(2, &info) != 0) return LogFormat::kTimestamped;
+  // Only when stderr itself is that stream: a child whose stderr was redirected keeps the
+  // variable but not the journal.
+  if (info.st_dev != device || info.st_ino != inode) return LogFormat::kTimestamped;
+  return LogFormat::kJournal;
+}
+
+std::shared_ptr<spdlog::logger> MakeLogger(spdlog::sink_ptr sink, spdlog::level::level_enum level,
+                                           LogFormat format) {
+  auto logger = std::make_shared<spdlog::logger>("nlockd", std::move(sink));
+  if (format == LogFormat::kJournal) {
+    auto formatter = std::make_unique<spdlog::pattern_formatter>();
+    formatter->add_flag<JournalPriorityFlag>('*').set_pattern("%*level=%l %v");
+    logger->set_formatter(std::move(formatter));
+  } else {
+    logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e%z level=%l %v");
+  }
   logger->set_level(level);
   logger->flush_on(spdlog::level::warn);
-  spdlog::set_default_logger(std::move(logger));
+  return logger;
+}
+
+void SetUpLogging(spdlog::level::level_enum level, LogFormat format) {
+  spdlog::set_default_logger(
+      MakeLogger(std::make_shared<spdlog::sinks::stderr_sink_mt>(), level, format));
 }
 
 }  // namespace nlockd

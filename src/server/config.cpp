@@ -1,15 +1,22 @@
 #include "server/config.hpp"
 
+#include <cstdlib>
+#include <fstream>
 #include <limits>
-#include <set>
+#include <optional>
+#include <string_view>
 
 #include <asio/ip/address.hpp>
+#include <fmt/format.h>
+#include <sys/stat.h>
 #include <toml++/toml.h>
 #include <unistd.h>
 
 #include "base/error.hpp"
 #include "base/logging.hpp"
+#include "base/redact.hpp"
 #include "rpc/address.hpp"
+#include "server/config_table.hpp"
 
 namespace nlockd::server {
 
@@ -25,84 +32,6 @@ uint16_t ParsePort(const std::string& text, const std::string& what) {
   unsigned long port = std::stoul(text);
   if (port > 65535) Fail("port out of range in " + what);
   return static_cast<uint16_t>(port);
-}
-
-template <typename T>
-T Integer(const toml::node& node, const std::string& key, T min, T max) {
-  auto value = node.value<int64_t>();
-  if (!value) Fail("config key " + key + " must be an integer");
-  if (*value < static_cast<int64_t>(min) ||
-      static_cast<uint64_t>(*value) > static_cast<uint64_t>(max)) {
-    Fail("config key " + key + " is out of range");
-  }
-  return static_cast<T>(*value);
-}
-
-std::string String(const toml::node& node, const std::string& key) {
-  auto value = node.value<std::string>();
-  if (!value) Fail("config key " + key + " must be a string");
-  return *value;
-}
-
-bool Boolean(const toml::node& node, const std::string& key) {
-  auto value = node.value<bool>();
-  if (!value) Fail("config key " + key + " must be true or false");
-  return *value;
-}
-
-std::vector<const toml::node*> ArrayOf(const toml::node& node, const std::string& key) {
-  const toml::array* array = node.as_array();
-  if (!array) Fail("config key " + key + " must be an array");
-  std::vector<const toml::node*> out;
-  for (const auto& element : *array) out.push_back(&element);
-  return out;
-}
-
-void LoadNsmTable(const toml::table& table, const std::string& path, Config& config) {
-  for (auto&& [sub_view, sub] : table) {
-    std::string sub_key = "nsm." + std::string(sub_view.str());
-    if (sub_key == "nsm.max_registrations") {
-      config.nsm_max_registrations = Integer<size_t>(sub, sub_key, 1, 10'000'000);
-    } else if (sub_key == "nsm.allowlist") {
-      config.nsm_allowlist.clear();
-      for (const auto* element : ArrayOf(sub, sub_key)) {
-        config.nsm_allowlist.push_back(ParseAllowedAddress(String(*element, sub_key)));
-      }
-    } else if (sub_key == "nsm.callback_programs") {
-      config.nsm_callback_programs.clear();
-      for (const auto* element : ArrayOf(sub, sub_key)) {
-        config.nsm_callback_programs.push_back(
-            ParseCallbackProgram(Integer<int64_t>(*element, sub_key, 1, INT32_MAX)));
-      }
-    } else if (sub_key == "nsm.check_notifier_address") {
-      config.nsm_check_notifier_address = Boolean(sub, sub_key);
-    } else if (sub_key == "nsm.callback_timeout") {
-      config.nsm_callback_timeout = std::chrono::seconds(Integer<int64_t>(sub, sub_key, 1, 300));
-    } else {
-      Fail("unknown config key " + sub_key + " in " + path);
-    }
-  }
-}
-
-void LoadNotifyTable(const toml::table& table, const std::string& path, Config& config) {
-  for (auto&& [sub_view, sub] : table) {
-    std::string sub_key = "notify." + std::string(sub_view.str());
-    if (sub_key == "notify.statd_port") {
-      config.notify_statd_port = Integer<uint16_t>(sub, sub_key, 0, 65535);
-    } else if (sub_key == "notify.rpcbind_port") {
-      config.notify_rpcbind_port = Integer<uint16_t>(sub, sub_key, 1, 65535);
-    } else if (sub_key == "notify.timeout") {
-      config.notify_timeout = std::chrono::seconds(Integer<int64_t>(sub, sub_key, 1, 300));
-    } else if (sub_key == "notify.backoff") {
-      config.notify_backoff = std::chrono::seconds(Integer<int64_t>(sub, sub_key, 1, 120));
-    } else if (sub_key == "notify.budget") {
-      config.notify_budget = std::chrono::seconds(Integer<int64_t>(sub, sub_key, 1, 86400));
-    } else if (sub_key == "notify.drop_unreachable") {
-      config.notify_drop_unreachable = Boolean(sub, sub_key);
-    } else {
-      Fail("unknown config key " + sub_key + " in " + path);
-    }
-  }
 }
 
 }  // namespace
@@ -125,8 +54,8 @@ void ApplyServe(const std::string& text, Config& config) {
   size_t start = 0;
   while (start <= text.size()) {
     size_t comma = text.find(',', start);
-    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos
-                                                                       : comma - start);
+    std::string item =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     bool& seen = item == "nlm" ? nlm : nsm;
     if ((item != "nlm" && item != "nsm") || seen) {
       Fail("serve must list nlm and/or nsm once each, comma-separated, not '" + text + "'");
@@ -183,105 +112,272 @@ void ApplyAdminListen(const std::string& text, Config& config) {
   if (address) config.admin_listen = *address;
 }
 
+std::string FormatListenAddress(const ListenAddress& address) {
+  if (address.host.find(':') != std::string::npos) {
+    return fmt::format("[{}]:{}", address.host, address.port);
+  }
+  return fmt::format("{}:{}", address.host, address.port);
+}
+
+std::string ParseIpLiteral(const std::string& text, const std::string& what) {
+  asio::error_code ec;
+  asio::ip::make_address(text, ec);
+  if (ec) Fail(what + " '" + text + "' is not an IP address");
+  return text;
+}
+
+std::string CheckStoreUri(const std::string& uri) {
+  std::string_view view = uri;
+  if (view == "memory:") return uri;
+  if (view.starts_with("memory:")) {
+    Fail("store '" + uri + "': memory: takes nothing after the colon");
+  }
+  if (view.starts_with("sqlite:")) {
+    if (view.size() == 7) Fail("store 'sqlite:' needs a path: sqlite:PATH");
+    return uri;
+  }
+  if (view.starts_with("postgresql://") || view.starts_with("postgres://")) return uri;
+  Fail("store '" + RedactStoreUri(uri) +
+       "' is not one of memory:, sqlite:PATH or postgresql://USER@HOST/DB");
+}
+
 std::string DefaultServerName() {
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') return "localhost";
   return host;
 }
 
+namespace {
+
+std::string Where(const std::string& path, const toml::node& node) {
+  const auto& begin = node.source().begin;
+  return fmt::format("{}:{}", path, begin.line);
+}
+
+std::string_view NodeTypeName(const toml::node& node) {
+  switch (node.type()) {
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a float";
+    case toml::node_type::boolean:
+      return "a boolean";
+    case toml::node_type::array:
+      return "an array";
+    case toml::node_type::table:
+      return "a table";
+    default:
+      return "a date or time";
+  }
+}
+
+// The node as the setting's type, or nullopt when its TOML type is another.
+std::optional<SettingValue> ValueOf(const Setting& setting, const toml::node& node) {
+  switch (setting.type) {
+    case SettingType::kString:
+      if (auto v = node.value_exact<std::string>()) return SettingValue(*v);
+      return std::nullopt;
+    case SettingType::kInteger:
+      if (auto v = node.value_exact<int64_t>()) return SettingValue(*v);
+      return std::nullopt;
+    case SettingType::kBoolean:
+      if (auto v = node.value_exact<bool>()) return SettingValue(*v);
+      return std::nullopt;
+    case SettingType::kStringList: {
+      const toml::array* array = node.as_array();
+      if (!array) return std::nullopt;
+      std::vector<std::string> out;
+      for (const auto& element : *array) {
+        auto v = element.value_exact<std::string>();
+        if (!v) return std::nullopt;
+        out.push_back(*v);
+      }
+      return SettingValue(std::move(out));
+    }
+    case SettingType::kIntegerList: {
+      const toml::array* array = node.as_array();
+      if (!array) return std::nullopt;
+      std::vector<int64_t> out;
+      for (const auto& element : *array) {
+        auto v = element.value_exact<int64_t>();
+        if (!v) return std::nullopt;
+        out.push_back(*v);
+      }
+      return SettingValue(std::move(out));
+    }
+  }
+  return std::nullopt;
+}
+
+bool IsSection(std::string_view name) {
+  for (const auto& section : SettingSections()) {
+    if (section.name == name) return true;
+  }
+  return false;
+}
+
+void LoadTable(const toml::table& table, const std::string& prefix, const std::string& path,
+               Config& config) {
+  for (auto&& [key_view, node] : table) {
+    std::string key = prefix + std::string(key_view.str());
+    std::string where = Where(path, node);
+    if (prefix.empty() && IsSection(key)) {
+      if (!node.is_table()) {
+        Fail(fmt::format("{}: config key {} must be a table ([{}]), not {}", where, key, key,
+                         NodeTypeName(node)));
+      }
+      LoadTable(*node.as_table(), key + ".", path, config);
+      continue;
+    }
+    const Setting* setting = FindSetting(key);
+    if (setting == nullptr) Fail(fmt::format("{}: unknown config key {}", where, key));
+    std::optional<SettingValue> value = ValueOf(*setting, node);
+    if (!value) {
+      Fail(fmt::format("{}: config key {} must be {}, not {}", where, key, TypeName(setting->type),
+                       NodeTypeName(node)));
+    }
+    ApplySetting(*setting, *value, where, config);
+  }
+}
+
+std::string Comment(std::string_view help, size_t width = 98) {
+  std::string out;
+  std::string line = "#";
+  size_t start = 0;
+  while (start < help.size()) {
+    size_t space = help.find(' ', start);
+    if (space == std::string_view::npos) space = help.size();
+    std::string_view word = help.substr(start, space - start);
+    if (line.size() + 1 + word.size() > width && line != "#") {
+      out += line + "\n";
+      line = "#";
+    }
+    line += " ";
+    line += word;
+    start = space + 1;
+  }
+  return out + line + "\n";
+}
+
+std::string Render(const Config& config, bool with_help, bool redact) {
+  std::string out;
+  std::string section;
+  for (const Setting& setting : Settings()) {
+    auto dot = setting.key.find('.');
+    std::string table =
+        dot == std::string_view::npos ? "" : std::string(setting.key.substr(0, dot));
+    if (table != section) {
+      section = table;
+      out += fmt::format("\n[{}]\n", table);
+      for (const auto& s : SettingSections()) {
+        if (with_help && s.name == table) out += Comment(s.help) + "\n";
+      }
+    } else if (with_help) {
+      out += "\n";
+    }
+    if (with_help) out += Comment(setting.help);
+    SettingValue value = setting.get(config);
+    if (redact && setting.secret) value = RedactSecret(std::get<std::string>(value));
+    if (redact && setting.key == "store") value = RedactStoreUri(std::get<std::string>(value));
+    std::string name(dot == std::string_view::npos ? setting.key : setting.key.substr(dot + 1));
+    out += fmt::format("{} = {}\n", name, FormatValue(value));
+  }
+  return out;
+}
+
+std::string Roff(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '\\') {
+      out += "\\e";
+    } else if (c == '-') {
+      out += "\\-";
+    } else {
+      out.push_back(c);
+    }
+  }
+  if (!out.empty() && (out[0] == '.' || out[0] == '\'')) out.insert(0, "\\&");
+  return out;
+}
+
+std::string ResolveCredentialPath(const std::string& path) {
+  if (path.empty() || path.front() == '/') return path;
+  if (const char* dir = std::getenv("CREDENTIALS_DIRECTORY"); dir != nullptr && *dir != '\0') {
+    return std::string(dir) + "/" + path;
+  }
+  return path;
+}
+
+}  // namespace
+
 void LoadConfigFile(const std::string& path, Config& config) {
   toml::table table;
   try {
     table = toml::parse_file(path);
   } catch (const toml::parse_error& e) {
-    Fail("cannot read config file " + path + ": " + std::string(e.description()));
+    const auto& begin = e.source().begin;
+    if (begin.line == 0)
+      Fail("cannot read config file " + path + ": " + std::string(e.description()));
+    Fail(
+        fmt::format("{}:{}:{}: syntax error: {}", path, begin.line, begin.column, e.description()));
   }
-  for (auto&& [key_view, node] : table) {
-    std::string key(key_view.str());
-    if (key == "listen") {
-      config.listen = ParseListenAddress(String(node, key));
-    } else if (key == "name") {
-      config.name = String(node, key);
-    } else if (key == "log_level") {
-      auto level = ParseLogLevel(String(node, key));
-      if (!level) Fail("config key log_level: unknown level");
-      config.log_level = *level;
-    } else if (key == "store") {
-      config.store = String(node, key);
-    } else if (key == "grace") {
-      config.grace = std::chrono::seconds(Integer<int64_t>(node, key, 0, 3600));
-    } else if (key == "grace_floor") {
-      config.grace_floor = std::chrono::seconds(Integer<int64_t>(node, key, 0, 3600));
-    } else if (key == "grace_end_early") {
-      config.grace_end_early = Boolean(node, key);
-    } else if (key == "persist_locks") {
-      config.persist_locks = Boolean(node, key);
-    } else if (key == "notify" && node.is_table()) {
-      LoadNotifyTable(*node.as_table(), path, config);
-    } else if (key == "nlm" && node.is_table()) {
-      for (auto&& [sub_view, sub] : *node.as_table()) {
-        std::string sub_key = "nlm." + std::string(sub_view.str());
-        if (sub_key == "nlm.host_key") {
-          config.nlm_key_by_caller_name = ParseHostKey(String(sub, sub_key));
-        } else if (sub_key == "nlm.granted_callback") {
-          config.nlm_granted_msg = ParseGrantedCallback(String(sub, sub_key));
-        } else if (sub_key == "nlm.max_hosts") {
-          config.max_hosts = Integer<size_t>(sub, sub_key, 1, 10'000'000);
-        } else {
-          Fail("unknown config key " + sub_key + " in " + path);
-        }
-      }
-    } else if (key == "serve") {
-      ApplyServe(String(node, key), config);
-    } else if (key == "nsm_listen") {
-      std::string text = String(node, key);
-      if (text.empty()) {
-        config.nsm_listen.reset();
-      } else {
-        config.nsm_listen = ParseListenAddress(text);
-      }
-    } else if (key == "callback_source_port") {
-      config.callback_source_port = Integer<uint16_t>(node, key, 0, 65535);
-    } else if (key == "admin_listen") {
-      ApplyAdminListen(String(node, key), config);
-    } else if (key == "admin" && node.is_table()) {
-      for (auto&& [sub_view, sub] : *node.as_table()) {
-        std::string sub_key = "admin." + std::string(sub_view.str());
-        if (sub_key != "admin.token") Fail("unknown config key " + sub_key + " in " + path);
-        config.admin_token = String(sub, sub_key);
-      }
-    } else if (key == "nsm" && node.is_table()) {
-      LoadNsmTable(*node.as_table(), path, config);
-    } else if (key == "rpcbind" && node.is_table()) {
-      for (auto&& [sub_view, sub] : *node.as_table()) {
-        std::string sub_key = "rpcbind." + std::string(sub_view.str());
-        if (sub_key == "rpcbind.register") {
-          config.rpcbind_register = Boolean(sub, sub_key);
-        } else if (sub_key == "rpcbind.host") {
-          config.rpcbind_host = String(sub, sub_key);
-        } else if (sub_key == "rpcbind.port") {
-          config.rpcbind_port = Integer<uint16_t>(sub, sub_key, 1, 65535);
-        } else {
-          Fail("unknown config key " + sub_key + " in " + path);
-        }
-      }
-    } else if (key == "rpc" && node.is_table()) {
-      for (auto&& [sub_view, sub] : *node.as_table()) {
-        std::string sub_key = "rpc." + std::string(sub_view.str());
-        if (sub_key == "rpc.max_connections") {
-          config.max_connections = Integer<size_t>(sub, sub_key, 1, 1 << 20);
-        } else if (sub_key == "rpc.max_record_size") {
-          config.max_record_size = Integer<size_t>(sub, sub_key, 1024, 64 << 20);
-        } else if (sub_key == "rpc.idle_timeout") {
-          config.idle_timeout = std::chrono::seconds(Integer<int64_t>(sub, sub_key, 1, 86400));
-        } else {
-          Fail("unknown config key " + sub_key + " in " + path);
-        }
-      }
-    } else {
-      Fail("unknown config key " + key + " in " + path);
+  LoadTable(table, "", path, config);
+}
+
+std::string ReadSecretFile(const std::string& path) {
+  struct stat info {};
+  if (stat(path.c_str(), &info) != 0) Fail("cannot read secret file " + path);
+  if ((info.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+    Fail(fmt::format("secret file {} may be read by group or others (mode {:o}): chmod 600 it",
+                     path, info.st_mode & 07777));
+  }
+  std::ifstream in(path);
+  std::string line;
+  if (!in || !std::getline(in, line)) Fail("cannot read secret file " + path);
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+  if (line.empty()) Fail("secret file " + path + " is empty");
+  return line;
+}
+
+void ResolveSecrets(Config& config) {
+  if (!config.admin_token_file.empty()) {
+    config.admin_token = ReadSecretFile(ResolveCredentialPath(config.admin_token_file));
+  }
+  if (!config.store_password_file.empty()) {
+    std::string password = ReadSecretFile(ResolveCredentialPath(config.store_password_file));
+    // libpq reads PGPASSWORD when the conninfo has no password; the environment of a process is
+    // readable by its user and root only, unlike its command line.
+    setenv("PGPASSWORD", password.c_str(), 1);
+  }
+}
+
+std::string RenderEffectiveConfig(const Config& config) {
+  return Render(config, /*with_help=*/false, /*redact=*/true);
+}
+
+std::string RenderConfigTemplate() {
+  return "# nlockd configuration (nlockd.toml(5)). Every key has a command-line flag (nlockd(8)),\n"
+         "# and flags override this file. Values shown are the defaults.\n\n" +
+         Render(Config{}, /*with_help=*/true, /*redact=*/false).substr(1);
+}
+
+std::string RenderManKeys() {
+  std::string out;
+  Config defaults;
+  for (const Setting& setting : Settings()) {
+    out += fmt::format(".TP\n\\fB{}\\fR ({}; default {}; flag \\fB{}\\fR)\n", Roff(setting.key),
+                       Roff(TypeName(setting.type)), Roff(FormatValue(setting.get(defaults))),
+                       Roff(setting.flag));
+    std::string help(setting.help);
+    if (setting.type == SettingType::kInteger || setting.type == SettingType::kIntegerList) {
+      help += fmt::format(" Range {}..{}.", setting.min, setting.max);
     }
+    if (setting.reloadable) help += " SIGHUP applies a change.";
+    out += Roff(help) + "\n";
   }
+  return out;
 }
 
 }  // namespace nlockd::server

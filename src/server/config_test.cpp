@@ -1,10 +1,13 @@
 #include "server/config.hpp"
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <set>
 #include <string>
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/error.hpp"
@@ -124,8 +127,8 @@ namespace {
 
 TEST(LoadConfigFile, ServeNsmListenAndCallbackSourcePortAreReadAndChecked) {
   Config config;
-  std::string path = WriteTemp(
-      "serve = \"nsm\"\nnsm_listen = \"127.0.0.1:662\"\ncallback_source_port = 700\n");
+  std::string path =
+      WriteTemp("serve = \"nsm\"\nnsm_listen = \"127.0.0.1:662\"\ncallback_source_port = 700\n");
   LoadConfigFile(path, config);
   std::remove(path.c_str());
   EXPECT_FALSE(config.serve_nlm);
@@ -142,8 +145,8 @@ TEST(LoadConfigFile, ServeNsmListenAndCallbackSourcePortAreReadAndChecked) {
   for (const char* bad : {"", "nfs", "nlm,nlm", "nlm,", ",nsm", "NLM"}) {
     EXPECT_THROW(ApplyServe(bad, config), Error) << bad;
   }
-  for (const char* bad : {"serve = [\"nlm\"]\n", "nsm_listen = \"nope\"\n",
-                          "callback_source_port = 70000\n"}) {
+  for (const char* bad :
+       {"serve = [\"nlm\"]\n", "nsm_listen = \"nope\"\n", "callback_source_port = 70000\n"}) {
     std::string bad_path = WriteTemp(bad);
     EXPECT_THROW(LoadConfigFile(bad_path, config), Error) << bad;
     std::remove(bad_path.c_str());
@@ -229,12 +232,173 @@ TEST(LoadConfigFile, RecoveryAndNotifyKeysAreReadAndChecked) {
   EXPECT_EQ(config.notify_budget, std::chrono::seconds(30));
   EXPECT_FALSE(config.notify_drop_unreachable);
 
-  for (const char* bad : {"[notify]\nbackoff = 0\n", "[notify]\nbudgt = 3\n",
-                          "grace_floor = -1\n", "persist_locks = \"yes\"\n"}) {
+  for (const char* bad : {"[notify]\nbackoff = 0\n", "[notify]\nbudgt = 3\n", "grace_floor = -1\n",
+                          "persist_locks = \"yes\"\n"}) {
     path = WriteTemp(bad);
     EXPECT_THROW(LoadConfigFile(path, config), Error) << bad;
     std::remove(path.c_str());
   }
+}
+
+}  // namespace
+}  // namespace nlockd::server
+
+#include <sstream>
+
+#include "server/config_table.hpp"
+
+namespace nlockd::server {
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// With NLOCKD_UPDATE_DOCS=1 the test rewrites the file from the settings table instead.
+void ExpectFileMatches(const std::string& path, const std::string& expected,
+                       const std::string& begin_marker = "", const std::string& end_marker = "") {
+  std::string text = ReadFile(path);
+  size_t begin = 0;
+  size_t end = text.size();
+  if (!begin_marker.empty()) {
+    begin = text.find(begin_marker);
+    ASSERT_NE(begin, std::string::npos) << path << " lacks " << begin_marker;
+    begin = text.find('\n', begin) + 1;
+    end = text.find(end_marker, begin);
+    ASSERT_NE(end, std::string::npos) << path << " lacks " << end_marker;
+  }
+  if (std::getenv("NLOCKD_UPDATE_DOCS") != nullptr) {
+    text.replace(begin, end - begin, expected);
+    std::ofstream(path) << text;
+    return;
+  }
+  EXPECT_EQ(text.substr(begin, end - begin), expected)
+      << path << " differs from the settings table: run NLOCKD_UPDATE_DOCS=1 "
+      << "build-test/src/server/server_test --gtest_filter='SettingsTable.*' to regenerate it";
+}
+
+TEST(SettingsTable, ShippedConfigFileIsTheRenderedTable) {
+  ExpectFileMatches(NLOCKD_SOURCE_DIR "/config/nlockd.toml", RenderConfigTemplate());
+}
+
+TEST(SettingsTable, ManPageListsEveryKey) {
+  ExpectFileMatches(NLOCKD_SOURCE_DIR "/man/nlockd.toml.5", RenderManKeys(), ".\\\" BEGIN KEYS",
+                    ".\\\" END KEYS");
+}
+
+TEST(SettingsTable, EveryKeyIsUniqueAndRoundTripsThroughTheFile) {
+  std::set<std::string_view> keys;
+  std::set<std::string_view> flags;
+  for (const Setting& setting : Settings()) {
+    EXPECT_TRUE(keys.insert(setting.key).second) << setting.key;
+    EXPECT_TRUE(flags.insert(setting.flag).second) << setting.flag;
+    EXPECT_FALSE(setting.help.empty()) << setting.key;
+  }
+  // The effective configuration --check-config prints reads back to the same values.
+  Config config;
+  config.name = "server \"a\"";
+  config.nsm_allowlist = {"192.0.2.1"};
+  config.listen = ParseListenAddress("[::1]:4000");
+  config.log_level = spdlog::level::warn;
+  std::string path = WriteTemp(RenderEffectiveConfig(config));
+  Config read;
+  LoadConfigFile(path, read);
+  std::remove(path.c_str());
+  for (const Setting& setting : Settings()) {
+    EXPECT_EQ(FormatValue(setting.get(read)), FormatValue(setting.get(config))) << setting.key;
+  }
+}
+
+TEST(SettingsTable, FlagsAreCheckedLikeTheFile) {
+  for (auto [flag, text] :
+       std::vector<std::pair<std::string, std::string>>{{"--max-connections", "0"},
+                                                        {"--max-record-size", "0"},
+                                                        {"--idle-timeout", "-5"},
+                                                        {"--grace", "3601"},
+                                                        {"--store", "memory:extra"},
+                                                        {"--store", "redis://x"},
+                                                        {"--rpcbind-host", "not-an-ip"},
+                                                        {"--persist-locks", "maybe"},
+                                                        {"--notify-timeout", "5s"}}) {
+    const Setting* setting = nullptr;
+    for (const Setting& s : Settings()) {
+      if (s.flag == flag) setting = &s;
+    }
+    ASSERT_NE(setting, nullptr) << flag;
+    Config config;
+    EXPECT_THROW(ApplySetting(*setting, ParseFlagValue(*setting, {text}), "flag " + flag, config),
+                 Error)
+        << flag << " " << text;
+  }
+  Config config;
+  const Setting* idle = FindSetting("rpc.idle_timeout");
+  ApplySetting(*idle, ParseFlagValue(*idle, {"7"}), "flag", config);
+  EXPECT_EQ(config.idle_timeout, std::chrono::seconds(7));
+}
+
+TEST(LoadConfigFile, ErrorsNameTheLineAndTheWrongType) {
+  auto error_of = [](const std::string& text) {
+    std::string path = WriteTemp(text);
+    Config config;
+    std::string message;
+    try {
+      LoadConfigFile(path, config);
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    std::remove(path.c_str());
+    return message.substr(message.find(':') + 1);  // Without the temporary path.
+  };
+  EXPECT_EQ(error_of("notify = 5\n"),
+            "1: config key notify must be a table ([notify]), not an integer");
+  EXPECT_EQ(error_of("grace = 1\n\n[rpc]\nidle_timeout = \"x\"\n"),
+            "4: config key rpc.idle_timeout must be an integer, not a string");
+  EXPECT_EQ(error_of("grace = 1\ngrace_floor = \n"), error_of("grace = 1\ngrace_floor = \n"));
+  EXPECT_EQ(error_of("grace = 1\ngrace_floor = \n").substr(0, 2), "2:");
+  EXPECT_NE(error_of("grace = 1\ngrace_floor = \n").find("syntax error"), std::string::npos);
+  EXPECT_EQ(error_of("[rpc]\nmax_connections = 0\n"),
+            "2: rpc.max_connections = 0 is out of range 1..1048576");
+  EXPECT_EQ(error_of("bogus = 1\n"), "1: unknown config key bogus");
+}
+
+TEST(CheckConfig, RedactsSecrets) {
+  Config config;
+  config.store = "postgresql://nlockd:pw@db/nlockd";
+  config.admin_token = "t0ken";
+  std::string text = RenderEffectiveConfig(config);
+  EXPECT_EQ(text.find("pw@"), std::string::npos) << text;
+  EXPECT_EQ(text.find("t0ken"), std::string::npos) << text;
+  EXPECT_NE(text.find("postgresql://nlockd:REDACTED@db/nlockd"), std::string::npos) << text;
+}
+
+TEST(ReadSecretFile, RefusesFilesOthersMayRead) {
+  std::string path = WriteTemp("s3cret\n");
+  chmod(path.c_str(), 0644);
+  EXPECT_THROW(ReadSecretFile(path), Error);
+  chmod(path.c_str(), 0600);
+  EXPECT_EQ(ReadSecretFile(path), "s3cret");
+  Config config;
+  config.admin_token_file = path;
+  ResolveSecrets(config);
+  EXPECT_EQ(config.admin_token, "s3cret");
+  std::remove(path.c_str());
+
+  // Relative to systemd's credentials directory (LoadCredential=).
+  char dir[] = "/tmp/nlockd-creds-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::string credential = std::string(dir) + "/admin-token";
+  std::ofstream(credential) << "from-systemd\n";
+  chmod(credential.c_str(), 0400);
+  setenv("CREDENTIALS_DIRECTORY", dir, 1);
+  config.admin_token_file = "admin-token";
+  ResolveSecrets(config);
+  unsetenv("CREDENTIALS_DIRECTORY");
+  EXPECT_EQ(config.admin_token, "from-systemd");
+  std::remove(credential.c_str());
+  rmdir(dir);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "base/error.hpp"
+#include "base/redact.hpp"
 #include "rpc/address.hpp"
 #include "server/recovery.hpp"
 #include "store/open_store.hpp"
@@ -60,7 +61,7 @@ std::unique_ptr<store::Store> OpenConfiguredStore(const nlockd::Options& options
     store_options.boot_id = boot_id;
   }
   auto store = store::OpenStore(options.store, store_options);
-  spdlog::info("store {} opened (previous run {})", options.store,
+  spdlog::info("store {} opened (previous run {})", RedactStoreUri(options.store),
                store->startup().first_run            ? "none"
                : store->startup().previous_run_clean ? "clean"
                                                      : "unclean");

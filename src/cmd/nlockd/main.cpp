@@ -1,263 +1,302 @@
 // nlockd: the NFS network lock manager (NLM) and status monitor (NSM) daemon.
-// Parses the config file and flags, then runs one nlockd::LockService (the public library API,
-// the same one an embedding NFS server uses) on its own listener, with the admin HTTP server in
-// front of its admin views. No lock logic here.
+// Parses the config file and flags (both through the settings table, server/config_table.hpp),
+// then runs one nlockd::LockService (the public library API, the same one an embedding NFS
+// server uses) on its own listener, with the admin HTTP server in front of its admin views.
+// No lock logic here.
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <exception>
-#include <functional>
+#include <iostream>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 #include <pthread.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
 #include "admin/admin_server.hpp"
+#include "admin/router.hpp"
 #include "base/error.hpp"
 #include "base/logging.hpp"
+#include "base/redact.hpp"
+#include "cmd/nlockd/systemd_notifier.hpp"
 #include "nlockd/lock_service.hpp"
+#include "nlockd_build_info.hpp"
 #include "server/config.hpp"
+#include "server/config_table.hpp"
 
 namespace {
 
 using nlockd::server::Config;
-using std::chrono::seconds;
+using nlockd::server::Setting;
+using nlockd::server::SettingType;
 
-// Flags override the config file, which is read after parsing: each flag keeps its value and
-// an applier that writes it into the Config only when the flag was given.
+// One flag per setting of the table; the config file is read after parsing, then the flags that
+// were given are applied over it (flags override the file), with the file's checks.
 class Flags {
  public:
-  explicit Flags(CLI::App& app) : app_(app) {}
-
-  template <typename T>
-  CLI::Option* Add(const std::string& name, const std::string& help,
-                   std::function<void(Config&, const T&)> apply) {
-    auto value = std::make_shared<T>();
-    CLI::Option* option = app_.add_option(name, *value, help);
-    appliers_.push_back([option, value, apply = std::move(apply)](Config& config) {
-      if (*option) apply(config, *value);
-    });
-    return option;
+  explicit Flags(CLI::App& app) {
+    Config defaults;
+    for (const Setting& setting : nlockd::server::Settings()) {
+      auto& texts = values_.emplace_back(std::make_unique<std::vector<std::string>>());
+      std::string help =
+          fmt::format("{} (config key {}; default {})", setting.help, setting.key,
+                      setting.secret ? std::string("none")
+                                     : nlockd::server::FormatValue(setting.get(defaults)));
+      CLI::Option* option = app.add_option(std::string(setting.flag), *texts, help);
+      bool list =
+          setting.type == SettingType::kStringList || setting.type == SettingType::kIntegerList;
+      if (!list) option->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+      std::string type_name(setting.value_name);
+      if (type_name.empty()) {
+        type_name = setting.type == SettingType::kBoolean  ? "BOOL"
+                    : setting.type == SettingType::kString ? "TEXT"
+                                                           : "INT";
+      }
+      option->type_name(type_name);
+      options_.push_back({&setting, option, texts.get()});
+    }
   }
 
+  // REQUIRES: the command line was parsed.
   void ApplyTo(Config& config) const {
-    for (const auto& apply : appliers_) apply(config);
+    for (const auto& [setting, option, texts] : options_) {
+      if (option->count() == 0) continue;
+      nlockd::server::ApplySetting(*setting, nlockd::server::ParseFlagValue(*setting, *texts),
+                                   "flag " + std::string(setting->flag), config);
+    }
   }
 
  private:
-  CLI::App& app_;
-  std::vector<std::function<void(Config&)>> appliers_;
+  struct Entry {
+    const Setting* setting;
+    CLI::Option* option;
+    std::vector<std::string>* texts;
+  };
+  std::vector<std::unique_ptr<std::vector<std::string>>> values_;
+  std::vector<Entry> options_;
 };
 
-void AddFlags(Flags& flags) {
-  namespace server = nlockd::server;
-  using Text = std::string;
-  flags.Add<Text>("--listen",
-                  "ADDR:PORT for NLM and NSM, TCP and UDP (default 0.0.0.0:4045; port 0 picks a "
-                  "free one)",
-                  [](Config& c, const Text& v) { c.listen = server::ParseListenAddress(v); });
-  flags.Add<Text>("--serve",
-                  "programs served and registered: nlm,nsm (default), nsm (in place of "
-                  "rpc.statd) or nlm (beside the system's status monitor)",
-                  [](Config& c, const Text& v) { server::ApplyServe(v, c); });
-  flags.Add<Text>("--nsm-listen",
-                  "ADDR:PORT to serve NSM on a port of its own (default: NSM shares --listen)",
-                  [](Config& c, const Text& v) { c.nsm_listen = server::ParseListenAddress(v); });
-  flags.Add<uint16_t>("--callback-source-port",
-                      "fixed source port for status callbacks and SM_NOTIFY; 0 any (default 0)",
-                      [](Config& c, const uint16_t& v) { c.callback_source_port = v; });
-  flags.Add<Text>("--name", "name sent as mon_name in SM_NOTIFY (default: host name)",
-                  [](Config& c, const Text& v) { c.name = v; });
-  flags.Add<Text>("--log-level", "trace, debug, info, warn, error, critical or off (default info)",
-                  [](Config& c, const Text& v) {
-                    auto level = nlockd::ParseLogLevel(v);
-                    if (!level)
-                      throw nlockd::Error(nlockd::ErrorKind::kFailed, "unknown --log-level");
-                    c.log_level = *level;
-                  });
-  flags.Add<bool>("--rpcbind-register",
-                  "register with the portmapper at start, unregister at exit (default true)",
-                  [](Config& c, const bool& v) { c.rpcbind_register = v; });
-  flags.Add<Text>("--rpcbind-host", "portmapper address (default 127.0.0.1)",
-                  [](Config& c, const Text& v) { c.rpcbind_host = v; });
-  flags.Add<uint16_t>("--rpcbind-port", "portmapper port (default 111)",
-                      [](Config& c, const uint16_t& v) { c.rpcbind_port = v; });
-  flags.Add<size_t>("--max-connections", "TCP connections served at once (default 1024)",
-                    [](Config& c, const size_t& v) { c.max_connections = v; });
-  flags.Add<size_t>("--max-record-size",
-                    "largest RPC record in bytes; larger ones close the connection "
-                    "(default 1048576)",
-                    [](Config& c, const size_t& v) { c.max_record_size = v; });
-  flags.Add<int64_t>("--idle-timeout",
-                     "seconds before an idle TCP connection is closed (default 300)",
-                     [](Config& c, const int64_t& v) { c.idle_timeout = seconds(v); });
-  flags
-      .Add<int64_t>("--grace",
-                    "seconds of grace period after a start, for lock reclaims; 0 for none "
-                    "(default 90)",
-                    [](Config& c, const int64_t& v) { c.grace = seconds(v); })
-      ->check(CLI::Range(0, 3600));
-  flags
-      .Add<int64_t>("--grace-floor",
-                    "seconds after the last SM_NOTIFY answer before a classic grace may end "
-                    "early (default 10)",
-                    [](Config& c, const int64_t& v) { c.grace_floor = seconds(v); })
-      ->check(CLI::Range(0, 3600));
-  flags.Add<bool>("--grace-end-early",
-                  "end grace once every restored lock is reclaimed or dropped (default true)",
-                  [](Config& c, const bool& v) { c.grace_end_early = v; });
-  flags.Add<bool>("--persist-locks",
-                  "write the lock table to the store so that restarts restore it (default true)",
-                  [](Config& c, const bool& v) { c.persist_locks = v; });
-  flags.Add<uint16_t>("--notify-statd-port",
-                      "peers' statd UDP port for SM_NOTIFY; 0 asks their rpcbind (default 0)",
-                      [](Config& c, const uint16_t& v) { c.notify_statd_port = v; });
-  flags
-      .Add<uint16_t>("--notify-rpcbind-port", "peers' portmapper port (default 111)",
-                     [](Config& c, const uint16_t& v) { c.notify_rpcbind_port = v; })
-      ->check(CLI::Range(1, 65535));
-  flags
-      .Add<int64_t>("--notify-timeout", "seconds, each SM_NOTIFY attempt's deadline (default 5)",
-                    [](Config& c, const int64_t& v) { c.notify_timeout = seconds(v); })
-      ->check(CLI::Range(1, 300));
-  flags
-      .Add<int64_t>("--notify-backoff",
-                    "seconds before retrying an unanswered host; doubles to 120 (default 2)",
-                    [](Config& c, const int64_t& v) { c.notify_backoff = seconds(v); })
-      ->check(CLI::Range(1, 120));
-  flags
-      .Add<int64_t>("--notify-budget",
-                    "seconds before an unanswered host is given up (default 900)",
-                    [](Config& c, const int64_t& v) { c.notify_budget = seconds(v); })
-      ->check(CLI::Range(1, 86400));
-  flags.Add<bool>("--notify-drop-unreachable",
-                  "drop the restored locks of a host given up on (default true)",
-                  [](Config& c, const bool& v) { c.notify_drop_unreachable = v; });
-  flags.Add<Text>(
-      "--nlm-host-key", "what identifies an NLM client host: address (default) or caller_name",
-      [](Config& c, const Text& v) { c.nlm_key_by_caller_name = server::ParseHostKey(v); });
-  flags.Add<Text>(
-      "--granted-callback",
-      "how a blocked lock is granted: msg (GRANTED_MSG, default) or sync (GRANTED)",
-      [](Config& c, const Text& v) { c.nlm_granted_msg = server::ParseGrantedCallback(v); });
-  flags.Add<size_t>("--max-hosts",
-                    "client hosts monitored and holding state at once (default 10000)",
-                    [](Config& c, const size_t& v) { c.max_hosts = v; });
-  flags.Add<Text>("--store",
-                  "memory:, sqlite:PATH or postgresql://user@host/db "
-                  "(default sqlite:./var/nlockd.db)",
-                  [](Config& c, const Text& v) { c.store = v; });
-  flags.Add<size_t>("--nsm-max-registrations", "monitor registrations held at most (default 10000)",
-                    [](Config& c, const size_t& v) { c.nsm_max_registrations = v; });
-  flags.Add<std::vector<Text>>(
-      "--nsm-allowlist",
-      "address besides loopback allowed SM_MON, SM_UNMON, SM_UNMON_ALL and SM_SIMU_CRASH "
-      "(repeatable; default none)",
-      [](Config& c, const std::vector<Text>& v) {
-        c.nsm_allowlist.clear();
-        for (const auto& text : v) c.nsm_allowlist.push_back(server::ParseAllowedAddress(text));
-      });
-  flags.Add<std::vector<int64_t>>(
-      "--nsm-callback-programs",
-      "program an SM_MON may name as its callback (repeatable; default 100021)",
-      [](Config& c, const std::vector<int64_t>& v) {
-        c.nsm_callback_programs.clear();
-        for (int64_t program : v) {
-          c.nsm_callback_programs.push_back(server::ParseCallbackProgram(program));
-        }
-      });
-  flags.Add<bool>("--nsm-check-notifier-address",
-                  "act on SM_NOTIFY only from a known address of the host (default true)",
-                  [](Config& c, const bool& v) { c.nsm_check_notifier_address = v; });
-  flags
-      .Add<int64_t>("--nsm-callback-timeout",
-                    "seconds, each status callback attempt's total deadline (default 5)",
-                    [](Config& c, const int64_t& v) { c.nsm_callback_timeout = seconds(v); })
-      ->check(CLI::Range(1, 300));
-  flags.Add<Text>("--admin-listen",
-                  "ADDR:PORT of the admin HTTP server (metrics, REST API, nlockctl), or off "
-                  "(default 127.0.0.1:9464; port 0 picks a free one)",
-                  [](Config& c, const Text& v) { server::ApplyAdminListen(v, c); });
-  flags.Add<Text>("--admin-token",
-                  "bearer token the admin server requires on every endpoint but /healthz "
-                  "(default none)",
-                  [](Config& c, const Text& v) { c.admin_token = v; });
+// The configuration from the file (if any) and the flags, secrets read.
+Config LoadConfig(const std::string& config_file, const Flags& flags) {
+  Config config;
+  if (!config_file.empty()) nlockd::server::LoadConfigFile(config_file, config);
+  flags.ApplyTo(config);
+  nlockd::server::ResolveSecrets(config);
+  return config;
 }
 
+// Who may use the admin server: the token and whether writes need one, which SIGHUP may change
+// while HTTP threads check requests against them.
+class AdminPolicy {
+ public:
+  AdminPolicy(std::string token, bool open_writes)
+      : token_(std::move(token)), open_writes_(open_writes) {}
+  void Set(std::string token, bool open_writes) {
+    std::lock_guard lock(mutex_);
+    token_ = std::move(token);
+    open_writes_ = open_writes;
+  }
+  // nullopt when the request may go on; otherwise the refusal.
+  std::optional<nlockd::admin::HttpResponse> Check(const nlockd::admin::HttpRequest& request,
+                                                   std::string_view path) const {
+    std::lock_guard lock(mutex_);
+    if (path == "/healthz") return std::nullopt;
+    if (!nlockd::admin::BearerTokenMatches(request.authorization, token_)) {
+      return nlockd::admin::UnauthorizedResponse();
+    }
+    bool write = request.method != "GET" && request.method != "HEAD";
+    if (write && token_.empty() && !open_writes_) {
+      return nlockd::admin::ErrorResponse(
+          403, "forbidden",
+          "admin requests that change state need admin.token (or admin.token_file); "
+          "admin.open_writes = true serves them without one");
+    }
+    return std::nullopt;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::string token_;
+  bool open_writes_;
+};
+
 // The admin HTTP server over the service's admin views (the same JSON as the library gives).
+// The daemon checks the token itself (the service gets none) so that SIGHUP can change it.
 std::unique_ptr<nlockd::admin::AdminServer> StartAdmin(const Config& config,
-                                                       nlockd::LockService& service) {
+                                                       nlockd::LockService& service,
+                                                       const AdminPolicy& policy) {
   if (!config.admin_enabled) {
     spdlog::info("nlockd admin server off");
     return nullptr;
   }
-  nlockd::admin::AdminServerOptions options;
-  options.token = config.admin_token;
-  auto handler = [&service](const nlockd::admin::HttpRequest& request) {
+  auto handler = [&service, &policy](const nlockd::admin::HttpRequest& request) {
+    std::string_view path = std::string_view(request.target).substr(0, request.target.find('?'));
+    if (auto refusal = policy.Check(request, path)) return *std::move(refusal);
     nlockd::AdminResponse answer = service.HandleAdminRequest(
         {request.method, request.target, request.authorization, request.body});
     return nlockd::admin::HttpResponse{answer.status, std::move(answer.content_type),
                                        std::move(answer.body), std::move(answer.headers)};
   };
-  auto server = std::make_unique<nlockd::admin::AdminServer>(handler, options);
+  auto server = std::make_unique<nlockd::admin::AdminServer>(handler);
   server->Start(config.admin_listen.host, config.admin_listen.port);
   // Tests and scripts wait for this line to learn the port (with --admin-listen ADDR:0).
-  spdlog::info("nlockd admin listening address={} port={} token={}", config.admin_listen.host,
-               server->port(), config.admin_token.empty() ? "off" : "on");
+  spdlog::info("nlockd admin listening address={} port={} token={} writes={}",
+               config.admin_listen.host, server->port(), config.admin_token.empty() ? "off" : "on",
+               !config.admin_token.empty() ? "token"
+               : config.admin_open_writes  ? "open"
+                                           : "refused");
   return server;
 }
 
-// Runs the daemon until SIGINT or SIGTERM. The signals are blocked in every thread (those the
-// service and the admin server start inherit the mask) and taken here with sigwait.
-void Run(Config config) {
+// SIGHUP: reads the file (and the flags over it) again, applies what can change while running
+// and logs the rest as needing a restart. A file that no longer loads changes nothing.
+void Reload(const std::string& config_file, const Flags& flags, Config& current,
+            AdminPolicy& policy) {
+  Config next;
+  try {
+    next = LoadConfig(config_file, flags);
+  } catch (const std::exception& e) {
+    spdlog::error("nlockd reload failed, configuration unchanged error={}",
+                  nlockd::LogValue(e.what()));
+    return;
+  }
+  if (next.name.empty()) next.name = current.name;
+  std::vector<std::string> applied;
+  std::vector<std::string> need_restart;
+  for (const Setting& setting : nlockd::server::Settings()) {
+    if (setting.get(current) == setting.get(next)) continue;
+    (setting.reloadable ? applied : need_restart).emplace_back(setting.key);
+  }
+  // The token may come from a file whose contents changed while the key did not.
+  bool token_changed = next.admin_token != current.admin_token;
+  if (token_changed && std::find(applied.begin(), applied.end(), "admin.token") == applied.end()) {
+    applied.emplace_back("admin.token");
+  }
+  if (next.log_level != current.log_level) {
+    spdlog::set_level(next.log_level);
+    current.log_level = next.log_level;
+  }
+  if (token_changed || next.admin_open_writes != current.admin_open_writes) {
+    policy.Set(next.admin_token, next.admin_open_writes);
+    current.admin_token = next.admin_token;
+    current.admin_open_writes = next.admin_open_writes;
+  }
+  current.admin_token_file = next.admin_token_file;
+  spdlog::info("nlockd reloaded config={} applied={} needs_restart={}",
+               nlockd::LogValue(config_file),
+               nlockd::LogValue(fmt::format("{}", fmt::join(applied, ","))),
+               nlockd::LogValue(fmt::format("{}", fmt::join(need_restart, ","))));
+  if (!need_restart.empty()) {
+    spdlog::warn("nlockd reload: changed keys take effect only after a restart keys={}",
+                 nlockd::LogValue(fmt::format("{}", fmt::join(need_restart, ","))));
+  }
+}
+
+// Runs the daemon until SIGINT or SIGTERM; SIGHUP reloads. The signals are blocked in every
+// thread (those the service and the admin server start inherit the mask) and taken here with
+// sigwait.
+void Run(Config config, const std::string& config_file, const Flags& flags) {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   if (config.name.empty()) config.name = nlockd::server::DefaultServerName();
-  nlockd::LockService service(config);
+  AdminPolicy policy(config.admin_token, config.admin_open_writes);
+  nlockd::Options service_options = config;
+  service_options.admin_token.clear();  // Checked by StartAdmin's handler.
+  nlockd::LockService service(service_options);
+  nlockd::cmd::SystemdNotifier systemd(service);
   // Up before the store loads, so that /healthz answers and /readyz says "not ready" meanwhile.
-  std::unique_ptr<nlockd::admin::AdminServer> admin = StartAdmin(config, service);
+  std::unique_ptr<nlockd::admin::AdminServer> admin = StartAdmin(config, service, policy);
   uint16_t port = service.Listen(config.listen.host, config.listen.port);
   service.Start();  // Returns once serving, so /readyz says ready before "listening" is logged.
   // Tests and scripts wait for this line to learn the port (with --listen ADDR:0).
   spdlog::info("nlockd listening address={} port={} transports=tcp,udp name={}", config.listen.host,
-               port, config.name);
+               port, nlockd::LogValue(config.name));
+  systemd.Ready();
 
-  int signal = 0;
-  sigwait(&signals, &signal);
-  spdlog::info("nlockd received signal {}; shutting down", signal);
+  for (;;) {
+    int signal = 0;
+    sigwait(&signals, &signal);
+    if (signal == SIGHUP) {
+      systemd.Reloading();
+      Reload(config_file, flags, config, policy);
+      systemd.Ready();
+      continue;
+    }
+    spdlog::info("nlockd received signal {}; shutting down", signal);
+    break;
+  }
+  systemd.Stopping();
   service.Shutdown();
   if (admin) admin->Stop();
   spdlog::info("nlockd stopped");
 }
 
+std::string VersionText() {
+  return fmt::format("nlockd {} (revision {}, {} build)\n", NLOCKD_BUILD_VERSION,
+                     NLOCKD_BUILD_REVISION, NLOCKD_BUILD_TYPE);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"nlockd: NFS network lock manager (NLM 1/3/4) and status monitor (NSM 1)"};
+  CLI::App app{
+      "nlockd: NFS network lock manager (NLM 1/3/4) and status monitor (NSM 1).\n"
+      "Every setting is a config file key (nlockd.toml(5)) and a flag; flags override "
+      "the file."};
+  app.get_formatter()->column_width(36);
   std::string config_file;
   app.add_option("--config", config_file, "TOML config file (flags override it)")
       ->check(CLI::ExistingFile);
+  bool check_config = false;
+  app.add_flag("--check-config", check_config,
+               "validate the file and flags, print the effective configuration (secrets "
+               "redacted) and exit: 0 if valid, 1 if not");
+  bool version = false;
+  app.add_flag("--version", version, "print the version, git revision and build type and exit");
   Flags flags(app);
-  AddFlags(flags);
   CLI11_PARSE(app, argc, argv);
+  if (version) {
+    std::cout << VersionText();
+    return EXIT_SUCCESS;
+  }
+
+  if (check_config) {
+    try {
+      Config config = LoadConfig(config_file, flags);
+      std::cout << "# nlockd --check-config: valid\n"
+                << nlockd::server::RenderEffectiveConfig(config);
+      return EXIT_SUCCESS;
+    } catch (const std::exception& e) {
+      std::cerr << "nlockd: invalid configuration: " << e.what() << "\n";
+      return EXIT_FAILURE;
+    }
+  }
 
   nlockd::SetUpLogging(spdlog::level::info);
+  std::string store;  // To keep its password out of an error message.
   try {
-    Config config;
-    if (!config_file.empty()) nlockd::server::LoadConfigFile(config_file, config);
-    flags.ApplyTo(config);
+    Config config = LoadConfig(config_file, flags);
+    store = config.store;
     spdlog::set_level(config.log_level);
-
-    Run(std::move(config));
+    spdlog::info("nlockd starting version={} revision={} store={}", NLOCKD_BUILD_VERSION,
+                 NLOCKD_BUILD_REVISION, nlockd::LogValue(nlockd::RedactStoreUri(config.store)));
+    Run(std::move(config), config_file, flags);
   } catch (const std::exception& e) {
-    spdlog::critical("nlockd cannot run: {}", e.what());
+    spdlog::critical("nlockd cannot run error={}",
+                     nlockd::LogValue(nlockd::RedactPasswordOf(store, e.what())));
     return EXIT_FAILURE;
   }
   return EXIT_SUCCESS;
