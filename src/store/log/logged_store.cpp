@@ -60,11 +60,20 @@ LoggedStore::LoggedStore(std::unique_ptr<Store> inner, std::string log_prefix)
     : inner_(std::move(inner)), prefix_(std::move(log_prefix)) {
   NLOCKD_REQUIRE(inner_ != nullptr && !prefix_.empty());
   Replay();
-  std::lock_guard lock(mu_);
-  segment_ = std::make_unique<LogSegment>(SegmentPath(segment_number_));
+  {
+    std::lock_guard lock(mu_);
+    segment_ = std::make_unique<LogSegment>(SegmentPath(segment_number_));
+  }
+  hand_on_ = std::thread([this] { RunHandOn(); });
 }
 
 LoggedStore::~LoggedStore() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  gathered_cv_.notify_one();
+  hand_on_.join();
   AwaitApplied();
   std::lock_guard lock(mu_);
   bool keep = false;
@@ -173,6 +182,7 @@ void LoggedStore::Submit(WriteOp op, Done done) {
   const bool ends_run = std::holds_alternative<MarkCleanShutdownOp>(op);
   if (clears || ends_run) AwaitApplied();
   std::lock_guard lock(mu_);
+  HandOnLocked();  // the writes before this one go first
   if (clears) {
     // Replaying an older lock write after the Clear would bring back what it removed: the
     // wrapped store has everything logged (rechecked under mu_), so the log can go first.
@@ -210,16 +220,21 @@ void LoggedStore::SubmitLogged(LoggedOp op, Done done) {
     }
     if (!error) {
       const uint64_t seq = ++logged_seq_;
-      Forward(std::visit([](auto& o) -> WriteOp { return std::move(o); }, op),
-              [this, seq](std::exception_ptr failure) {
-                if (failure) {
-                  spdlog::error(
-                      "store: applying a logged lock-table write failed: {}; the lock log is "
-                      "kept for the next start to replay",
-                      Describe(failure));
-                }
-                Applied(seq, !failure);
-              });
+      gathered_.emplace_back(std::visit([](auto& o) -> WriteOp { return std::move(o); }, op),
+                             [this, seq](std::exception_ptr failure) {
+                               if (failure) {
+                                 spdlog::error(
+                                     "store: applying a logged lock-table write failed: {}; the "
+                                     "lock log is kept for the next start to replay",
+                                     Describe(failure));
+                               }
+                               Applied(seq, !failure);
+                             });
+      if (gathered_.size() >= kHandOnBatch) {
+        HandOnLocked();
+      } else if (gathered_.size() == 1) {
+        gathered_cv_.notify_one();
+      }
       if (segment_->size() >= kSegmentBytes) {
         std::lock_guard applied(applied_mu_);
         closed_.push_back(Closed{segment_->path(), seq});
@@ -228,6 +243,23 @@ void LoggedStore::SubmitLogged(LoggedOp op, Done done) {
     }
   }
   done(error);
+}
+
+void LoggedStore::HandOnLocked() {
+  for (auto& [op, done] : gathered_) Forward(std::move(op), std::move(done));
+  gathered_.clear();
+}
+
+void LoggedStore::RunHandOn() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    gathered_cv_.wait(lock, [this] { return stopping_ || !gathered_.empty(); });
+    if (stopping_) break;
+    // Let the bunch gather (a stop cuts the wait short).
+    gathered_cv_.wait_for(lock, kHandOnDelay, [this] { return stopping_; });
+    HandOnLocked();
+  }
+  HandOnLocked();
 }
 
 void LoggedStore::Applied(uint64_t seq, bool ok) {
@@ -245,6 +277,7 @@ void LoggedStore::AwaitApplied() {
   uint64_t target = 0;
   {
     std::lock_guard lock(mu_);
+    HandOnLocked();
     target = logged_seq_;
   }
   std::unique_lock applied(applied_mu_);

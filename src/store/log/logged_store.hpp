@@ -1,12 +1,15 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "store/log/lock_log.hpp"
@@ -42,7 +45,10 @@ class LoggedStore final : public Store {
   LoadedState LoadAll() override;
   StoreCounts Counts() override;
   std::vector<StateChange> StateHistory() override;
+  // The wrapped store's transactions; the old observer sees those of every write acknowledged
+  // before the call.
   void SetCommitObserver(CommitObserver observer) override {
+    AwaitApplied();
     inner_->SetCommitObserver(std::move(observer));
   }
 
@@ -56,6 +62,9 @@ class LoggedStore final : public Store {
   // Logged writes the wrapped store may have yet to apply; past it they fail with kOverloaded,
   // as the wrapped store's own queue would.
   static constexpr uint64_t kMaxBacklog = 50000;
+  // How long logged writes gather before they are handed on, and how many at most.
+  static constexpr std::chrono::milliseconds kHandOnDelay{10};
+  static constexpr size_t kHandOnBatch = 1024;
 
  protected:
   void Submit(WriteOp op, Done done) override;
@@ -69,6 +78,10 @@ class LoggedStore final : public Store {
   void SubmitLogged(LoggedOp op, Done done);
   // Hands op to the wrapped store through its public interface.
   void Forward(WriteOp op, Done done);
+  // Hands on every gathered logged write, in order. REQUIRES: mu_ held.
+  void HandOnLocked();
+  // The hand-on thread.
+  void RunHandOn();
   // Runs on the wrapped store's writer thread when logged write `seq` is applied (or failed).
   void Applied(uint64_t seq, bool ok);
   // Blocks until every logged write acknowledged so far is applied.
@@ -89,6 +102,10 @@ class LoggedStore final : public Store {
   uint64_t segment_number_ = 0;          // guarded by mu_
   uint64_t logged_seq_ = 0;              // guarded by mu_: the last logged write
   std::string record_;                   // guarded by mu_: scratch for encoding
+  // Logged, acknowledged, not yet handed on; guarded by mu_.
+  std::vector<std::pair<WriteOp, Done>> gathered_;
+  std::condition_variable gathered_cv_;  // with mu_: the first write gathered, or stopping
+  bool stopping_ = false;                // guarded by mu_
 
   // The wrapped store's progress; its writer thread reports under this alone (a write it
   // refuses at once reports on the submitting thread, which holds mu_).
@@ -99,6 +116,8 @@ class LoggedStore final : public Store {
   std::atomic<uint64_t> applied_seq_{0};
   // A logged write the wrapped store failed: the segments stay for the next start to replay.
   bool keep_segments_ = false;  // guarded by applied_mu_
+
+  std::thread hand_on_;  // started last in the constructor, joined first in the destructor
 };
 
 }  // namespace nlockd::store
