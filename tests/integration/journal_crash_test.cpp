@@ -25,7 +25,7 @@ namespace {
 
 constexpr int kLanes = 8;
 constexpr uint64_t kRanges = 12;  // per round, contended by every lane
-constexpr int kDefaultRounds = 12;
+constexpr int kDefaultRounds = 40;
 
 // What a lane knows of one range from the answers it got.
 enum class Known { kFree, kHeld, kUnknown };
