@@ -2,7 +2,7 @@
 // for, nlockd is killed at a random moment, started again on the same store, and its restored
 // lock table must hold every lock whose LOCK was answered GRANTED (and not released since), none
 // whose UNLOCK was answered, and no range twice. Many kill points in one test; more with
-// NLOCKD_JOURNAL_CRASH_ROUNDS (a soak).
+// NLOCKD_JOURNAL_CRASH_ROUNDS (a soak). And a second nlockd on the same store refuses to start.
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -179,6 +179,26 @@ TEST(JournalCrash, EveryAnsweredLockSurvivesKillNineAtManyPoints) {
   ::testing::Test::RecordProperty("held_at_kill", static_cast<int>(total_held));
   EXPECT_GT(total_held, 0U);
   EXPECT_EQ(nlockd->Stop(), 0);
+}
+
+TEST(JournalCrash, ASecondNlockdOnTheSameStoreRefusesToStartNamingTheFirst) {
+  TempDir dir;
+  const std::string store = "sqlite:" + dir.path() + "/nlockd.db";
+  LoopbackPeers peers;
+  auto first = StartNlockd(store, peers.statd_port(), 0);
+  ASSERT_NE(first->port(), 0);
+  testutil::Subprocess second({NLOCKD_BINARY, "--store", store, "--listen", "127.0.0.1:0",
+                               "--rpcbind-register=false", "--admin-listen", "127.0.0.1:0"});
+  const std::optional<int> status = second.Wait(std::chrono::milliseconds(20000));
+  ASSERT_TRUE(status) << second.output();
+  EXPECT_NE(*status, 0);
+  EXPECT_NE(second.output().find(fmt::format("is in use by another nlockd (pid {},",
+                                             first->process().pid())),
+            std::string::npos)
+      << second.output();
+  // The first one serves on, untouched.
+  EXPECT_EQ(NewcomerLocks(first->port(), NewcomerLock("still-serving")), "stat=granted");
+  EXPECT_EQ(first->Stop(), 0);
 }
 
 }  // namespace

@@ -1,6 +1,5 @@
 #include "store/log/lock_log.hpp"
 
-#include <array>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -11,6 +10,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <zlib.h>
 
 #include "base/error.hpp"
 
@@ -26,22 +26,11 @@ enum class ChangeTag : uint8_t {
   kRemoveShare = 5
 };
 
-std::array<uint32_t, 256> MakeCrcTable() {
-  std::array<uint32_t, 256> table{};
-  for (uint32_t i = 0; i < 256; ++i) {
-    uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1U) != 0 ? 0xEDB88320U ^ (c >> 1) : c >> 1;
-    table[i] = c;
-  }
-  return table;
-}
-
-// CRC-32 (IEEE 802.3 polynomial, reflected).
+// CRC-32 (IEEE 802.3, as zlib computes it: several times faster than a byte-wise table, which
+// showed in the io thread's profile).
 uint32_t Crc32(std::string_view bytes) {
-  static const std::array<uint32_t, 256> kTable = MakeCrcTable();
-  uint32_t c = 0xFFFFFFFFU;
-  for (const char ch : bytes) c = kTable[(c ^ static_cast<uint8_t>(ch)) & 0xFFU] ^ (c >> 8);
-  return c ^ 0xFFFFFFFFU;
+  return static_cast<uint32_t>(
+      crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()), static_cast<uInt>(bytes.size())));
 }
 
 class Writer {
