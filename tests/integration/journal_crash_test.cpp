@@ -192,8 +192,8 @@ TEST(JournalCrash, ASecondNlockdOnTheSameStoreRefusesToStartNamingTheFirst) {
   const std::optional<int> status = second.Wait(std::chrono::milliseconds(20000));
   ASSERT_TRUE(status) << second.output();
   EXPECT_NE(*status, 0);
-  EXPECT_NE(second.output().find(fmt::format("is in use by another nlockd (pid {},",
-                                             first->process().pid())),
+  EXPECT_NE(second.output().find(
+                fmt::format("is in use by another nlockd (pid {},", first->process().pid())),
             std::string::npos)
       << second.output();
   // The first one serves on, untouched.

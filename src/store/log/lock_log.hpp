@@ -23,6 +23,9 @@ std::string EncodeLogRecord(const LoggedOp& op);
 // sets *valid_bytes (if given) to where the good prefix ends.
 std::vector<LoggedOp> DecodeLogRecords(std::string_view bytes, size_t* valid_bytes = nullptr);
 
+// The CRC-32 of a record's payload (IEEE 802.3 polynomial, as zlib's crc32).
+uint32_t LogCrc32(std::string_view bytes);
+
 // The largest payload a record may claim; a longer one is damage, not a record (stops a garbage
 // length from allocating gigabytes at recovery).
 inline constexpr uint32_t kMaxLogPayload = 64U << 20;

@@ -41,8 +41,8 @@ std::vector<uint64_t> SegmentNumbers(const std::string& prefix) {
     }
   }
   if (error) {
-    throw Error(ErrorKind::kFailed,
-                fmt::format("cannot list lock log directory {}: {}", dir.string(), error.message()));
+    throw Error(ErrorKind::kFailed, fmt::format("cannot list lock log directory {}: {}",
+                                                dir.string(), error.message()));
   }
   std::sort(numbers.begin(), numbers.end());
   return numbers;
@@ -115,8 +115,8 @@ void LoggedStore::Replay() {
     done_cv.wait(lock, [&] { return pending == 0; });
   }
   if (first_error) {
-    throw Error(ErrorKind::kFailed, fmt::format("cannot replay lock log {}.*: {}", prefix_,
-                                                Describe(first_error)));
+    throw Error(ErrorKind::kFailed,
+                fmt::format("cannot replay lock log {}.*: {}", prefix_, Describe(first_error)));
   }
   for (const uint64_t number : numbers) RemoveFile(SegmentPath(number));
   segment_number_ = numbers.empty() ? 0 : numbers.back() + 1;
@@ -159,7 +159,9 @@ void LoggedStore::Forward(WriteOp op, Done done) {
       }
       done(error);
     }
-    void operator()(LockChangesOp& o) { inner.ApplyLockChanges(std::move(o.changes), std::move(done)); }
+    void operator()(LockChangesOp& o) {
+      inner.ApplyLockChanges(std::move(o.changes), std::move(done));
+    }
     void operator()(ReleaseHostOp& o) { inner.ReleaseHost(std::move(o.host), std::move(done)); }
     void operator()(RemoveNotifyOwedOp& o) {
       inner.RemoveNotifyOwed(std::move(o.mon_name), std::move(done));

@@ -4,9 +4,8 @@
 #include <thread>
 #include <vector>
 
-#include <unistd.h>
-
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include "base/error.hpp"
 
@@ -35,9 +34,8 @@ PgHolder::PgHolder(const std::string& conninfo, std::chrono::seconds connect_tim
   // Names this process for whoever finds the lock taken.
   const std::vector<SqlValue> name{
       SqlValue::Text(fmt::format("nlockd pid {} on {}", getpid(), HostName()))};
-  conn_->ForEachRow(
-      PgStep{nullptr, "SELECT set_config('application_name', $1, false)", name, {}},
-      [](const SqlRow&) {});
+  conn_->ForEachRow(PgStep{nullptr, "SELECT set_config('application_name', $1, false)", name, {}},
+                    [](const SqlRow&) {});
 
   // The server notices a holder whose host died (rather than its process, whose socket the
   // kernel closes) by TCP keepalive: within about 5 + 3 * 2 s rather than the system's hours.
@@ -61,19 +59,18 @@ PgHolder::PgHolder(const std::string& conninfo, std::chrono::seconds connect_tim
   }
 
   std::optional<std::string> holder;
-  conn_->ForEachRow(
-      PgStep{nullptr,
-             "SELECT a.pid::int4, COALESCE(a.application_name, ''), "
-             "COALESCE(host(a.client_addr), 'a local socket') "
-             "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
-             "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 "
-             "AND l.classid = $1::oid AND l.objid = hashtext($2)::oid",
-             key,
-             {}},
-      [&](const SqlRow& row) {
-        holder = fmt::format("'{}', connected from {} (server backend pid {})", row.Bytes(1),
-                             row.Bytes(2), row.Int(0));
-      });
+  conn_->ForEachRow(PgStep{nullptr,
+                           "SELECT a.pid::int4, COALESCE(a.application_name, ''), "
+                           "COALESCE(host(a.client_addr), 'a local socket') "
+                           "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+                           "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 "
+                           "AND l.classid = $1::oid AND l.objid = hashtext($2)::oid",
+                           key,
+                           {}},
+                    [&](const SqlRow& row) {
+                      holder = fmt::format("'{}', connected from {} (server backend pid {})",
+                                           row.Bytes(1), row.Bytes(2), row.Int(0));
+                    });
   throw Error(ErrorKind::kFailed,
               fmt::format("PostgreSQL store {}: node '{}' is in use by another nlockd ({}); a "
                           "node's state is served by one process at a time: stop that one first",

@@ -6,9 +6,8 @@
 #include <utility>
 
 #include <fcntl.h>
-#include <unistd.h>
-
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include "base/error.hpp"
 
@@ -41,8 +40,8 @@ FileHolder::FileHolder(std::string lock_path, const std::string& what)
     : path_(std::move(lock_path)) {
   fd_ = open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0) {
-    throw Error(ErrorKind::kFailed, fmt::format("{}: cannot open its lock file {}: {}", what,
-                                                path_, std::strerror(errno)));
+    throw Error(ErrorKind::kFailed, fmt::format("{}: cannot open its lock file {}: {}", what, path_,
+                                                std::strerror(errno)));
   }
   struct flock lock = WholeFile(F_WRLCK);
   if (fcntl(fd_, F_OFD_SETLK, &lock) != 0) {
@@ -51,8 +50,8 @@ FileHolder::FileHolder(std::string lock_path, const std::string& what)
     close(fd_);
     fd_ = -1;
     if (error != EAGAIN && error != EACCES) {
-      throw Error(ErrorKind::kFailed, fmt::format("{}: cannot lock {}: {}", what, path_,
-                                                  std::strerror(error)));
+      throw Error(ErrorKind::kFailed,
+                  fmt::format("{}: cannot lock {}: {}", what, path_, std::strerror(error)));
     }
     throw Error(ErrorKind::kFailed,
                 fmt::format("{} is in use by another nlockd (pid {}, holding {}); a store "

@@ -107,9 +107,7 @@ void RunCrashTestOf(const std::string& uri, int min_acks, bool locks) {
 
 void RunCrashTest(const std::string& uri, int min_acks) { RunCrashTestOf(uri, min_acks, false); }
 
-void RunLockCrashTest(const std::string& uri, int min_acks) {
-  RunCrashTestOf(uri, min_acks, true);
-}
+void RunLockCrashTest(const std::string& uri, int min_acks) { RunCrashTestOf(uri, min_acks, true); }
 
 StoreChild::~StoreChild() {
   if (pid > 0) KillNine();
