@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "base/error.hpp"
+#include "store/log/logged_store.hpp"
 #include "store/memory/memory_store.hpp"
 #include "store/postgres/pg_store.hpp"
 #include "store/sqlite/sqlite_store.hpp"
@@ -17,7 +18,10 @@ std::unique_ptr<Store> OpenStore(const std::string& uri, const StoreOptions& opt
     return std::make_unique<MemoryStore>(options);
   }
   if (view.starts_with("sqlite:")) {
-    return std::make_unique<SqliteStore>(uri.substr(std::string_view("sqlite:").size()), options);
+    const std::string path = uri.substr(std::string_view("sqlite:").size());
+    // The lock log next to the file; the SqliteStore holds the file (and so the log) first.
+    auto sqlite = std::make_unique<SqliteStore>(path, options);
+    return std::make_unique<LoggedStore>(std::move(sqlite), path + ".journal");
   }
   if (view.starts_with("postgresql://") || view.starts_with("postgres://")) {
     return std::make_unique<PgStore>(uri, options);

@@ -10,7 +10,9 @@ namespace nlockd::store {
 
 // The store a --store URI names:
 //   "memory:"                         MemoryStore (nothing survives a restart)
-//   "sqlite:PATH"                     SqliteStore on the file PATH (parent directories created)
+//   "sqlite:PATH"                     SqliteStore on the file PATH (parent directories created),
+//                                     its lock-table writes logged in PATH.journal.N first
+//                                     (LoggedStore); PATH.lock holds the holder's PID
 //   "postgresql://..." "postgres://..."  PgStore; any libpq connection URI
 // Opening migrates the schema and records the start of this run (Store::startup()).
 // Throws nlockd::Error with a message that says what is wrong: kFailed for an unknown scheme, a

@@ -344,6 +344,9 @@ TEST_P(StoreConformance, CountsCountThisNodesRows) {
 }
 
 TEST_P(StoreConformance, NodesSharingALocationSeeOnlyTheirOwnRows) {
+  if (backend_->uri().starts_with("sqlite:")) {
+    GTEST_SKIP() << "a SQLite file serves one process, and so one node (FileHolder)";
+  }
   StoreOptions other_options = options_;
   other_options.node_id = UniqueNodeId("other");
   std::unique_ptr<Store> other = backend_->Open(other_options);

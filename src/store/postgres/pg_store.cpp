@@ -73,6 +73,7 @@ PgStore::PgStore(const std::string& conninfo, StoreOptions options,
                  std::span<const Migration> migrations)
     : options_(Validated(std::move(options))),
       pool_(CheckedConninfo(conninfo), PoolOptions(options_)) {
+  holder_ = std::make_unique<PgHolder>(conninfo, options_.pg_connect_timeout, options_.node_id);
   {
     PgPool::Lease lease = pool_.Acquire(SteadyClock::now());
     lease.conn().Exec(kSessionSetup);

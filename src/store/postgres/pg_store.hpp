@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "store/postgres/pg_holder.hpp"
 #include "store/postgres/pg_pool.hpp"
 #include "store/sql/group_commit.hpp"
 #include "store/sql/migrations.hpp"
@@ -22,9 +23,10 @@ namespace nlockd::store {
 // replayed whole: a write is acknowledged only after its COMMIT was answered.
 class PgStore final : public Store {
  public:
-  // Connects, migrates and durably records the start of this run. Throws nlockd::Error:
-  // kDisconnected (naming the server, never the password) when it cannot be reached, kFailed
-  // for a bad URI or a schema newer than this build.
+  // Connects, takes the node (PgHolder: one process per node), migrates and durably records the
+  // start of this run. Throws nlockd::Error: kDisconnected (naming the server, never the
+  // password) when it cannot be reached, kFailed for a bad URI, a schema newer than this build,
+  // or a node another live process holds (naming that process).
   PgStore(const std::string& conninfo, StoreOptions options,
           std::span<const Migration> migrations = SchemaMigrations());
   // Commits every queued write (waiting up to pg_retry_for for the server), then closes.
@@ -62,6 +64,7 @@ class PgStore final : public Store {
   const StoreOptions options_;
   StartupInfo startup_;
   PgPool pool_;
+  std::unique_ptr<PgHolder> holder_;  // taken first; released after the writer stops
 
   // The writer thread's own (the constructor's, before the writer starts).
   std::optional<PgPool::Lease> writer_lease_;

@@ -10,8 +10,11 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "base/error.hpp"
 #include "store/open_store.hpp"
@@ -115,6 +118,45 @@ TEST_F(PgStoreTest, GroupCommitPutsConcurrentWritesInFewTransactions) {
   all.get_future().wait();
   EXPECT_LT(store.writer_stats().transactions, store.writer_stats().writes);
   EXPECT_EQ(store.Counts().registrations, static_cast<size_t>(kWrites));
+}
+
+TEST_F(PgStoreTest, ASecondStoreOfTheNodeInThisProcessIsRefusedNamingThePid) {
+  PgStore first(*PgTestUri(), options_);
+  const Error e = OpenError(*PgTestUri(), options_);
+  EXPECT_EQ(e.kind(), ErrorKind::kFailed);
+  EXPECT_THAT(e.what(), AllOf(HasSubstr("'" + options_.node_id + "' is in use by another nlockd"),
+                              HasSubstr(fmt::format("'nlockd pid {} on ", getpid()))));
+  StoreOptions other = options_;
+  other.node_id = testutil::UniqueNodeId("pg-other");
+  PgStore other_node(*PgTestUri(), other);  // another node of the same database is free
+}
+
+TEST_F(PgStoreTest, ANodeIsFreeAgainOnceItsStoreIsClosed) {
+  { PgStore first(*PgTestUri(), options_); }
+  PgStore second(*PgTestUri(), options_);
+}
+
+TEST_F(PgStoreTest, ANodeHeldByAnotherProcessIsRefusedUntilThatProcessDies) {
+  testutil::StoreChild child;
+  testutil::StartStoreChild(*PgTestUri(), options_.node_id, child);
+  ASSERT_TRUE(child.AwaitFirstAck());
+  const Error e = OpenError(*PgTestUri(), options_);
+  EXPECT_THAT(e.what(), HasSubstr(fmt::format("'nlockd pid {} on ", child.pid)));
+  child.KillNine();
+  // The server ends the dead client's session (and its lock) once it reads the closed socket;
+  // the new holder retries meanwhile.
+  auto store = std::make_unique<PgStore>(*PgTestUri(), options_);
+  EXPECT_FALSE(store->startup().previous_run_clean);
+}
+
+TEST_F(PgStoreTest, AnotherProcessCannotOpenANodeThisOneHolds) {
+  PgStore held(*PgTestUri(), options_);
+  testutil::StoreChild child;
+  testutil::StartStoreChild(*PgTestUri(), options_.node_id, child);
+  std::string errors;
+  const int status = child.AwaitExit(&errors);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << status;
+  EXPECT_THAT(errors, HasSubstr(fmt::format("'nlockd pid {} on ", getpid())));
 }
 
 TEST_F(PgStoreTest, AcknowledgedRegistrationsSurviveKillNine) {

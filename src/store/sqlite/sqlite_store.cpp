@@ -101,6 +101,7 @@ SqliteStore::SqliteStore(std::string path, StoreOptions options,
     throw Error(ErrorKind::kFailed, "SQLite store: empty database path");
   }
   CreateParentDirectory(path_);
+  holder_ = std::make_unique<FileHolder>(path_ + ".lock", "SQLite database " + path_);
   writer_.db = std::make_unique<SqliteDb>(path_);
   Configure(*writer_.db);
   for (Reader& reader : readers_) {

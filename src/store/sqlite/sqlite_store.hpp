@@ -11,20 +11,23 @@
 
 #include "store/sql/group_commit.hpp"
 #include "store/sql/migrations.hpp"
+#include "store/sqlite/file_holder.hpp"
 #include "store/sqlite/sqlite_db.hpp"
 #include "store/store.hpp"
 #include "store/store_options.hpp"
 
 namespace nlockd::store {
 
-// The embedded Store: one SQLite file in WAL mode. Owns three connections: the writer's, used
+// The embedded Store: one SQLite file in WAL mode, used by one process at a time (a FileHolder
+// on PATH.lock, taken before the database is opened). Owns three connections: the writer's, used
 // only by the GroupCommitter's thread (after the constructor), and two for the synchronous
 // reads, used by their callers under read_mu_ (LoadAll() scans on both at once).
 class SqliteStore final : public Store {
  public:
   // Opens (creating the file and its parent directories) and migrates the database at path,
   // checks it, and durably records the start of this run. Throws nlockd::Error(kFailed) with a
-  // message naming the file when it cannot be opened, is damaged, or has a newer schema.
+  // message naming the file when it cannot be opened, is damaged, has a newer schema, or is
+  // held by another process (or another SqliteStore of this one), whose PID it names.
   SqliteStore(std::string path, StoreOptions options,
               std::span<const Migration> migrations = SchemaMigrations());
   // Commits every queued write, then closes.
@@ -79,6 +82,7 @@ class SqliteStore final : public Store {
 
   const std::string path_;
   const StoreOptions options_;
+  std::unique_ptr<FileHolder> holder_;  // before the connections: released after they close
   StartupInfo startup_;
   Writer writer_;
 

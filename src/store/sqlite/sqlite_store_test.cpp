@@ -7,9 +7,12 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "base/error.hpp"
 #include "store/open_store.hpp"
@@ -206,6 +209,41 @@ TEST_F(SqliteStoreTest, WithoutGroupCommitEachWriteIsOneTransaction) {
 TEST_F(SqliteStoreTest, OpenThroughTheFactory) {
   std::unique_ptr<Store> store = OpenStore("sqlite:" + path_, StoreOptions{});
   EXPECT_TRUE(store->startup().persistent);
+}
+
+TEST_F(SqliteStoreTest, ASecondStoreOnTheFileInThisProcessIsRefusedNamingThePid) {
+  SqliteStore first(path_, StoreOptions{});
+  const Error e = OpenError(path_);
+  EXPECT_EQ(e.kind(), ErrorKind::kFailed);
+  EXPECT_THAT(e.what(), AllOf(HasSubstr(path_), HasSubstr("in use by another nlockd"),
+                              HasSubstr(fmt::format("pid {},", getpid()))));
+}
+
+TEST_F(SqliteStoreTest, TheFileIsFreeAgainOnceItsStoreIsClosed) {
+  { SqliteStore first(path_, StoreOptions{}); }
+  SqliteStore second(path_, StoreOptions{});
+  EXPECT_FALSE(second.startup().previous_run_clean);  // never marked clean
+}
+
+TEST_F(SqliteStoreTest, AStoreHeldByAnotherProcessIsRefusedUntilThatProcessDies) {
+  testutil::StoreChild child;
+  testutil::StartStoreChild("sqlite:" + path_, "default", child);
+  ASSERT_TRUE(child.AwaitFirstAck());
+  const Error e = OpenError(path_);
+  EXPECT_THAT(e.what(), HasSubstr(fmt::format("pid {},", child.pid)));
+  child.KillNine();  // the kernel drops the lock with the process
+  SqliteStore store(path_, StoreOptions{});
+  EXPECT_FALSE(store.startup().previous_run_clean);
+}
+
+TEST_F(SqliteStoreTest, AnotherProcessCannotOpenAStoreThisOneHolds) {
+  SqliteStore held(path_, StoreOptions{});
+  testutil::StoreChild child;
+  testutil::StartStoreChild("sqlite:" + path_, "default", child);
+  std::string errors;
+  const int status = child.AwaitExit(&errors);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << status;
+  EXPECT_THAT(errors, HasSubstr(fmt::format("in use by another nlockd (pid {},", getpid())));
 }
 
 TEST_F(SqliteStoreTest, AcknowledgedRegistrationsSurviveKillNine) {

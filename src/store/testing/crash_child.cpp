@@ -1,13 +1,16 @@
-// store_crash_child URI NODE: the victim of the crash tests. Opens the store and issues durable
-// registrations (mon_name "host-N"), 64 in flight, as fast as it can until it is killed; writes
-// N on a line of its own to stdout as soon as registration N is acknowledged as durable.
+// store_crash_child URI NODE [locks]: the victim of the crash tests. Opens the store and issues
+// durable registrations (mon_name "host-N") or, with "locks", lock-table writes (a lock at
+// offset N, ApplyLockChanges), 64 in flight, as fast as it can until it is killed; writes N on a
+// line of its own to stdout as soon as write N is acknowledged.
 #include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <exception>
 #include <functional>
 #include <memory>
+#include <semaphore>
 #include <string>
+#include <vector>
 
 #include <unistd.h>
 
@@ -31,8 +34,8 @@ void WriteAll(const char* data, size_t size) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: %s URI NODE\n", argv[0]);
+  if (argc != 3 && argc != 4) {
+    std::fprintf(stderr, "usage: %s URI NODE [locks]\n", argv[0]);
     return 2;
   }
   try {
@@ -41,8 +44,10 @@ int main(int argc, char** argv) {
     options.boot_id = "crash-test-boot";
     std::unique_ptr<nlockd::store::Store> store = nlockd::store::OpenStore(argv[1], options);
     std::atomic<int> next{0};
+    const bool locks = argc == 4 && std::string(argv[3]) == "locks";
     std::function<void()> issue = [&] {
       const int id = next++;
+
       nlockd::store::Registration r;
       r.mon_name = "host-" + std::to_string(id);
       r.my_id = nlockd::store::MyId{"lockd", 100021, 4, 16};
@@ -56,6 +61,29 @@ int main(int argc, char** argv) {
         issue();
       });
     };
+    if (locks) {
+      // The lock log acknowledges on the calling thread: a loop, not a chain of completions.
+      std::counting_semaphore<kInFlight> slots(kInFlight);
+      for (int id = 0;; ++id) {
+        slots.acquire();
+        nlockd::store::LockRecord lock;
+        lock.file_key = "crash-file";
+        lock.host = "crash-host";
+        lock.svid = id % 64;
+        lock.owner_handle = "crash-owner";
+        lock.exclusive = true;
+        lock.offset = static_cast<uint64_t>(id);
+        lock.length = 1;
+        std::vector<nlockd::store::LockChange> changes{nlockd::store::PutLock{std::move(lock)}};
+        store->ApplyLockChanges(std::move(changes), [&slots, id](std::exception_ptr error) {
+          if (!error) {
+            const std::string line = std::to_string(id) + "\n";
+            WriteAll(line.data(), line.size());
+          }
+          slots.release();
+        });
+      }
+    }
     for (int i = 0; i < kInFlight; ++i) {
       issue();
     }

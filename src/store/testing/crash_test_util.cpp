@@ -21,12 +21,16 @@ constexpr int kStallMillis = 30000;
 
 }  // namespace
 
-void RunCrashTest(const std::string& uri, int min_acks) {
+namespace {
+
+void RunCrashTestOf(const std::string& uri, int min_acks, bool locks) {
   const std::string node = UniqueNodeId("crash");
   std::string child = NLOCKD_STORE_CRASH_CHILD;
   std::string uri_arg = uri;
   std::string node_arg = node;
-  std::vector<char*> argv{child.data(), uri_arg.data(), node_arg.data(), nullptr};
+  std::string locks_arg = "locks";
+  std::vector<char*> argv{child.data(), uri_arg.data(), node_arg.data(), nullptr, nullptr};
+  if (locks) argv[3] = locks_arg.data();
 
   int fds[2];
   ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
@@ -80,8 +84,12 @@ void RunCrashTest(const std::string& uri, int min_acks) {
   EXPECT_FALSE(store->startup().previous_run_clean);
   EXPECT_TRUE(store->startup().lock_table_complete);  // same boot
   std::set<std::string> stored;
-  for (const Registration& r : store->LoadAll().registrations) {
+  const LoadedState loaded = store->LoadAll();
+  for (const Registration& r : loaded.registrations) {
     stored.insert(r.mon_name);
+  }
+  for (const LockRecord& l : loaded.locks) {
+    stored.insert("host-" + std::to_string(l.offset));
   }
   size_t missing = 0;
   for (int id : acknowledged) {
@@ -89,10 +97,74 @@ void RunCrashTest(const std::string& uri, int min_acks) {
       ++missing;
     }
   }
-  EXPECT_EQ(missing, 0U) << "of " << acknowledged.size() << " acknowledged registrations";
+  EXPECT_EQ(missing, 0U) << "of " << acknowledged.size() << " acknowledged writes";
   EXPECT_GE(stored.size(), acknowledged.size());
   ::testing::Test::RecordProperty("acknowledged", static_cast<int>(acknowledged.size()));
   ::testing::Test::RecordProperty("stored", static_cast<int>(stored.size()));
+}
+
+}  // namespace
+
+void RunCrashTest(const std::string& uri, int min_acks) { RunCrashTestOf(uri, min_acks, false); }
+
+void RunLockCrashTest(const std::string& uri, int min_acks) { RunCrashTestOf(uri, min_acks, true); }
+
+StoreChild::~StoreChild() {
+  if (pid > 0) KillNine();
+  if (out >= 0) close(out);
+  if (err >= 0) close(err);
+}
+
+void StoreChild::KillNine() {
+  if (pid <= 0) return;
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  pid = -1;
+}
+
+bool StoreChild::AwaitFirstAck() const {
+  pollfd readable{out, POLLIN, 0};
+  if (poll(&readable, 1, kStallMillis) <= 0) return false;
+  char c = 0;
+  return read(out, &c, 1) == 1;
+}
+
+int StoreChild::AwaitExit(std::string* stderr_text) {
+  char buffer[4096];
+  for (;;) {
+    const ssize_t n = read(err, buffer, sizeof buffer);
+    if (n <= 0) break;
+    stderr_text->append(buffer, static_cast<size_t>(n));
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  pid = -1;
+  return status;
+}
+
+void StartStoreChild(const std::string& uri, const std::string& node, StoreChild& child) {
+  std::string program = NLOCKD_STORE_CRASH_CHILD;
+  std::string uri_arg = uri;
+  std::string node_arg = node;
+  std::vector<char*> argv{program.data(), uri_arg.data(), node_arg.data(), nullptr};
+  int out[2];
+  int err[2];
+  ASSERT_EQ(pipe2(out, O_CLOEXEC), 0);
+  ASSERT_EQ(pipe2(err, O_CLOEXEC), 0);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {  // only async-signal-safe calls until exec
+    dup2(out[1], STDOUT_FILENO);
+    dup2(err[1], STDERR_FILENO);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(out[1]);
+  close(err[1]);
+  child.pid = pid;
+  child.out = out[0];
+  child.err = err[0];
 }
 
 }  // namespace nlockd::store::testutil

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/error.hpp"
+#include "store/log/logged_store.hpp"
 #include "store/memory/memory_store.hpp"
 #include "store/postgres/pg_store.hpp"
 #include "store/sqlite/sqlite_store.hpp"
@@ -110,6 +111,22 @@ class SqliteBackend final : public TestBackend {
   TempDir dir_;
 };
 
+// SQLite behind the lock log, as OpenStore("sqlite:...") builds it.
+class LoggedSqliteBackend final : public TestBackend {
+ public:
+  std::unique_ptr<Store> Open(StoreOptions options) override {
+    if (options.node_id == "default") options.node_id = node_;
+    return std::make_unique<LoggedStore>(std::make_unique<SqliteStore>(path(), std::move(options)),
+                                         path() + ".journal");
+  }
+  bool persistent() const override { return true; }
+  std::string uri() const override { return "sqlite:" + path(); }
+
+ private:
+  std::string path() const { return (dir_.path() / "var" / "nlockd.db").string(); }
+  TempDir dir_;
+};
+
 class PgBackend final : public TestBackend {
  public:
   std::unique_ptr<Store> Open(StoreOptions options) override {
@@ -127,6 +144,9 @@ class PgBackend final : public TestBackend {
 
 std::unique_ptr<TestBackend> MakeMemoryBackend() { return std::make_unique<MemoryBackend>(); }
 std::unique_ptr<TestBackend> MakeSqliteBackend() { return std::make_unique<SqliteBackend>(); }
+std::unique_ptr<TestBackend> MakeLoggedSqliteBackend() {
+  return std::make_unique<LoggedSqliteBackend>();
+}
 std::unique_ptr<TestBackend> MakePgBackend() { return std::make_unique<PgBackend>(); }
 
 std::string Printable(const std::string& bytes) {

@@ -77,6 +77,7 @@ class TestBackend {
 
 std::unique_ptr<TestBackend> MakeMemoryBackend();
 std::unique_ptr<TestBackend> MakeSqliteBackend();
+std::unique_ptr<TestBackend> MakeLoggedSqliteBackend();
 // REQUIRES: PgTestUri() is set.
 std::unique_ptr<TestBackend> MakePgBackend();
 

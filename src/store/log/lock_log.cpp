@@ -1,0 +1,346 @@
+#include "store/log/lock_log.hpp"
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "base/error.hpp"
+
+namespace nlockd::store {
+namespace {
+
+enum class OpTag : uint8_t { kLockChanges = 1, kReleaseHost = 2 };
+enum class ChangeTag : uint8_t {
+  kPutLock = 1,
+  kRemoveLock = 2,
+  kReplaceLocks = 3,
+  kPutShare = 4,
+  kRemoveShare = 5
+};
+
+using CrcTables = std::array<std::array<uint32_t, 256>, 8>;
+
+CrcTables MakeCrcTables() {
+  CrcTables t{};
+  for (uint32_t i = 0; i < 256; ++i) {
+    uint32_t c = i;
+    for (int k = 0; k < 8; ++k) c = (c & 1U) != 0 ? 0xEDB88320U ^ (c >> 1) : c >> 1;
+    t[0][i] = c;
+  }
+  for (size_t n = 1; n < 8; ++n) {
+    for (size_t i = 0; i < 256; ++i) t[n][i] = (t[n - 1][i] >> 8) ^ t[0][t[n - 1][i] & 0xFFU];
+  }
+  return t;
+}
+
+// CRC-32 (IEEE 802.3 polynomial, reflected, as zlib's), eight bytes per step: the byte-wise
+// loop showed in the io thread's profile (1.9%).
+uint32_t Crc32(std::string_view bytes) {
+  static const CrcTables kT = MakeCrcTables();
+  const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
+  size_t n = bytes.size();
+  uint32_t c = 0xFFFFFFFFU;
+  for (; n >= 8; n -= 8, p += 8) {
+    const uint32_t lo =
+        c ^ (uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24);
+    c = kT[7][lo & 0xFFU] ^ kT[6][(lo >> 8) & 0xFFU] ^ kT[5][(lo >> 16) & 0xFFU] ^ kT[4][lo >> 24] ^
+        kT[3][p[4]] ^ kT[2][p[5]] ^ kT[1][p[6]] ^ kT[0][p[7]];
+  }
+  for (; n > 0; --n, ++p) c = kT[0][(c ^ *p) & 0xFFU] ^ (c >> 8);
+  return c ^ 0xFFFFFFFFU;
+}
+
+}  // namespace
+
+// Exposed for the test of the CRC (a known check value).
+uint32_t LogCrc32(std::string_view bytes) { return Crc32(bytes); }
+
+namespace {
+
+class Writer {
+ public:
+  explicit Writer(std::string& out) : out_(out) {}
+  void U8(uint8_t v) { out_.push_back(static_cast<char>(v)); }
+  void U32(uint32_t v) {
+    for (int i = 0; i < 4; ++i) out_.push_back(static_cast<char>((v >> (8 * i)) & 0xFFU));
+  }
+  void U64(uint64_t v) {
+    for (int i = 0; i < 8; ++i) out_.push_back(static_cast<char>((v >> (8 * i)) & 0xFFU));
+  }
+  void I32(int32_t v) { U32(static_cast<uint32_t>(v)); }
+  void Str(const std::string& s) {
+    U32(static_cast<uint32_t>(s.size()));
+    out_.append(s);
+  }
+  void Lock(const LockRecord& l) {
+    Str(l.file_key);
+    Str(l.host);
+    I32(l.svid);
+    Str(l.owner_handle);
+    U8(l.exclusive ? 1 : 0);
+    U64(l.offset);
+    U64(l.length);
+  }
+  void Share(const ShareRecord& s) {
+    Str(s.file_key);
+    Str(s.host);
+    Str(s.owner_handle);
+    I32(s.mode);
+    I32(s.access);
+  }
+  void operator()(const PutLock& c) {
+    U8(static_cast<uint8_t>(ChangeTag::kPutLock));
+    Lock(c.lock);
+  }
+  void operator()(const RemoveLock& c) {
+    U8(static_cast<uint8_t>(ChangeTag::kRemoveLock));
+    Lock(c.lock);
+  }
+  void operator()(const ReplaceLocks& c) {
+    U8(static_cast<uint8_t>(ChangeTag::kReplaceLocks));
+    Str(c.file_key);
+    Str(c.host);
+    I32(c.svid);
+    Str(c.owner_handle);
+    U32(static_cast<uint32_t>(c.ranges.size()));
+    for (const LockRange& r : c.ranges) {
+      U8(r.exclusive ? 1 : 0);
+      U64(r.offset);
+      U64(r.length);
+    }
+    U8(c.within ? 1 : 0);
+    if (c.within) {
+      U64(c.within->first);
+      U64(c.within->last);
+    }
+  }
+  void operator()(const PutShare& c) {
+    U8(static_cast<uint8_t>(ChangeTag::kPutShare));
+    Share(c.share);
+  }
+  void operator()(const RemoveShare& c) {
+    U8(static_cast<uint8_t>(ChangeTag::kRemoveShare));
+    Share(c.share);
+  }
+  void operator()(const LockChangesOp& op) {
+    U8(static_cast<uint8_t>(OpTag::kLockChanges));
+    U32(static_cast<uint32_t>(op.changes.size()));
+    for (const LockChange& change : op.changes) std::visit(*this, change);
+  }
+  void operator()(const ReleaseHostOp& op) {
+    U8(static_cast<uint8_t>(OpTag::kReleaseHost));
+    Str(op.host);
+  }
+
+ private:
+  std::string& out_;
+};
+
+// Reads a payload; any overrun sets ok_ to false (and yields zeros).
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : in_(in) {}
+  bool ok() const { return ok_ && pos_ == in_.size(); }
+  uint8_t U8() { return Take(1) ? static_cast<uint8_t>(in_[pos_ - 1]) : 0; }
+  uint32_t U32() { return static_cast<uint32_t>(Le(4)); }
+  uint64_t U64() { return Le(8); }
+  int32_t I32() { return static_cast<int32_t>(U32()); }
+  std::string Str() {
+    const uint32_t n = U32();
+    if (!Take(n)) return {};
+    return std::string(in_.substr(pos_ - n, n));
+  }
+  LockRecord Lock() {
+    LockRecord l;
+    l.file_key = Str();
+    l.host = Str();
+    l.svid = I32();
+    l.owner_handle = Str();
+    l.exclusive = U8() != 0;
+    l.offset = U64();
+    l.length = U64();
+    return l;
+  }
+  ShareRecord Share() {
+    ShareRecord s;
+    s.file_key = Str();
+    s.host = Str();
+    s.owner_handle = Str();
+    s.mode = I32();
+    s.access = I32();
+    return s;
+  }
+  std::optional<LockChange> Change() {
+    switch (static_cast<ChangeTag>(U8())) {
+      case ChangeTag::kPutLock:
+        return PutLock{Lock()};
+      case ChangeTag::kRemoveLock:
+        return RemoveLock{Lock()};
+      case ChangeTag::kReplaceLocks: {
+        ReplaceLocks r;
+        r.file_key = Str();
+        r.host = Str();
+        r.svid = I32();
+        r.owner_handle = Str();
+        const uint32_t n = U32();
+        // Each range takes 17 bytes: a count beyond what is left is damage.
+        if (n > (in_.size() - pos_) / 17) return Bad();
+        r.ranges.reserve(n);
+        for (uint32_t i = 0; i < n; ++i) {
+          LockRange range;
+          range.exclusive = U8() != 0;
+          range.offset = U64();
+          range.length = U64();
+          r.ranges.push_back(range);
+        }
+        if (U8() != 0) {
+          OffsetSpan span;
+          span.first = U64();
+          span.last = U64();
+          r.within = span;
+        }
+        return r;
+      }
+      case ChangeTag::kPutShare:
+        return PutShare{Share()};
+      case ChangeTag::kRemoveShare:
+        return RemoveShare{Share()};
+    }
+    return Bad();
+  }
+  std::optional<LoggedOp> Op() {
+    switch (static_cast<OpTag>(U8())) {
+      case OpTag::kLockChanges: {
+        LockChangesOp op;
+        const uint32_t n = U32();
+        if (n > in_.size() - pos_) return Bad();  // each change takes a byte at least
+        op.changes.reserve(n);
+        for (uint32_t i = 0; i < n && ok_; ++i) {
+          std::optional<LockChange> change = Change();
+          if (!change) return std::nullopt;
+          op.changes.push_back(std::move(*change));
+        }
+        return op;
+      }
+      case OpTag::kReleaseHost:
+        return ReleaseHostOp{Str()};
+    }
+    return Bad();
+  }
+
+ private:
+  std::nullopt_t Bad() {
+    ok_ = false;
+    return std::nullopt;
+  }
+  bool Take(size_t n) {
+    if (!ok_ || in_.size() - pos_ < n) {
+      ok_ = false;
+      return false;
+    }
+    pos_ += n;
+    return true;
+  }
+  uint64_t Le(int n) {
+    if (!Take(static_cast<size_t>(n))) return 0;
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; --i) {
+      v = (v << 8) |
+          static_cast<uint8_t>(in_[pos_ - static_cast<size_t>(n) + static_cast<size_t>(i)]);
+    }
+    return v;
+  }
+
+  std::string_view in_;
+  size_t pos_ = 0;
+  bool ok_ = true;
+};
+
+uint32_t ReadU32(std::string_view bytes, size_t at) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i)
+    v = (v << 8) | static_cast<uint8_t>(bytes[at + static_cast<size_t>(i)]);
+  return v;
+}
+
+}  // namespace
+
+std::string EncodeLogRecord(const LoggedOp& op) {
+  std::string record(8, '\0');
+  Writer writer(record);
+  std::visit(writer, op);
+  const std::string_view payload = std::string_view(record).substr(8);
+  std::string header;
+  Writer head(header);
+  head.U32(static_cast<uint32_t>(payload.size()));
+  head.U32(Crc32(payload));
+  record.replace(0, 8, header);
+  return record;
+}
+
+std::vector<LoggedOp> DecodeLogRecords(std::string_view bytes, size_t* valid_bytes) {
+  std::vector<LoggedOp> ops;
+  size_t at = 0;
+  while (bytes.size() - at >= 8) {
+    const uint32_t length = ReadU32(bytes, at);
+    const uint32_t crc = ReadU32(bytes, at + 4);
+    if (length > kMaxLogPayload || bytes.size() - at - 8 < length) break;
+    const std::string_view payload = bytes.substr(at + 8, length);
+    if (Crc32(payload) != crc) break;
+    Reader reader(payload);
+    std::optional<LoggedOp> op = reader.Op();
+    if (!op || !reader.ok()) break;
+    ops.push_back(std::move(*op));
+    at += 8 + length;
+  }
+  if (valid_bytes != nullptr) *valid_bytes = at;
+  return ops;
+}
+
+LogSegment::LogSegment(std::string path) : path_(std::move(path)) {
+  fd_ = open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd_ < 0) {
+    throw Error(ErrorKind::kFailed,
+                fmt::format("cannot create lock log {}: {}", path_, std::strerror(errno)));
+  }
+}
+
+LogSegment::~LogSegment() {
+  if (fd_ >= 0) close(fd_);
+}
+
+void LogSegment::Append(std::string_view bytes) {
+  uint64_t at = size_;
+  while (!bytes.empty()) {
+    const ssize_t n = pwrite(fd_, bytes.data(), bytes.size(), static_cast<off_t>(at));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw Error(ErrorKind::kFailed,
+                  fmt::format("cannot write lock log {}: {}", path_, std::strerror(errno)));
+    }
+    at += static_cast<uint64_t>(n);
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  size_ = at;
+}
+
+std::string ReadLogFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  std::ostringstream all;
+  all << in.rdbuf();
+  if (in.bad()) {
+    throw Error(ErrorKind::kFailed, fmt::format("cannot read lock log {}", path));
+  }
+  return std::move(all).str();
+}
+
+}  // namespace nlockd::store

@@ -1,0 +1,60 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "store/write_op.hpp"
+
+namespace nlockd::store {
+
+// The writes the lock log carries: the lock table's, which the lock journal issues per call.
+using LoggedOp = std::variant<LockChangesOp, ReleaseHostOp>;
+
+// A log record: [payload length u32][CRC-32 of the payload u32][payload], little-endian. The
+// payload is one LoggedOp. A record cut short (a write the process did not finish) or damaged
+// ends the log: nothing after it was ever acknowledged.
+std::string EncodeLogRecord(const LoggedOp& op);
+
+// Decodes the records of `bytes` in order; stops at the first incomplete or damaged one and
+// sets *valid_bytes (if given) to where the good prefix ends.
+std::vector<LoggedOp> DecodeLogRecords(std::string_view bytes, size_t* valid_bytes = nullptr);
+
+// The CRC-32 of a record's payload (IEEE 802.3 polynomial, as zlib's crc32).
+uint32_t LogCrc32(std::string_view bytes);
+
+// The largest payload a record may claim; a longer one is damage, not a record (stops a garbage
+// length from allocating gigabytes at recovery).
+inline constexpr uint32_t kMaxLogPayload = 64U << 20;
+
+// One segment file of the log, opened for appending with plain write(2): once Append returns, the
+// record is in the page cache and survives a crash of the process (not of the host). Not
+// thread-safe.
+class LogSegment {
+ public:
+  // Creates (or truncates) the file. Throws nlockd::Error(kFailed) naming it.
+  explicit LogSegment(std::string path);
+  ~LogSegment();
+  LogSegment(const LogSegment&) = delete;
+  LogSegment& operator=(const LogSegment&) = delete;
+
+  // Writes bytes at the end. Throws nlockd::Error(kFailed) (disk full, I/O error); a partial
+  // record it may leave behind is cut at the next append or ignored by recovery.
+  void Append(std::string_view bytes);
+
+  const std::string& path() const { return path_; }
+  uint64_t size() const { return size_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  uint64_t size_ = 0;  // the end of the last complete record
+};
+
+// Reads a whole segment file; "" if it does not exist. Throws nlockd::Error(kFailed) on errors.
+std::string ReadLogFile(const std::string& path);
+
+}  // namespace nlockd::store

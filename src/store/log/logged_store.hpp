@@ -1,0 +1,123 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "store/log/lock_log.hpp"
+#include "store/store.hpp"
+
+namespace nlockd::store {
+
+// A Store whose lock-table writes (ApplyLockChanges, ReleaseHost) are acknowledged once they are
+// appended to a log with write(2), before the wrapped store has them: the page cache holds them
+// through a crash of the process, which is the kCommitted promise. Each is then handed to the
+// wrapped store, whose writer thread applies it in the background in order with every other
+// write; every other write goes to the wrapped store as before (so a kSynced write still makes
+// every earlier write durable). A log segment is deleted once the wrapped store has applied its
+// last record; a segment past kSegmentBytes is closed and a new one begun, so the log holds at
+// most about one segment plus the wrapped store's backlog.
+//
+// Opening replays the segments a crashed run left (their records are idempotent "set these
+// rows" writes, so one the wrapped store applied already is harmless to apply again) and
+// deletes them. Reads wait until the wrapped store has applied every write acknowledged before
+// them, so they see what Store promises. Thread-safe.
+//
+// Files: `log_prefix` + "." + a sequence number, e.g. nlockd.db.journal.17.
+class LoggedStore final : public Store {
+ public:
+  // Replays and removes the segments of log_prefix, then starts a new one. Throws
+  // nlockd::Error(kFailed) when a segment cannot be read or the wrapped store refuses a replayed
+  // write.
+  LoggedStore(std::unique_ptr<Store> inner, std::string log_prefix);
+  // Waits for the wrapped store to apply everything, removes the log, closes the wrapped store.
+  ~LoggedStore() override;
+
+  const StartupInfo& startup() const override { return inner_->startup(); }
+  LoadedState LoadAll() override;
+  StoreCounts Counts() override;
+  std::vector<StateChange> StateHistory() override;
+  // The wrapped store's transactions; the old observer sees those of every write acknowledged
+  // before the call.
+  void SetCommitObserver(CommitObserver observer) override {
+    AwaitApplied();
+    inner_->SetCommitObserver(std::move(observer));
+  }
+
+  // The log's files right now (oldest first), for tests and the benchmark.
+  std::vector<std::string> SegmentPaths() const;
+  // Records replayed when opening.
+  size_t replayed() const { return replayed_; }
+
+  // A segment is closed, and a new one begun, past this size.
+  static constexpr uint64_t kSegmentBytes = 4U << 20;
+  // Logged writes the wrapped store may have yet to apply; past it they fail with kOverloaded,
+  // as the wrapped store's own queue would.
+  static constexpr uint64_t kMaxBacklog = 50000;
+  // How long logged writes gather before they are handed on, and how many at most.
+  static constexpr std::chrono::milliseconds kHandOnDelay{10};
+  static constexpr size_t kHandOnBatch = 1024;
+
+ protected:
+  void Submit(WriteOp op, Done done) override;
+
+ private:
+  struct Closed {
+    std::string path;
+    uint64_t last_seq;  // its last record
+  };
+  void Replay();
+  void SubmitLogged(LoggedOp op, Done done);
+  // Hands op to the wrapped store through its public interface.
+  void Forward(WriteOp op, Done done);
+  // Hands on every gathered logged write, in order. REQUIRES: mu_ held.
+  void HandOnLocked();
+  // The hand-on thread.
+  void RunHandOn();
+  // Runs on the wrapped store's writer thread when logged write `seq` is applied (or failed).
+  void Applied(uint64_t seq, bool ok);
+  // Blocks until every logged write acknowledged so far is applied.
+  void AwaitApplied();
+  // Removes every segment: the closed ones, and the open one, which starts over empty if
+  // `reopen`. REQUIRES: mu_ held and everything logged applied.
+  void RemoveAllSegments(bool reopen);
+  std::string SegmentPath(uint64_t number) const;
+
+  const std::unique_ptr<Store> inner_;
+  const std::string prefix_;
+  size_t replayed_ = 0;
+
+  // Held while a write is logged and handed on, so the wrapped store gets writes in log order.
+  // Taken before applied_mu_, never after it.
+  mutable std::mutex mu_;
+  std::unique_ptr<LogSegment> segment_;  // guarded by mu_
+  uint64_t segment_number_ = 0;          // guarded by mu_
+  uint64_t logged_seq_ = 0;              // guarded by mu_: the last logged write
+  std::string record_;                   // guarded by mu_: scratch for encoding
+  // Logged, acknowledged, not yet handed on; guarded by mu_.
+  std::vector<std::pair<WriteOp, Done>> gathered_;
+  std::condition_variable gathered_cv_;  // with mu_: the first write gathered, or stopping
+  bool stopping_ = false;                // guarded by mu_
+
+  // The wrapped store's progress; its writer thread reports under this alone (a write it
+  // refuses at once reports on the submitting thread, which holds mu_).
+  mutable std::mutex applied_mu_;
+  std::condition_variable applied_cv_;
+  std::deque<Closed> closed_;  // guarded by applied_mu_; oldest first
+  // Every logged write up to it is applied (or failed). Written under applied_mu_.
+  std::atomic<uint64_t> applied_seq_{0};
+  // A logged write the wrapped store failed: the segments stay for the next start to replay.
+  bool keep_segments_ = false;  // guarded by applied_mu_
+
+  std::thread hand_on_;  // started last in the constructor, joined first in the destructor
+};
+
+}  // namespace nlockd::store

@@ -1,0 +1,151 @@
+#include "store/log/logged_store.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "store/open_store.hpp"
+#include "store/sqlite/sqlite_store.hpp"
+#include "store/testing/conformance.hpp"
+#include "store/testing/crash_test_util.hpp"
+
+namespace nlockd::store {
+
+namespace testutil {
+INSTANTIATE_TEST_SUITE_P(LoggedSqlite, StoreConformance,
+                         ::testing::Values(BackendParam{"LoggedSqlite", MakeLoggedSqliteBackend,
+                                                        false}),
+                         BackendName);
+INSTANTIATE_TEST_SUITE_P(LoggedSqlite, PersistentStore,
+                         ::testing::Values(BackendParam{"LoggedSqlite", MakeLoggedSqliteBackend,
+                                                        false}),
+                         BackendName);
+}  // namespace testutil
+
+namespace {
+
+using testutil::Sync;
+using testutil::TempDir;
+
+LockRecord Lock(uint64_t offset) { return LockRecord{"fh", "client", 1, "oh", true, offset, 1}; }
+
+class LoggedStoreTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<LoggedStore> Open() {
+    return std::make_unique<LoggedStore>(std::make_unique<SqliteStore>(path_, StoreOptions{}),
+                                         path_ + ".journal");
+  }
+  // Writes records into a segment file as a crashed run would have left it.
+  void LeaveSegment(uint64_t number, const std::vector<LoggedOp>& ops, std::string tail = "") {
+    std::string bytes;
+    for (const LoggedOp& op : ops) bytes += EncodeLogRecord(op);
+    bytes += tail;
+    LogSegment segment(path_ + ".journal." + std::to_string(number));
+    segment.Append(bytes);
+  }
+  std::vector<uint64_t> Offsets(Store& store) {
+    std::vector<uint64_t> offsets;
+    for (const LockRecord& l : store.LoadAll().locks) offsets.push_back(l.offset);
+    std::sort(offsets.begin(), offsets.end());
+    return offsets;
+  }
+
+  TempDir dir_;
+  std::string path_ = (dir_.path() / "nlockd.db").string();
+};
+
+TEST_F(LoggedStoreTest, ALockWriteIsAcknowledgedBeforeItReturns) {
+  auto store = Open();
+  bool done = false;
+  store->ApplyLockChanges({PutLock{Lock(1)}}, [&](std::exception_ptr error) {
+    EXPECT_FALSE(error);
+    done = true;
+  });
+  EXPECT_TRUE(done);
+  EXPECT_EQ(Offsets(*store), std::vector<uint64_t>{1});  // reads wait for the wrapped store
+}
+
+TEST_F(LoggedStoreTest, ReplaysWhatACrashedRunLeftInOrderAndRemovesIt) {
+  { SqliteStore create(path_, StoreOptions{}); }
+  LockChangesOp first{{PutLock{Lock(1)}, PutLock{Lock(2)}}};
+  LockChangesOp second{{RemoveLock{Lock(1)}, PutLock{Lock(3)}}};
+  LeaveSegment(4, {first});
+  LeaveSegment(5, {second, ReleaseHostOp{"other"}}, std::string("\x10\0\0\0torn", 8));
+  auto store = Open();
+  EXPECT_EQ(store->replayed(), 3U);
+  EXPECT_EQ(Offsets(*store), (std::vector<uint64_t>{2, 3}));
+  // The old segments are gone; the new one is numbered after them.
+  EXPECT_EQ(store->SegmentPaths(), std::vector<std::string>{path_ + ".journal.6"});
+}
+
+TEST_F(LoggedStoreTest, ReplayingRecordsTheStoreHasAlreadyIsHarmless) {
+  {
+    auto store = Open();
+    Sync([&](Done d) { store->ApplyLockChanges({PutLock{Lock(1)}, PutLock{Lock(2)}}, d); });
+    Sync([&](Done d) { store->ApplyLockChanges({RemoveLock{Lock(2)}}, d); });
+  }
+  LeaveSegment(0, {LockChangesOp{{PutLock{Lock(1)}, PutLock{Lock(2)}}},
+                   LockChangesOp{{RemoveLock{Lock(2)}}}});
+  auto store = Open();
+  EXPECT_EQ(Offsets(*store), std::vector<uint64_t>{1});
+}
+
+TEST_F(LoggedStoreTest, ACleanEndLeavesNoLog) {
+  {
+    auto store = Open();
+    Sync([&](Done d) { store->ApplyLockChanges({PutLock{Lock(1)}}, d); });
+    store->MarkCleanShutdown();
+  }
+  std::vector<std::string> left;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_.path())) {
+    const std::string name = entry.path().filename().string();
+    if (name.find(".journal") != std::string::npos) left.push_back(name);
+  }
+  EXPECT_TRUE(left.empty()) << left.front();
+  auto store = Open();
+  EXPECT_EQ(store->replayed(), 0U);
+  EXPECT_EQ(Offsets(*store), std::vector<uint64_t>{1});
+}
+
+TEST_F(LoggedStoreTest, AfterAClearTheLogHoldsNothingFromBeforeIt) {
+  auto store = Open();
+  Sync([&](Done d) { store->ApplyLockChanges({PutLock{Lock(1)}}, d); });
+  Sync([&](Done d) { store->Clear(d); });
+  Sync([&](Done d) { store->ApplyLockChanges({PutLock{Lock(2)}}, d); });
+  // What a crash now would replay: only the write after the Clear.
+  std::vector<uint64_t> logged;
+  for (const std::string& path : store->SegmentPaths()) {
+    for (const LoggedOp& op : DecodeLogRecords(ReadLogFile(path))) {
+      for (const LockChange& change : std::get<LockChangesOp>(op).changes) {
+        logged.push_back(std::get<PutLock>(change).lock.offset);
+      }
+    }
+  }
+  EXPECT_EQ(logged, std::vector<uint64_t>{2});
+  EXPECT_EQ(Offsets(*store), std::vector<uint64_t>{2});
+}
+
+TEST_F(LoggedStoreTest, SegmentsAreRemovedOnceApplied) {
+  auto store = Open();
+  const std::string owner(2000, 'o');
+  // Each write is about 2 kB: enough for several segments.
+  const size_t writes = 3 * LoggedStore::kSegmentBytes / 2000;
+  for (size_t i = 0; i < writes; ++i) {
+    LockRecord lock = Lock(i);
+    lock.owner_handle = owner;
+    store->ApplyLockChanges({PutLock{lock}}, [](std::exception_ptr e) { ASSERT_FALSE(e); });
+  }
+  EXPECT_EQ(store->Counts().locks, writes);  // waits for the wrapped store
+  EXPECT_LE(store->SegmentPaths().size(), 2U);
+}
+
+TEST_F(LoggedStoreTest, AcknowledgedLockWritesSurviveKillNine) {
+  testutil::RunLockCrashTest("sqlite:" + path_, 2000);
+}
+
+}  // namespace
+}  // namespace nlockd::store
