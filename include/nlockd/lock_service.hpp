@@ -106,8 +106,10 @@ class NLOCKD_EXPORT LockService {
   // server answers: status, registrations, hosts, locks, shares, waiters, grace, notify.
   AdminResponse HandleAdminRequest(const AdminRequest& request);
   // The prometheus-cpp registry with every metric of this service, for the host's exposer
-  // (prometheus::Exposer::RegisterCollectable). Counters update as calls are served; the
-  // snapshot gauges (locks held, grace, ...) at RefreshMetrics().
+  // (prometheus::Exposer::RegisterCollectable). Counters of calls, notifications and store
+  // commits update as they happen; the counters the services keep themselves (callbacks,
+  // reclaims, reboots, RPC bytes and connections) and the snapshot gauges (locks held,
+  // grace, ...) read as of the last RefreshMetrics().
   std::shared_ptr<prometheus::Registry> MetricsRegistry();
   // Blocking: sets the snapshot gauges from the current state (call before each scrape).
   void RefreshMetrics();

@@ -90,9 +90,9 @@ struct NLOCKD_EXPORT Options {
   // accepts its status callbacks (procedure 16) only from loopback and a privileged port.
   bool serve_nlm = true;
   bool serve_nsm = true;
-  // Fixed source port for outgoing status callbacks and SM_NOTIFY (like rpc.statd's
-  // --outgoing-port), for firewalls; 0 = any. Loopback callbacks use a privileged port when the
-  // process may bind one (Linux lockd accepts procedure 16 only from one).
+  // Fixed source port for outgoing SM_NOTIFY and its rpcbind queries (like rpc.statd's
+  // --outgoing-port), for firewalls; 0 = any. Status callbacks always use a privileged port
+  // when the process may bind one (Linux lockd accepts procedure 16 only from one).
   uint16_t callback_source_port = 0;
 };
 

@@ -13,6 +13,7 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include "admin/build_info.hpp"
 #include "base/error.hpp"
 
 namespace nlockd::admin {
@@ -214,6 +215,7 @@ void RequestMetrics::Observe(RequestResult result, double seconds) {
 
 Metrics::Metrics() : registry_(std::make_shared<Registry>()) {
   auto& registry = *registry_;
+  RegisterBuildInfo(registry);
   nsm_requests_ = &BuildCounter()
                        .Name("nsm_requests_total")
                        .Help("NSM requests handled, by procedure and result.")

@@ -147,7 +147,7 @@ class RequestMetrics {
 };
 
 // Owns the prometheus registry with every metric family of nlockd (docs/api.md lists them).
-// Each metric has one source (docs/decisions/0030-metrics-one-source.md):
+// Each metric has one source (docs/decisions/0016-metrics-one-source.md):
 // - events counted as they happen, through the typed methods below (requests, refused calls,
 //   SM_NOTIFY attempts, store commits): thread-safe atomic adds;
 // - counters their owners keep (ServiceCounts), read through the source set with

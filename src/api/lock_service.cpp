@@ -91,9 +91,9 @@ class LockService::Impl {
         // Its own io_context runs on one thread: no strand needed. The host's may run on many.
         executor_(own_io_ ? asio::any_io_executor(io_.get_executor())
                           : asio::any_io_executor(asio::make_strand(io_))),
-        core_(std::make_unique<server::Core>(executor_, std::move(options))),
-        admin_router_(core_->admin_backend(), core_->metrics(),
-                      admin::RouterOptions{options_token_}) {
+        core_(std::make_unique<server::Core>(executor_, std::move(options))) {
+    admin_router_.emplace(core_->admin_backend(), core_->metrics(),
+                          admin::RouterOptions{options_token_});
     // Its thread runs from the start, so that calls handed in before Start() are refused on
     // the executor like any other.
     if (own_io_) {
@@ -107,7 +107,9 @@ class LockService::Impl {
     // Its own thread keeps running after Shutdown(), refusing late calls, until now.
     work_.reset();
     if (thread_.joinable()) thread_.join();
-    // Destroyed before the io_context: what it holds may name the io_context's services.
+    // The router refers into the core; the core is destroyed before the io_context, since what
+    // it holds may name the io_context's services.
+    admin_router_.reset();
     core_.reset();
   }
 
@@ -151,7 +153,7 @@ class LockService::Impl {
                    });
   }
 
-  admin::Router& router() { return admin_router_; }
+  admin::Router& router() { return *admin_router_; }
 
  private:
   std::string options_token_;
@@ -160,7 +162,7 @@ class LockService::Impl {
   asio::any_io_executor executor_;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
   std::unique_ptr<server::Core> core_;
-  admin::Router admin_router_;
+  std::optional<admin::Router> admin_router_;
   std::thread thread_;
   std::atomic<bool> started_{false};
   std::atomic<bool> stopped_{false};

@@ -150,14 +150,19 @@ TEST(LockService, ReportsGraceAndTheAdminApiWithoutHttp) {
   options.grace = std::chrono::seconds(60);
   LockService service(options);
   std::promise<GraceStarted> started;
+  std::promise<GraceEnded> ended_event;
   service.SetEventHandlers(
-      {nullptr, [&started](const GraceStarted& e) { started.set_value(e); }, nullptr});
+      {nullptr, [&started](const GraceStarted& e) { started.set_value(e); },
+       [&ended_event](const GraceEnded& e) { ended_event.set_value(e); }});
   service.Start();
   // A memory store proves nothing about earlier locks: classic grace.
   EXPECT_EQ(started.get_future().get().mode, GraceMode::kClassic);
   EXPECT_EQ(LockFor(service, "host").result, LockResult::kDeniedGrace);
   AdminResponse ended = service.HandleAdminRequest({"POST", "/api/v1/grace/end", "", ""});
   EXPECT_EQ(ended.status, 200) << ended.body;
+  auto f = ended_event.get_future();
+  EXPECT_EQ(f.wait_for(std::chrono::seconds(0)), std::future_status::ready);
+  EXPECT_EQ(f.get().reason, "admin");
   EXPECT_EQ(LockFor(service, "host").result, LockResult::kGranted);
   EXPECT_EQ(service.HandleAdminRequest({"GET", "/api/v1/nothing", "", ""}).status, 404);
 }

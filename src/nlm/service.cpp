@@ -7,6 +7,7 @@
 #include <asio/detached.hpp>
 #include <spdlog/spdlog.h>
 
+#include "base/logging.hpp"
 #include "rpc/address.hpp"
 #include "rpc/use_tuple.hpp"
 
@@ -118,8 +119,9 @@ lock::LockOutcome NlmService::ApplyLock(const rpc::CallContext& context,
   ForgetWaiters(outcome.waiters_removed);
   if (outcome.status != LockStatus::kGranted) {
     spdlog::debug("nlm lock {} host={} caller={} svid={} fh_bytes={} offset={} len={}",
-                  lock::ToString(outcome.status), request.owner.host.value(), request.host_label,
-                  request.owner.svid, request.file.value().size(), request.offset, request.length);
+                  lock::ToString(outcome.status), LogValue(request.owner.host.value()),
+                  LogValue(request.host_label), request.owner.svid, request.file.value().size(),
+                  request.offset, request.length);
   }
   return outcome;
 }
@@ -181,7 +183,7 @@ asio::awaitable<nlm4_res> NlmService::Lock(const rpc::CallContext& context, nlm4
     const bool undone = UndoUnwritten(*prior, own);
     if (undone) stat = NLM4_DENIED_NOLOCKS;
     spdlog::warn("nlm lock host={} caller={} not persisted; answering {}",
-                 request.owner.host.value(), request.host_label,
+                 LogValue(request.owner.host.value()), LogValue(request.host_label),
                  undone ? "DENIED_NOLOCKS" : "GRANTED (another owner holds what it released)");
   }
   co_return nlm4_res{std::move(args.cookie), stat};
@@ -204,7 +206,7 @@ asio::awaitable<bool> NlmService::EnsureMonitored(const rpc::CallContext& contex
   try {
     ok = co_await monitor_.Monitor(std::move(request));
   } catch (const std::exception& e) {
-    spdlog::error("nlm cannot monitor host={}: {}", host, e.what());
+    spdlog::error("nlm cannot monitor host={}: {}", LogValue(host), e.what());
   }
   monitoring_.erase(host);
   if (ok) {
@@ -219,8 +221,8 @@ asio::awaitable<bool> NlmService::EnsureMonitored(const rpc::CallContext& contex
     }
   } else {
     ++stats_.monitor_failures;
-    spdlog::warn("nlm monitoring host={} caller={} failed; answering DENIED_NOLOCKS", host,
-                 args.alock.caller_name);
+    spdlog::warn("nlm monitoring host={} caller={} failed; answering DENIED_NOLOCKS",
+                 LogValue(host), LogValue(args.alock.caller_name));
   }
   done->cancel();
   co_return ok;
@@ -295,7 +297,7 @@ asio::awaitable<nlm4_res> NlmService::Unlock(const rpc::CallContext& context,
     const bool undone = UndoUnwritten(*prior, own);
     if (undone) stat = NLM4_DENIED_GRACE_PERIOD;
     spdlog::warn(
-        "nlm unlock host={} not persisted; answering {}", unlocked.owner.host.value(),
+        "nlm unlock host={} not persisted; answering {}", LogValue(unlocked.owner.host.value()),
         undone ? "DENIED_GRACE_PERIOD (try again)" : "GRANTED (another owner holds the range now)");
   }
   co_return nlm4_res{std::move(args.cookie), stat};
@@ -333,7 +335,7 @@ asio::awaitable<nlm4_shareres> NlmService::Share(const rpc::CallContext& context
     const bool undone = UndoUnwritten(*prior, own);
     if (undone) stat = NLM4_DENIED_NOLOCKS;
     spdlog::warn("nlm share host={} caller={} not persisted; answering {}",
-                 request.owner.host.value(), request.host_label,
+                 LogValue(request.owner.host.value()), LogValue(request.host_label),
                  undone ? "DENIED_NOLOCKS" : "GRANTED (not undoable)");
   }
   co_return nlm4_shareres{std::move(args.cookie), stat, 0};
@@ -357,7 +359,7 @@ asio::awaitable<nlm4_shareres> NlmService::Unshare(const rpc::CallContext& conte
     // As for UNLOCK: the reservation stays, and the client is told to try again.
     const bool undone = UndoUnwritten(*prior, own);
     if (undone) stat = NLM4_DENIED_GRACE_PERIOD;
-    spdlog::warn("nlm unshare host={} not persisted; answering {}", owner.host.value(),
+    spdlog::warn("nlm unshare host={} not persisted; answering {}", LogValue(owner.host.value()),
                  undone ? "DENIED_GRACE_PERIOD (try again)" : "GRANTED (not undoable)");
   }
   co_return nlm4_shareres{std::move(args.cookie), stat, 0};
@@ -371,7 +373,7 @@ void NlmService::GrantedRes(const rpc::CallContext& context, const nlm4_res& res
   if (context.peer_address != record.callback.address) {
     ++stats_.spoof_rejections;
     spdlog::warn("nlm GRANTED_RES for host={} from {} refused: the callback went to {}",
-                 record.host, rpc::AddressToString(context.peer_address),
+                 LogValue(record.host), rpc::AddressToString(context.peer_address),
                  rpc::AddressToString(record.callback.address));
     return;
   }

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "base/host_name.hpp"
+#include "base/logging.hpp"
 #include "nlm/service.hpp"
 #include "rpc/address.hpp"
 
@@ -68,8 +69,8 @@ void NlmService::ReleaseHost(const std::string& host, HostsReleased& released,
   ForgetHostWaiters(host);
   ++stats_.hosts_released;
   spdlog::info("nlm released host={} locks={} shares={} waiters={} grants={} restored_dropped={}",
-               host, outcome.locks, outcome.shares, outcome.waiters, outcome.grants.size(),
-               outcome.restored);
+               LogValue(host), outcome.locks, outcome.shares, outcome.waiters,
+               outcome.grants.size(), outcome.restored);
   entries.push_back(JournalEntry::HostReleased(lock::HostId(host)));
   ++released.hosts;
   released.locks += outcome.locks;

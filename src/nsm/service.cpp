@@ -8,6 +8,7 @@
 #include <asio/steady_timer.hpp>
 #include <spdlog/spdlog.h>
 
+#include "base/logging.hpp"
 #include "rpc/address.hpp"
 #include "rpc/use_tuple.hpp"
 #include "store/async_write.hpp"
@@ -87,8 +88,7 @@ void NsmService::Load(int32_t state, const std::vector<store::Registration>& reg
   std::map<std::string, int32_t> peer_states;
   for (const auto& registration : registrations) {
     if (registration.peer_state == 0) continue;
-    auto [known, added] =
-        peer_states.try_emplace(registration.mon_name, registration.peer_state);
+    auto [known, added] = peer_states.try_emplace(registration.mon_name, registration.peer_state);
     if (!added && StateIsNewer(registration.peer_state, known->second)) {
       known->second = registration.peer_state;
     }
@@ -166,7 +166,7 @@ asio::awaitable<bool> NsmService::PutRegistration(store::Registration registrati
   if (registry_.Put(registration) == Registry::PutResult::kFull) {
     ++stats_.registrations_over_limit;
     spdlog::warn("nsm registration limit {} reached; not monitoring mon_name={}", registry_.limit(),
-                 registration.mon_name);
+                 LogValue(registration.mon_name));
     co_return false;
   }
   // Named, not a temporary argument: docs/decisions/0001-toolchain-pitfalls.md, item 1.
@@ -176,7 +176,7 @@ asio::awaitable<bool> NsmService::PutRegistration(store::Registration registrati
   std::exception_ptr error = co_await Persist(std::move(write));
   if (!error) co_return true;
   ++stats_.store_failures;
-  spdlog::error("nsm cannot persist registration mon_name={}: {}", registration.mon_name,
+  spdlog::error("nsm cannot persist registration mon_name={}: {}", LogValue(registration.mon_name),
                 Describe(error));
   if (before) {
     registry_.Put(*before);
@@ -197,8 +197,8 @@ asio::awaitable<sm_stat_res> NsmService::Mon(const rpc::CallContext& context, mo
   bool ok = Valid(id.mon_name, id.my_id_, "SM_MON");
   if (ok && !options_.callback_programs.contains(id.my_id_.my_prog)) {
     ++stats_.invalid_arguments;
-    spdlog::warn("nsm SM_MON mon_name={} refused: callback program {} not allowed", id.mon_name,
-                 id.my_id_.my_prog);
+    spdlog::warn("nsm SM_MON mon_name={} refused: callback program {} not allowed",
+                 LogValue(id.mon_name), id.my_id_.my_prog);
     ok = false;
   }
   if (ok) {
@@ -214,8 +214,8 @@ asio::awaitable<sm_stat_res> NsmService::Mon(const rpc::CallContext& context, mo
     co_return sm_stat_res{stat_fail, -1};  // nfs-utils answers -1 with stat_fail.
   }
   ++stats_.succeeded[SM_MON];
-  spdlog::debug("nsm monitoring mon_name={} for {}/{}/{}/{}", id.mon_name, id.my_id_.my_name,
-                id.my_id_.my_prog, id.my_id_.my_vers, id.my_id_.my_proc);
+  spdlog::debug("nsm monitoring mon_name={} for {}/{}/{}/{}", LogValue(id.mon_name),
+                id.my_id_.my_name, id.my_id_.my_prog, id.my_id_.my_vers, id.my_id_.my_proc);
   co_return sm_stat_res{stat_succ, state_};
 }
 
@@ -232,7 +232,8 @@ asio::awaitable<sm_stat> NsmService::Unmon(const rpc::CallContext& context, mon_
   std::exception_ptr error = co_await Persist(std::move(write));
   if (error) {
     ++stats_.store_failures;
-    spdlog::error("nsm cannot persist SM_UNMON mon_name={}: {}", args.mon_name, Describe(error));
+    spdlog::error("nsm cannot persist SM_UNMON mon_name={}: {}", LogValue(args.mon_name),
+                  Describe(error));
   }
   ++stats_.succeeded[SM_UNMON];
   co_return sm_stat{state_};
@@ -248,8 +249,8 @@ asio::awaitable<bool> NsmService::RemoveRegistration(std::string mon_name, store
     ++stats_.store_failures;
     std::rethrow_exception(error);
   }
-  spdlog::info("nsm registration removed by the admin API mon_name={} my_name={}", mon_name,
-               id.my_name);
+  spdlog::info("nsm registration removed by the admin API mon_name={} my_name={}",
+               LogValue(mon_name), LogValue(id.my_name));
   co_return true;
 }
 
@@ -267,10 +268,11 @@ asio::awaitable<sm_stat> NsmService::UnmonAll(const rpc::CallContext& context, m
   std::exception_ptr error = co_await Persist(std::move(write));
   if (error) {
     ++stats_.store_failures;
-    spdlog::error("nsm cannot persist SM_UNMON_ALL my_name={}: {}", args.my_name, Describe(error));
+    spdlog::error("nsm cannot persist SM_UNMON_ALL my_name={}: {}", LogValue(args.my_name),
+                  Describe(error));
   }
   ++stats_.succeeded[SM_UNMON_ALL];
-  spdlog::debug("nsm SM_UNMON_ALL my_name={} removed={}", args.my_name, removed);
+  spdlog::debug("nsm SM_UNMON_ALL my_name={} removed={}", LogValue(args.my_name), removed);
   co_return sm_stat{state_};
 }
 
@@ -304,8 +306,8 @@ void NsmService::Notify(const rpc::CallContext& context, const stat_chge& args) 
   if (peers.empty()) {
     ++stats_.notify_not_monitored;
     ++stats_.failed[SM_NOTIFY];
-    spdlog::info("nsm SM_NOTIFY mon_name={} state={} from {} ignored: not monitored", args.mon_name,
-                 args.state, source);
+    spdlog::info("nsm SM_NOTIFY mon_name={} state={} from {} ignored: not monitored",
+                 LogValue(args.mon_name), args.state, source);
     return;
   }
   ++stats_.succeeded[SM_NOTIFY];
@@ -332,7 +334,7 @@ void NsmService::RejectAddress(const std::string& peer, const stat_chge& args,
   spdlog::warn(
       "nsm SM_NOTIFY mon_name={} state={} from {} rejected: not an address of "
       "monitored host {}",
-      args.mon_name, args.state, source, peer);
+      LogValue(args.mon_name), args.state, source, peer);
 }
 
 asio::awaitable<void> NsmService::CheckByName(std::string peer_name, stat_chge args,
@@ -356,12 +358,12 @@ void NsmService::HostRebooted(const Registry::Peer& peer, const stat_chge& args,
   if (peer.state && !StateIsNewer(args.state, *peer.state)) {
     ++stats_.notify_replayed;
     spdlog::info("nsm SM_NOTIFY mon_name={} state={} from {} ignored: host {} is at state {}",
-                 args.mon_name, args.state, source, peer.name, *peer.state);
+                 LogValue(args.mon_name), args.state, source, peer.name, *peer.state);
     return;
   }
   ++stats_.crashes_detected;
   spdlog::info("nsm host {} rebooted: SM_NOTIFY mon_name={} state={} from {}; {} callbacks",
-               peer.name, args.mon_name, args.state, source, peer.registrations.size());
+               peer.name, LogValue(args.mon_name), args.state, source, peer.registrations.size());
   // Copied out first: the registry may change under the callbacks.
   std::vector<std::pair<store::MyId, StatusCallback>> callbacks;
   for (const auto* registration : peer.registrations) {

@@ -38,9 +38,8 @@ struct Config : nlockd::Options {
   std::string store_password_file;
   std::string admin_token_file;
   // admin.open_writes: admin requests that change state (POST, DELETE) are served without a
-  // token. Off (what the Debian package's config sets), they need admin.token; without one they
-  // are refused.
-  bool admin_open_writes = true;
+  // token. Off (the default), they need admin.token; without one they are refused.
+  bool admin_open_writes = false;
 };
 
 // An allowlist entry: an IP literal, normalised ("::ffff:10.0.0.1" -> "10.0.0.1"). Throws Error.

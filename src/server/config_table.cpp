@@ -59,9 +59,10 @@ const Setting kSettings[] = {
      },
      false, false, "ADDR:PORT"},
     {"callback_source_port", "--callback-source-port", SettingType::kInteger, 0, kU16,
-     "Fixed source port for outgoing status callbacks and SM_NOTIFY (like rpc.statd's "
-     "--outgoing-port), for firewalls. 0: any; loopback callbacks then come from a privileged "
-     "port when the process may bind one.",
+     "Fixed source port for outgoing SM_NOTIFY and its rpcbind queries (like rpc.statd's "
+     "--outgoing-port), for firewalls. 0: any. Status callbacks (procedure 16) always come "
+     "from a privileged port when the process may bind one, since Linux lockd accepts no "
+     "other, and several may be in flight to one peer at once.",
      [](const SettingValue& v, Config& c) {
        c.callback_source_port = static_cast<uint16_t>(Int(v));
      },
@@ -262,8 +263,7 @@ const Setting kSettings[] = {
      [](const Config& c) -> SettingValue { return c.admin_token_file; }, false, true, "PATH"},
     {"admin.open_writes", "--admin-open-writes", SettingType::kBoolean, 0, 0,
      "Serve the admin requests that change state (grace end, host release, notify, "
-     "registration delete: every method but GET and HEAD) without a token. false (the "
-     "Debian package's setting): they need admin.token or admin.token_file, and without one "
+     "registration delete: every method but GET and HEAD) without a token. false: they need admin.token or admin.token_file, and without one "
      "they are refused (403), so that anyone who can reach the admin port cannot drop locks. "
      "Reads (GET, HEAD) need a token only when one is set.",
      [](const SettingValue& v, Config& c) { c.admin_open_writes = Bool(v); },

@@ -29,6 +29,8 @@ class NsmBridge final : public nlm::HostMonitor, public nsm::LocalStatusReceiver
 
   asio::awaitable<bool> Monitor(nlm::MonitorRequest request) override;
   void HostRebooted(const std::string& mon_name, int32_t state) override;
+  // HostRebooted, returning how many locks went with the host.
+  size_t ReleaseRebootedHost(const std::string& mon_name, int32_t state);
 
   // For /metrics: hosts released on a reboot notification, and the locks that went with them.
   uint64_t crash_cleanups() const { return crash_cleanups_; }

@@ -25,8 +25,6 @@ namespace {
 
 // How long an SM_NOTIFY from a host registered by name waits for that name's addresses.
 constexpr std::chrono::milliseconds kNameLookupDeadline{5000};
-// How often the grace watcher looks whether the window closed (the controller's own tick).
-constexpr std::chrono::milliseconds kGraceWatchTick{100};
 
 rpc::ServerOptions RpcOptions(const nlockd::Options& options) {
   rpc::ServerOptions out;
@@ -346,17 +344,22 @@ void Core::Serve(int32_t state, store::LoadedState loaded) {
   const GracePlan plan = options_.serve_nlm
                              ? DecideGrace(store_->startup(), loaded, options_.grace)
                              : GracePlan{GracePlan::Kind::kNone, "NLM is not served here"};
+  grace_.set_events(GraceEvents{
+      [this](const GraceStartedEvent& started) {
+        if (!events_.grace_started) return;
+        events_.grace_started(nlockd::GraceStarted{
+            started.mode == lock::GraceMode::kClassic ? nlockd::GraceMode::kClassic
+                                                      : nlockd::GraceMode::kFineGrained,
+            started.duration, started.reason, started.restored_locks, started.restored_shares,
+            started.awaiting_reclaim});
+      },
+      [this](const GraceEndedEvent& ended) {
+        if (!events_.grace_ended) return;
+        events_.grace_ended(nlockd::GraceEnded{std::string(lock::ToString(ended.reason)),
+                                               ended.reclaimed, ended.dropped});
+      }});
   grace_.Begin(plan, loaded);
   loaded = {};
-  if (plan.mode() && events_.grace_started) {
-    events_.grace_started(nlockd::GraceStarted{*plan.mode() == lock::GraceMode::kClassic
-                                                   ? nlockd::GraceMode::kClassic
-                                                   : nlockd::GraceMode::kFineGrained,
-                                               options_.grace, plan.reason});
-  }
-  if (plan.mode() && events_.grace_ended) {
-    asio::co_spawn(executor_, WatchGrace(), asio::detached);
-  }
   for (const auto& server : rpc_servers_) server->Start();
   if (!rpc_servers_.empty()) {
     admin_backend_.MarkListening(*rpc_servers_.front());
@@ -389,27 +392,11 @@ void Core::Serve(int32_t state, store::LoadedState loaded) {
   started_.store(true);
 }
 
-asio::awaitable<void> Core::WatchGrace() {
-  grace_watch_.emplace(executor_);
-  while (!stopping_ && locks_.grace().mode()) {
-    grace_watch_->expires_after(kGraceWatchTick);
-    asio::error_code ec;
-    co_await grace_watch_->async_wait(asio::redirect_error(asio::use_awaitable, ec));
-  }
-  if (stopping_) co_return;
-  auto reason = locks_.grace().last_end_reason();
-  events_.grace_ended(nlockd::GraceEnded{reason ? std::string(lock::ToString(*reason)) : ""});
-}
-
 void Core::Restarted(int32_t state) { StartNotificationRound(state, {}); }
 
 void Core::HostRebooted(const std::string& mon_name, int32_t state) {
-  const uint64_t before = bridge_.locks_cleaned();
-  bridge_.HostRebooted(mon_name, state);
-  if (events_.host_rebooted) {
-    events_.host_rebooted(nlockd::HostRebooted{
-        mon_name, state, static_cast<size_t>(bridge_.locks_cleaned() - before)});
-  }
+  const size_t released = bridge_.ReleaseRebootedHost(mon_name, state);
+  if (events_.host_rebooted) events_.host_rebooted(nlockd::HostRebooted{mon_name, state, released});
 }
 
 void Core::StartNotificationRound(int32_t state, std::vector<nsm::NotifyTarget> owed) {
@@ -428,7 +415,6 @@ asio::awaitable<void> Core::RegisterWithRpcbind(std::vector<std::pair<uint32_t, 
 asio::awaitable<void> Core::ShutDown() {
   if (stopping_) co_return;
   stopping_ = true;
-  if (grace_watch_) grace_watch_->cancel();
   // Admin calls in flight are answered (or refused) before the services stop.
   admin_backend_.Close();
   grace_.Stop();
@@ -436,6 +422,7 @@ asio::awaitable<void> Core::ShutDown() {
   calls_.Close();
   co_await calls_.WaitEmpty(std::chrono::seconds(10));
   co_await nlm_.Shutdown();
+  co_await grace_.Shutdown();
   co_await nsm_.Shutdown();
   co_await notifier_.Shutdown();
   if (registered_) co_await rpcbind_.Unregister();

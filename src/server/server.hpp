@@ -125,8 +125,6 @@ class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
   // The (program, version) pairs `server` serves (every served pair when it names none).
   std::vector<std::pair<uint32_t, uint32_t>> ServedBy(const std::vector<uint32_t>& programs) const;
   void AddListener(std::unique_ptr<rpc::Server> server);
-  // Reports the end of the grace period to the events (the controller ends it).
-  asio::awaitable<void> WatchGrace();
   // A context for calls made on behalf of `host` by the host program (no wire).
   rpc::CallContext LocalContext(const std::string& host) const;
 
@@ -161,7 +159,6 @@ class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
   // Calls handed in through Handle(), so that shutdown waits for them.
   rpc::TaskGate calls_;
   nlockd::EventHandlers events_;
-  std::optional<asio::steady_timer> grace_watch_;
   bool registered_ = false;
   // Written by Start() on the caller's thread; read on the executor, where calls handed in
   // before it are refused.

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <algorithm>
+#include <iterator>
 #include <chrono>
 #include <memory>
 #include <regex>
@@ -30,6 +31,15 @@ class NlockdProcess {
     // The default admin port (9464) is one per machine; tests run side by side.
     if (std::find(args.begin(), args.end(), "--admin-listen") == args.end()) {
       argv.insert(argv.end(), {"--admin-listen", "127.0.0.1:0"});
+    }
+    // Admin writes need a token by default; tests that do not set one drive the admin API
+    // without it, as an operator who opened it would (nothing to open with the admin off).
+    auto admin_listen = std::find(args.begin(), args.end(), "--admin-listen");
+    const bool admin_off = admin_listen != args.end() && std::next(admin_listen) != args.end() &&
+                           *std::next(admin_listen) == "off";
+    if (!admin_off && std::find(args.begin(), args.end(), "--admin-token") == args.end() &&
+        std::find(args.begin(), args.end(), "--admin-open-writes") == args.end()) {
+      argv.insert(argv.end(), {"--admin-open-writes", "true"});
     }
     process_ = std::make_unique<testutil::Subprocess>(netns ? netns->Wrap(argv) : argv);
     auto match = process_->WaitForLine(std::regex(R"(nlockd listening address=\S+ port=(\d+))"),

@@ -242,8 +242,9 @@ TEST(NlockdDaemon, AdminWritesNeedATokenUnlessOpened) {
     int grace_end_status;
   };
   // 409: allowed, and there is no grace period to end.
-  for (const Case& c : std::vector<Case>{{{"--admin-open-writes", "false"}, "", 403},
-                                         {{}, "", 409},
+  for (const Case& c : std::vector<Case>{{{}, "", 403},
+                                         {{"--admin-open-writes", "false"}, "", 403},
+                                         {{"--admin-open-writes", "true"}, "", 409},
                                          {{"--admin-token", "tok"}, "tok", 409},
                                          {{"--admin-token", "tok"}, "", 401}}) {
     std::vector<std::string> args{"--grace", "0"};

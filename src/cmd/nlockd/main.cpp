@@ -219,11 +219,29 @@ void Run(Config config, const std::string& config_file, const Flags& flags) {
   nlockd::cmd::SystemdNotifier systemd(service);
   // Up before the store loads, so that /healthz answers and /readyz says "not ready" meanwhile.
   std::unique_ptr<nlockd::admin::AdminServer> admin = StartAdmin(config, service, policy);
-  uint16_t port = service.Listen(config.listen.host, config.listen.port);
+  // NSM on a port of its own when nsm_listen says so (rpc.statd has one); NLM stays on listen.
+  const bool nsm_apart = config.nsm_listen.has_value() && config.serve_nsm;
+  uint16_t port = 0;
+  if (!nsm_apart) {
+    port = service.Listen(config.listen.host, config.listen.port);
+  } else if (config.serve_nlm) {
+    port = service.Listen(config.listen.host, config.listen.port, {nlockd::kNlmProgram});
+  }
+  uint16_t nsm_port = 0;
+  if (nsm_apart) {
+    nsm_port =
+        service.Listen(config.nsm_listen->host, config.nsm_listen->port, {nlockd::kNsmProgram});
+  }
   service.Start();  // Returns once serving, so /readyz says ready before "listening" is logged.
-  // Tests and scripts wait for this line to learn the port (with --listen ADDR:0).
-  spdlog::info("nlockd listening address={} port={} transports=tcp,udp name={}", config.listen.host,
-               port, nlockd::LogValue(config.name));
+  if (nsm_apart) {
+    spdlog::info("nlockd nsm listening address={} port={} transports=tcp,udp",
+                 config.nsm_listen->host, nsm_port);
+  }
+  // Tests and scripts wait for this line to learn the port (with --listen ADDR:0); with NSM
+  // alone on its own port, that is the port.
+  spdlog::info("nlockd listening address={} port={} transports=tcp,udp name={}",
+               port != 0 ? config.listen.host : config.nsm_listen->host,
+               port != 0 ? port : nsm_port, nlockd::LogValue(config.name));
   systemd.Ready();
 
   for (;;) {
