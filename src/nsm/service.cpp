@@ -8,6 +8,7 @@
 #include <asio/steady_timer.hpp>
 #include <spdlog/spdlog.h>
 
+#include "base/describe.hpp"
 #include "base/logging.hpp"
 #include "rpc/address.hpp"
 #include "rpc/use_tuple.hpp"
@@ -46,16 +47,6 @@ auto AsyncBumpState(asio::thread_pool& pool, store::Store& store, Token&& token)
         });
       },
       token);
-}
-
-std::string Describe(std::exception_ptr error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "unknown error";
-  }
 }
 
 }  // namespace

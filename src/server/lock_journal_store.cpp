@@ -8,23 +8,10 @@
 #include <asio/this_coro.hpp>
 #include <spdlog/spdlog.h>
 
+#include "base/describe.hpp"
 #include "rpc/use_tuple.hpp"
 
 namespace nlockd::server {
-
-namespace {
-
-std::string Describe(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "unknown error";
-  }
-}
-
-}  // namespace
 
 store::ReplaceLocks StoreLockJournal::CurrentLocks(const nlm::JournalEntry& entry) const {
   store::ReplaceLocks replace;
@@ -48,8 +35,8 @@ store::ReplaceLocks StoreLockJournal::CurrentLocks(const nlm::JournalEntry& entr
   }
   replace.ranges.reserve(held.size());
   for (const lock::PriorLocks::Entry& e : held) {
-    replace.ranges.push_back(store::LockRange{e.type == lock::LockType::kExclusive,
-                                              e.range.offset(), e.range.length()});
+    replace.ranges.push_back(
+        store::LockRange{e.type == lock::LockType::kExclusive, e.range.offset(), e.range.length()});
   }
   replace.file_key = entry.file.value();
   replace.host = entry.owner.host.value();
@@ -181,15 +168,15 @@ void StoreLockJournal::WriteOpenBatch() {
   MarkSynced(batch->entries);
   const asio::any_io_executor executor = batch->written.get_executor();
   store::AsyncWrite(std::move(plan.writes),
-                    asio::bind_executor(executor, [this, batch, changes = plan.changes](
-                                                      std::exception_ptr error) {
-                      batch->ok = !error;
-                      if (error) {
-                        Failed(changes, error);
-                        MarkUnsynced(batch->entries);
-                      }
-                      batch->written.expires_at(asio::steady_timer::time_point::min());
-                    }));
+                    asio::bind_executor(
+                        executor, [this, batch, changes = plan.changes](std::exception_ptr error) {
+                          batch->ok = !error;
+                          if (error) {
+                            Failed(changes, error);
+                            MarkUnsynced(batch->entries);
+                          }
+                          batch->written.expires_at(asio::steady_timer::time_point::min());
+                        }));
 }
 
 asio::awaitable<bool> StoreLockJournal::Record(std::vector<nlm::JournalEntry> entries) {

@@ -8,20 +8,11 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "base/describe.hpp"
 #include "base/error.hpp"
 
 namespace nlockd::store {
 namespace {
-
-std::string Describe(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "unknown error";
-  }
-}
 
 // The segment numbers next to prefix (PREFIX.N), ascending.
 std::vector<uint64_t> SegmentNumbers(const std::string& prefix) {
