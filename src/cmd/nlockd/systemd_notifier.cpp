@@ -27,14 +27,7 @@ SystemdNotifier::SystemdNotifier(LockService& service) : service_(service) {
   if (enabled_ && sd_watchdog_enabled(0, &usec) > 0) watchdog_usec_ = usec;
 }
 
-SystemdNotifier::~SystemdNotifier() {
-  {
-    std::lock_guard lock(mutex_);
-    stop_ = true;
-  }
-  wake_.notify_all();
-  if (poller_.joinable()) poller_.join();
-}
+SystemdNotifier::~SystemdNotifier() { StopPolling(); }
 
 void SystemdNotifier::Ready() {
   if (!enabled_) return;
@@ -52,13 +45,17 @@ void SystemdNotifier::Reloading() {
 }
 
 void SystemdNotifier::Stopping() {
+  StopPolling();
+  if (enabled_) Notify("STOPPING=1\nSTATUS=shutting down");
+}
+
+void SystemdNotifier::StopPolling() {
   {
     std::lock_guard lock(mutex_);
     stop_ = true;
   }
   wake_.notify_all();
   if (poller_.joinable()) poller_.join();
-  if (enabled_) Notify("STOPPING=1\nSTATUS=shutting down");
 }
 
 void SystemdNotifier::Poll() {

@@ -32,6 +32,8 @@ class SystemdNotifier {
   void Stopping();
 
  private:
+  // Ends the status and watchdog thread (idempotent).
+  void StopPolling();
   void Poll();
   // One STATUS= line from the service's status (blocks on its executor).
   std::string StatusLine();
