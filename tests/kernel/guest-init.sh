@@ -49,9 +49,15 @@ if [[ -n "$statd" ]]; then
   # nlockd as the status monitor: NSM only (the kernel's lockd is the NLM), its state in the
   # persistent directory, the restart notification round (sm-notify's job) at its start, the
   # admin API on the guest's address for the host's checks.
-  "$statd" --serve nsm --listen 0.0.0.0:0 --name "$name" \
-    --store sqlite:/var/lib/nfs/nlockd.db --admin-listen 0.0.0.0:9464 --log-level info \
-    2>&1 | sed -u 's/^/nlockd: /' >/dev/console &
+  # A script of its own, so that the host can restart it (scenario 7).
+  cat >/run/nlk-statd <<EOF
+#!/bin/bash
+"$statd" --serve nsm --listen 0.0.0.0:0 --name "$name" \\
+  --store sqlite:/var/lib/nfs/nlockd.db --admin-listen 0.0.0.0:9464 --log-level info \\
+  2>&1 | sed -u 's/^/nlockd: /' >/dev/console
+EOF
+  chmod +x /run/nlk-statd
+  /run/nlk-statd &
   stamp "rpcbind up, nlockd --serve nsm started"
 else
   rpc.statd --no-notify -F -d 2>&1 | sed -u 's/^/statd: /' >/dev/console &
