@@ -128,7 +128,6 @@ TEST(LockLog, ASegmentHoldsWhatWasAppended) {
   EXPECT_EQ(ReadLogFile(path + ".missing"), "");
 }
 
-
 ReplaceLocks Replace(std::string host, int32_t svid, std::vector<LockRange> ranges,
                      std::optional<OffsetSpan> within) {
   return ReplaceLocks{"fh", std::move(host), svid, "oh", std::move(ranges), within};
@@ -238,7 +237,8 @@ std::vector<LoggedOp> RandomOps(std::mt19937& rng, size_t count) {
           break;
         default:
           if (pick(2) == 0) {
-            op.changes.push_back(PutShare{ShareRecord{file, host, "oh", 1, static_cast<int32_t>(at)}});
+            op.changes.push_back(
+                PutShare{ShareRecord{file, host, "oh", 1, static_cast<int32_t>(at)}});
           } else {
             op.changes.push_back(RemoveShare{ShareRecord{file, host, "oh", 0, 0}});
           }
@@ -253,8 +253,7 @@ void Apply(Store& store, const LoggedOp& op) {
   if (const auto* release = std::get_if<ReleaseHostOp>(&op)) {
     testutil::Sync([&](Done d) { store.ReleaseHost(release->host, d); });
   } else {
-    testutil::Sync(
-        [&](Done d) { store.ApplyLockChanges(std::get<LockChangesOp>(op).changes, d); });
+    testutil::Sync([&](Done d) { store.ApplyLockChanges(std::get<LockChangesOp>(op).changes, d); });
   }
 }
 
@@ -263,12 +262,12 @@ std::string Table(Store& store) {
   LoadedState state = store.LoadAll();
   std::vector<std::string> rows;
   for (const LockRecord& l : state.locks) {
-    rows.push_back(fmt::format("L {} {} {} {} {} {} {}", l.file_key, l.host, l.svid,
-                               l.owner_handle, l.exclusive, l.offset, l.length));
+    rows.push_back(fmt::format("L {} {} {} {} {} {} {}", l.file_key, l.host, l.svid, l.owner_handle,
+                               l.exclusive, l.offset, l.length));
   }
   for (const ShareRecord& s : state.shares) {
-    rows.push_back(fmt::format("S {} {} {} {} {}", s.file_key, s.host, s.owner_handle, s.mode,
-                               s.access));
+    rows.push_back(
+        fmt::format("S {} {} {} {} {}", s.file_key, s.host, s.owner_handle, s.mode, s.access));
   }
   std::sort(rows.begin(), rows.end());
   std::string out;
@@ -313,8 +312,8 @@ TEST(CoalesceLogged, ConvergesToTheSameTableAsEveryWriteAndAfterACrashAndReplay)
         for (const LoggedOp& op : before) Apply(replayed, op);
         for (size_t k = 0; k < applied; ++k) Apply(replayed, kept[k].op);
         for (size_t i = from; i < ops.size(); ++i) Apply(replayed, ops[i]);
-        ASSERT_EQ(Table(replayed), expected) << "round " << round << " applied " << applied
-                                             << " replay from " << from;
+        ASSERT_EQ(Table(replayed), expected)
+            << "round " << round << " applied " << applied << " replay from " << from;
       }
       if (applied == kept.size()) {
         EXPECT_EQ(Table(crashed), expected) << "round " << round;

@@ -24,9 +24,9 @@ namespace nlockd::store {
 // write; every other write goes to the wrapped store as before (so a kSynced write still makes
 // every earlier write durable). Logged writes are handed on in bunches, coalesced first
 // (CoalesceLogged): a change a later one of the bunch overwrites never reaches the wrapped store,
-// so a LOCK and its UNLOCK cost it one change, not three. A log segment is deleted once the wrapped store has applied its
-// last record; a segment past kSegmentBytes is closed and a new one begun, so the log holds at
-// most about one segment plus the wrapped store's backlog.
+// so a LOCK and its UNLOCK cost it one change, not three. A log segment is deleted once the wrapped
+// store has applied its last record; a segment past kSegmentBytes is closed and a new one begun, so
+// the log holds at most about one segment plus the wrapped store's backlog.
 //
 // Opening replays the segments a crashed run left (their records are idempotent "set these
 // rows" writes, so one the wrapped store applied already is harmless to apply again) and
@@ -116,7 +116,7 @@ class LoggedStore final : public Store {
   std::vector<LoggedOp> gathered_;
   // With mu_: the first write gathered, a full bunch, or stopping.
   std::condition_variable gathered_cv_;
-  bool stopping_ = false;                // guarded by mu_
+  bool stopping_ = false;  // guarded by mu_
 
   // The wrapped store's progress; its writer thread reports under this alone (a write it
   // refuses at once reports on the submitting thread, which holds mu_).
