@@ -1,6 +1,7 @@
 #include "server/lock_journal_store.hpp"
 
 #include <algorithm>
+#include <thread>
 #include <tuple>
 
 #include <asio/bind_executor.hpp>
@@ -167,16 +168,31 @@ void StoreLockJournal::WriteOpenBatch() {
   // The owners written in full are in sync again unless this write fails.
   MarkSynced(batch->entries);
   const asio::any_io_executor executor = batch->written.get_executor();
-  store::AsyncWrite(std::move(plan.writes),
-                    asio::bind_executor(
-                        executor, [this, batch, changes = plan.changes](std::exception_ptr error) {
-                          batch->ok = !error;
-                          if (error) {
-                            Failed(changes, error);
-                            MarkUnsynced(batch->entries);
-                          }
-                          batch->written.expires_at(asio::steady_timer::time_point::min());
-                        }));
+  auto finish = [this, batch, changes = plan.changes](std::exception_ptr error) {
+    batch->ok = !error;
+    if (error) {
+      Failed(changes, error);
+      MarkUnsynced(batch->entries);
+    }
+    batch->written.expires_at(asio::steady_timer::time_point::min());
+  };
+  if (plan.writes.size() != 1) {
+    store::AsyncWrite(std::move(plan.writes), asio::bind_executor(executor, std::move(finish)));
+    return;
+  }
+  // One write (no host release joins a batch). A store that acknowledges it at once, as the lock
+  // log does, runs its Done on this thread within the call: the batch then completes here,
+  // without a post back; one that finishes on its own thread posts the completion.
+  plan.writes.front()([finish = std::move(finish), executor,
+                       here = std::this_thread::get_id()](std::exception_ptr error) mutable {
+    if (std::this_thread::get_id() == here) {
+      finish(std::move(error));
+      return;
+    }
+    asio::post(executor, [finish = std::move(finish), error = std::move(error)]() mutable {
+      finish(std::move(error));
+    });
+  });
 }
 
 asio::awaitable<bool> StoreLockJournal::Record(std::vector<nlm::JournalEntry> entries) {

@@ -1,9 +1,13 @@
 #include "store/log/lock_log.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <sstream>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include <fcntl.h>
@@ -247,16 +251,23 @@ uint32_t ReadU32(std::string_view bytes, size_t at) {
 }  // namespace
 
 std::string EncodeLogRecord(const LoggedOp& op) {
-  std::string record(8, '\0');
-  Writer writer(record);
-  std::visit(writer, op);
-  const std::string_view payload = std::string_view(record).substr(8);
-  std::string header;
-  Writer head(header);
-  head.U32(static_cast<uint32_t>(payload.size()));
-  head.U32(Crc32(payload));
-  record.replace(0, 8, header);
+  std::string record;
+  EncodeLogRecordTo(op, record);
   return record;
+}
+
+void EncodeLogRecordTo(const LoggedOp& op, std::string& out) {
+  const size_t start = out.size();
+  out.append(8, '\0');
+  Writer writer(out);
+  std::visit(writer, op);
+  const std::string_view payload = std::string_view(out).substr(start + 8);
+  const auto length = static_cast<uint32_t>(payload.size());
+  const uint32_t crc = Crc32(payload);
+  for (size_t i = 0; i < 4; ++i) {
+    out[start + i] = static_cast<char>((length >> (8 * i)) & 0xFFU);
+    out[start + 4 + i] = static_cast<char>((crc >> (8 * i)) & 0xFFU);
+  }
 }
 
 std::vector<LoggedOp> DecodeLogRecords(std::string_view bytes, size_t* valid_bytes) {
@@ -276,6 +287,143 @@ std::vector<LoggedOp> DecodeLogRecords(std::string_view bytes, size_t* valid_byt
   }
   if (valid_bytes != nullptr) *valid_bytes = at;
   return ops;
+}
+
+namespace {
+
+// What a lock-table change sets, as CoalesceLogged compares it.
+struct LockOwnerKey {
+  std::string_view file, host;
+  int32_t svid = 0;
+  std::string_view oh;
+  friend bool operator==(const LockOwnerKey&, const LockOwnerKey&) = default;
+};
+struct ShareKey {
+  std::string_view file, host, oh;
+  friend bool operator==(const ShareKey&, const ShareKey&) = default;
+};
+size_t Mix(size_t seed, size_t h) {
+  return seed ^ (h + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2));
+}
+struct KeyHash {
+  size_t operator()(const LockOwnerKey& k) const {
+    const std::hash<std::string_view> h;
+    return Mix(Mix(Mix(h(k.file), h(k.host)), std::hash<int32_t>()(k.svid)), h(k.oh));
+  }
+  size_t operator()(const ShareKey& k) const {
+    const std::hash<std::string_view> h;
+    return Mix(Mix(h(k.file), h(k.host)), h(k.oh));
+  }
+};
+
+// The parts of one owner's rows that later writes set: all of them, or those starting within
+// one of `spans`.
+struct Coverage {
+  bool all = false;
+  std::vector<OffsetSpan> spans;
+
+  // Whether one later write sets every row `scope` may set (nullopt: all of the owner's rows).
+  bool Covers(const std::optional<OffsetSpan>& scope) const {
+    if (all) return true;
+    if (!scope) return false;
+    return std::any_of(spans.begin(), spans.end(), [&](const OffsetSpan& s) {
+      return s.first <= scope->first && scope->last <= s.last;
+    });
+  }
+  void Add(const std::optional<OffsetSpan>& scope) {
+    if (!scope) {
+      all = true;
+      spans.clear();
+    } else if (!Covers(scope)) {
+      spans.push_back(*scope);
+    }
+  }
+};
+
+// Scans the writes from the last to the first, deciding which changes a later write overwrites.
+class Superseded {
+ public:
+  // True if a later write sets everything `change` sets; else records what it sets.
+  bool Check(const LockChange& change) {
+    return std::visit([this](const auto& c) { return Check(c); }, change);
+  }
+  bool Check(const ReleaseHostOp& op) { return !released_.insert(op.host).second; }
+
+ private:
+  bool Lock(const LockOwnerKey& key, const std::optional<OffsetSpan>& scope) {
+    if (released_.contains(key.host)) return true;
+    Coverage& coverage = locks_[key];
+    if (coverage.Covers(scope)) return true;
+    coverage.Add(scope);
+    return false;
+  }
+  bool Check(const ReplaceLocks& c) {
+    return Lock({c.file_key, c.host, c.svid, c.owner_handle}, c.within);
+  }
+  bool Check(const PutLock& c) { return Row(c.lock); }
+  bool Check(const RemoveLock& c) { return Row(c.lock); }
+  bool Row(const LockRecord& l) {
+    return Lock({l.file_key, l.host, l.svid, l.owner_handle}, OffsetSpan{l.offset, l.offset});
+  }
+  bool Check(const PutShare& c) { return Share(c.share); }
+  bool Check(const RemoveShare& c) { return Share(c.share); }
+  bool Share(const ShareRecord& s) {
+    if (released_.contains(s.host)) return true;
+    return !shares_.insert(ShareKey{s.file_key, s.host, s.owner_handle}).second;
+  }
+
+  std::unordered_set<std::string_view> released_;
+  std::unordered_map<LockOwnerKey, Coverage, KeyHash> locks_;
+  std::unordered_set<ShareKey, KeyHash> shares_;
+};
+
+}  // namespace
+
+std::vector<CoalescedOp> CoalesceLogged(std::vector<LoggedOp> ops) {
+  // dropped[i][j]: change j of ops[i] (for a host release, j = 0) is overwritten later.
+  std::vector<std::vector<bool>> dropped(ops.size());
+  {
+    Superseded later;
+    for (size_t i = ops.size(); i-- > 0;) {
+      if (const auto* release = std::get_if<ReleaseHostOp>(&ops[i])) {
+        dropped[i].push_back(later.Check(*release));
+        continue;
+      }
+      const auto& changes = std::get<LockChangesOp>(ops[i]).changes;
+      dropped[i].resize(changes.size());
+      for (size_t j = changes.size(); j-- > 0;) dropped[i][j] = later.Check(changes[j]);
+    }
+  }
+  // The string_views of `later` are gone; the writes can move.
+  std::vector<CoalescedOp> out;
+  LockChangesOp merged;
+  auto flush = [&](size_t through) {
+    if (merged.changes.empty()) return;
+    out.push_back(CoalescedOp{std::move(merged), through});
+    merged.changes.clear();
+  };
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (auto* release = std::get_if<ReleaseHostOp>(&ops[i])) {
+      if (dropped[i][0]) continue;
+      flush(i - 1);  // i > 0 when merged holds anything
+      out.push_back(CoalescedOp{std::move(*release), i});
+      continue;
+    }
+    auto& changes = std::get<LockChangesOp>(ops[i]).changes;
+    for (size_t j = 0; j < changes.size(); ++j) {
+      if (!dropped[i][j]) merged.changes.push_back(std::move(changes[j]));
+    }
+  }
+  flush(ops.size() - 1);
+  if (!ops.empty()) {
+    if (out.empty()) {
+      out.push_back(CoalescedOp{LockChangesOp{}, ops.size() - 1});  // only empty writes
+    } else {
+      // What follows the last kept write is empty (a dropped change has a later kept one).
+      out.back().through = ops.size() - 1;
+    }
+  }
+  return out;
 }
 
 LogSegment::LogSegment(std::string path) : path_(std::move(path)) {

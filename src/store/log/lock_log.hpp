@@ -23,6 +23,26 @@ std::string EncodeLogRecord(const LoggedOp& op);
 // sets *valid_bytes (if given) to where the good prefix ends.
 std::vector<LoggedOp> DecodeLogRecords(std::string_view bytes, size_t* valid_bytes = nullptr);
 
+// Appends the record of `op` to *out (a buffer reused across records saves an allocation each).
+void EncodeLogRecordTo(const LoggedOp& op, std::string& out);
+
+// A logged write after coalescing, and the index of the last input write it accounts for: once it
+// is applied, so is the effect of every input up to that one.
+struct CoalescedOp {
+  LoggedOp op;
+  size_t through = 0;
+};
+
+// The writes that leave a store in the same state as applying all of `ops` in order, fewer when
+// later ones overwrite earlier ones: every lock-table write sets a part of the table to a value
+// (ReplaceLocks the owner's rows on a file, all or those starting within a span; PutLock and
+// RemoveLock the row at one offset; PutShare and RemoveShare one share; ReleaseHost everything of
+// a host), so a change whose part a single later write sets again is dropped, and the kept lock
+// changes between two host releases become one LockChangesOp. A LOCK and its UNLOCK in one bunch
+// leave one change, the UNLOCK's. Kept writes stay in their order; the result is never empty
+// when `ops` is not, and its last element accounts for the last input.
+std::vector<CoalescedOp> CoalesceLogged(std::vector<LoggedOp> ops);
+
 // The CRC-32 of a record's payload (IEEE 802.3 polynomial, as zlib's crc32).
 uint32_t LogCrc32(std::string_view bytes);
 

@@ -66,6 +66,7 @@ LoggedStore::~LoggedStore() {
   gathered_cv_.notify_one();
   hand_on_.join();
   AwaitApplied();
+  std::lock_guard forward(forward_mu_);
   std::lock_guard lock(mu_);
   bool keep = false;
   {
@@ -86,14 +87,15 @@ void LoggedStore::Replay() {
   size_t pending = 0;
   std::exception_ptr first_error;
   for (const uint64_t number : numbers) {
-    const std::string bytes = ReadLogFile(SegmentPath(number));
-    for (LoggedOp& op : DecodeLogRecords(bytes)) {
+    std::vector<LoggedOp> ops = DecodeLogRecords(ReadLogFile(SegmentPath(number)));
+    replayed_ += ops.size();
+    // Coalesced as in a run: the result is the same as applying every record.
+    for (CoalescedOp& kept : CoalesceLogged(std::move(ops))) {
       {
         std::lock_guard lock(done_mu);
         ++pending;
       }
-      ++replayed_;
-      Forward(std::visit([](auto& o) -> WriteOp { return std::move(o); }, op),
+      Forward(std::visit([](auto& o) -> WriteOp { return std::move(o); }, kept.op),
               [&](std::exception_ptr error) {
                 std::lock_guard lock(done_mu);
                 if (error && !first_error) first_error = error;
@@ -174,6 +176,7 @@ void LoggedStore::Submit(WriteOp op, Done done) {
   const bool clears = std::holds_alternative<ClearOp>(op);
   const bool ends_run = std::holds_alternative<MarkCleanShutdownOp>(op);
   if (clears || ends_run) AwaitApplied();
+  std::lock_guard forward(forward_mu_);
   std::lock_guard lock(mu_);
   HandOnLocked();  // the writes before this one go first
   if (clears) {
@@ -204,7 +207,7 @@ void LoggedStore::SubmitLogged(LoggedOp op, Done done) {
           ErrorKind::kOverloaded, "store write queue is full (the database is not keeping up)"));
     } else {
       record_.clear();
-      record_ = EncodeLogRecord(op);
+      EncodeLogRecordTo(op, record_);
       try {
         segment_->Append(record_);
       } catch (...) {
@@ -213,21 +216,8 @@ void LoggedStore::SubmitLogged(LoggedOp op, Done done) {
     }
     if (!error) {
       const uint64_t seq = ++logged_seq_;
-      gathered_.emplace_back(std::visit([](auto& o) -> WriteOp { return std::move(o); }, op),
-                             [this, seq](std::exception_ptr failure) {
-                               if (failure) {
-                                 spdlog::error(
-                                     "store: applying a logged lock-table write failed: {}; the "
-                                     "lock log is kept for the next start to replay",
-                                     Describe(failure));
-                               }
-                               Applied(seq, !failure);
-                             });
-      if (gathered_.size() >= kHandOnBatch) {
-        HandOnLocked();
-      } else if (gathered_.size() == 1) {
-        gathered_cv_.notify_one();
-      }
+      gathered_.push_back(std::move(op));
+      if (gathered_.size() == 1 || gathered_.size() == kHandOnBatch) gathered_cv_.notify_one();
       if (segment_->size() >= kSegmentBytes) {
         std::lock_guard applied(applied_mu_);
         closed_.push_back(Closed{segment_->path(), seq});
@@ -238,20 +228,57 @@ void LoggedStore::SubmitLogged(LoggedOp op, Done done) {
   done(error);
 }
 
+std::pair<std::vector<LoggedOp>, uint64_t> LoggedStore::TakeGatheredLocked() {
+  const uint64_t first = logged_seq_ + 1 - gathered_.size();
+  std::vector<LoggedOp> ops;
+  ops.swap(gathered_);
+  return {std::move(ops), first};
+}
+
+void LoggedStore::ForwardLogged(std::vector<LoggedOp> ops, uint64_t first_seq) {
+  if (ops.empty()) return;
+  for (CoalescedOp& kept : CoalesceLogged(std::move(ops))) {
+    const uint64_t seq = first_seq + kept.through;
+    Forward(std::visit([](auto& o) -> WriteOp { return std::move(o); }, kept.op),
+            [this, seq](std::exception_ptr failure) {
+              if (failure) {
+                spdlog::error(
+                    "store: applying a logged lock-table write failed: {}; the lock log is kept "
+                    "for the next start to replay",
+                    Describe(failure));
+              }
+              Applied(seq, !failure);
+            });
+  }
+}
+
 void LoggedStore::HandOnLocked() {
-  for (auto& [op, done] : gathered_) Forward(std::move(op), std::move(done));
-  gathered_.clear();
+  auto [ops, first] = TakeGatheredLocked();
+  ForwardLogged(std::move(ops), first);
 }
 
 void LoggedStore::RunHandOn() {
+  std::unique_lock forward(forward_mu_, std::defer_lock);
   std::unique_lock lock(mu_);
   for (;;) {
     gathered_cv_.wait(lock, [this] { return stopping_ || !gathered_.empty(); });
     if (stopping_) break;
-    // Let the bunch gather (a stop cuts the wait short).
-    gathered_cv_.wait_for(lock, kHandOnDelay, [this] { return stopping_; });
-    HandOnLocked();
+    // Let the bunch gather (a full bunch or a stop cuts the wait short).
+    gathered_cv_.wait_for(lock, kHandOnDelay,
+                          [this] { return stopping_ || gathered_.size() >= kHandOnBatch; });
+    lock.unlock();
+    forward.lock();  // before mu_
+    lock.lock();
+    auto [ops, first] = TakeGatheredLocked();
+    lock.unlock();
+    // Coalescing and handing on take a while: the io thread logs meanwhile.
+    ForwardLogged(std::move(ops), first);
+    forward.unlock();
+    lock.lock();
   }
+  lock.unlock();
+  forward.lock();
+  lock.lock();
   HandOnLocked();
 }
 
@@ -269,6 +296,7 @@ void LoggedStore::Applied(uint64_t seq, bool ok) {
 void LoggedStore::AwaitApplied() {
   uint64_t target = 0;
   {
+    std::lock_guard forward(forward_mu_);
     std::lock_guard lock(mu_);
     HandOnLocked();
     target = logged_seq_;

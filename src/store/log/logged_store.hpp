@@ -22,9 +22,11 @@ namespace nlockd::store {
 // through a crash of the process, which is the kCommitted promise. Each is then handed to the
 // wrapped store, whose writer thread applies it in the background in order with every other
 // write; every other write goes to the wrapped store as before (so a kSynced write still makes
-// every earlier write durable). A log segment is deleted once the wrapped store has applied its
-// last record; a segment past kSegmentBytes is closed and a new one begun, so the log holds at
-// most about one segment plus the wrapped store's backlog.
+// every earlier write durable). Logged writes are handed on in bunches, coalesced first
+// (CoalesceLogged): a change a later one of the bunch overwrites never reaches the wrapped store,
+// so a LOCK and its UNLOCK cost it one change, not three. A log segment is deleted once the wrapped
+// store has applied its last record; a segment past kSegmentBytes is closed and a new one begun, so
+// the log holds at most about one segment plus the wrapped store's backlog.
 //
 // Opening replays the segments a crashed run left (their records are idempotent "set these
 // rows" writes, so one the wrapped store applied already is harmless to apply again) and
@@ -78,7 +80,12 @@ class LoggedStore final : public Store {
   void SubmitLogged(LoggedOp op, Done done);
   // Hands op to the wrapped store through its public interface.
   void Forward(WriteOp op, Done done);
-  // Hands on every gathered logged write, in order. REQUIRES: mu_ held.
+  // Coalesces logged writes first_seq, first_seq + 1, ... and hands them on, each kept write
+  // reporting the writes it accounts for as applied. REQUIRES: forward_mu_ held.
+  void ForwardLogged(std::vector<LoggedOp> ops, uint64_t first_seq);
+  // Takes the gathered writes and the sequence number of the first. REQUIRES: mu_ held.
+  std::pair<std::vector<LoggedOp>, uint64_t> TakeGatheredLocked();
+  // Hands on every gathered logged write. REQUIRES: forward_mu_ and mu_ held.
   void HandOnLocked();
   // The hand-on thread.
   void RunHandOn();
@@ -95,17 +102,21 @@ class LoggedStore final : public Store {
   const std::string prefix_;
   size_t replayed_ = 0;
 
-  // Held while a write is logged and handed on, so the wrapped store gets writes in log order.
-  // Taken before applied_mu_, never after it.
+  // Held while writes are handed on to the wrapped store, so that it gets them in log order.
+  // Taken before mu_, never after it (the hand-on thread coalesces a bunch under it alone, so
+  // that logging goes on meanwhile).
+  std::mutex forward_mu_;
+  // Held while a write is logged. Taken before applied_mu_, never after it.
   mutable std::mutex mu_;
   std::unique_ptr<LogSegment> segment_;  // guarded by mu_
   uint64_t segment_number_ = 0;          // guarded by mu_
   uint64_t logged_seq_ = 0;              // guarded by mu_: the last logged write
   std::string record_;                   // guarded by mu_: scratch for encoding
-  // Logged, acknowledged, not yet handed on; guarded by mu_.
-  std::vector<std::pair<WriteOp, Done>> gathered_;
-  std::condition_variable gathered_cv_;  // with mu_: the first write gathered, or stopping
-  bool stopping_ = false;                // guarded by mu_
+  // Logged, acknowledged, not yet handed on (the last is logged_seq_); guarded by mu_.
+  std::vector<LoggedOp> gathered_;
+  // With mu_: the first write gathered, a full bunch, or stopping.
+  std::condition_variable gathered_cv_;
+  bool stopping_ = false;  // guarded by mu_
 
   // The wrapped store's progress; its writer thread reports under this alone (a write it
   // refuses at once reports on the submitting thread, which holds mu_).
