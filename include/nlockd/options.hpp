@@ -29,6 +29,17 @@ struct NLOCKD_EXPORT Options {
   // ("classic") grace period.
   bool persist_locks = true;
 
+  // High availability (PostgreSQL store only): `name` is a service that several nodes may run,
+  // one active at a time, decided by a lease in the database that the active node renews every
+  // ha_lease / 3. A node that finds the lease held waits as standby until it is free, then takes
+  // it, loads the service's state and serves; a node that cannot renew in time stops serving.
+  bool ha = false;
+  std::chrono::seconds ha_lease{5};
+  // Shell commands (/bin/sh -c) run when this node becomes active or stops being active (e.g.
+  // to move a floating address); not awaited, their exit status only logged. Empty: none.
+  std::string ha_on_active;
+  std::string ha_on_standby;
+
   // Grace period after a start, for clients to reclaim their locks; 0 for none.
   std::chrono::seconds grace{90};
   // A classic grace period never ends early before this long after the last SM_NOTIFY answer.

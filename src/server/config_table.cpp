@@ -93,6 +93,28 @@ const Setting kSettings[] = {
      "none (libpq's own PGPASSFILE and service files still work).",
      [](const SettingValue& v, Config& c) { c.store_password_file = Text(v); },
      [](const Config& c) -> SettingValue { return c.store_password_file; }, false, false, "PATH"},
+    {"ha", "--ha", SettingType::kBoolean, 0, 0,
+     "High availability on a PostgreSQL store: the service (`name`) is active on one node at a "
+     "time, decided by a lease in the database; a node that finds it held waits as standby and "
+     "takes over when the lease is released or expires. Needs a postgresql:// store.",
+     [](const SettingValue& v, Config& c) { c.ha = Bool(v); },
+     [](const Config& c) -> SettingValue { return c.ha; }},
+    {"ha_lease", "--ha-lease", SettingType::kInteger, 1, 3600,
+     "Seconds of the HA lease. The active node renews it every third of that and stops "
+     "serving when it could not renew in time; a standby takes over a dead node's service "
+     "about this long after its last renewal.",
+     [](const SettingValue& v, Config& c) { c.ha_lease = seconds(Int(v)); },
+     [](const Config& c) { return Secs(c.ha_lease); }},
+    {"ha_on_active", "--ha-on-active", SettingType::kString, 0, 0,
+     "Shell command (/bin/sh -c) run when this node becomes the active one, e.g. to take a "
+     "floating address; not waited for. Empty: none.",
+     [](const SettingValue& v, Config& c) { c.ha_on_active = Text(v); },
+     [](const Config& c) -> SettingValue { return c.ha_on_active; }, false, false, "COMMAND"},
+    {"ha_on_standby", "--ha-on-standby", SettingType::kString, 0, 0,
+     "Shell command (/bin/sh -c) run when this node stops being the active one (lease lost or "
+     "released). Empty: none.",
+     [](const SettingValue& v, Config& c) { c.ha_on_standby = Text(v); },
+     [](const Config& c) -> SettingValue { return c.ha_on_standby; }, false, false, "COMMAND"},
     {"grace", "--grace", SettingType::kInteger, 0, 3600,
      "Seconds of grace period after a start, during which only reclaims of locks held before "
      "are granted. 0: none. Without a persistent store nlockd cannot know what was held, so it "

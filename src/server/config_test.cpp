@@ -280,6 +280,26 @@ void ExpectFileMatches(const std::string& path, const std::string& expected,
       << "build-test/src/server/server_test --gtest_filter='SettingsTable.*' to regenerate it";
 }
 
+TEST(LoadConfigFile, HaKeysAreReadAndChecked) {
+  Config config;
+  EXPECT_FALSE(config.ha);
+  EXPECT_EQ(config.ha_lease, std::chrono::seconds(5));
+  std::string path = WriteTemp(
+      "ha = true\nha_lease = 3\nha_on_active = \"ip addr add 10.0.0.9/24 dev eth0\"\n"
+      "ha_on_standby = \"true\"\n");
+  LoadConfigFile(path, config);
+  std::remove(path.c_str());
+  EXPECT_TRUE(config.ha);
+  EXPECT_EQ(config.ha_lease, std::chrono::seconds(3));
+  EXPECT_EQ(config.ha_on_active, "ip addr add 10.0.0.9/24 dev eth0");
+  EXPECT_EQ(config.ha_on_standby, "true");
+  for (const char* bad : {"ha_lease = 0\n", "ha = \"yes\"\n", "ha_lease = 3601\n"}) {
+    path = WriteTemp(bad);
+    EXPECT_THROW(LoadConfigFile(path, config), Error) << bad;
+    std::remove(path.c_str());
+  }
+}
+
 TEST(SettingsTable, ShippedConfigFileIsTheRenderedTable) {
   ExpectFileMatches(NLOCKD_SOURCE_DIR "/config/nlockd.toml", RenderConfigTemplate());
 }

@@ -10,6 +10,7 @@
 #include <asio/post.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/use_awaitable.hpp>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -50,9 +51,34 @@ nlm::NlmOptions NlmOptionsFrom(const nlockd::Options& options) {
   return out;
 }
 
-std::unique_ptr<store::Store> OpenConfiguredStore(const nlockd::Options& options) {
+// With Options::ha, waits as standby until this node holds the service's lease.
+std::unique_ptr<HaLeaseKeeper> TakeLeaseIfHa(const nlockd::Options& options) {
+  if (!options.ha) return nullptr;
+  if (!store::IsSharedStoreUri(options.store)) {
+    throw Error(ErrorKind::kFailed,
+                fmt::format("ha needs a PostgreSQL store (postgresql://...), not '{}': a SQLite "
+                            "file or the memory store serves one node",
+                            RedactStoreUri(options.store)));
+  }
+  HaOptions ha;
+  ha.conninfo = options.store;
+  ha.service = options.name;
+  ha.lease = options.ha_lease;
+  ha.on_active = options.ha_on_active;
+  ha.on_standby = options.ha_on_standby;
+  return std::make_unique<HaLeaseKeeper>(std::move(ha));
+}
+
+std::unique_ptr<store::Store> OpenConfiguredStore(const nlockd::Options& options,
+                                                  const HaLeaseKeeper* ha) {
   store::StoreOptions store_options;
+  // Every write checks, in its transaction, that this node still holds the lease.
+  if (ha != nullptr) store_options.fence_epoch = ha->epoch();
   store_options.keeps_lock_table = options.persist_locks;
+  // In a shared PostgreSQL database the service owns its rows: any node started with the same
+  // --name loads its state number, registrations and lock table. A SQLite file serves one node
+  // and keeps its rows under the default key, as files written by earlier versions have them.
+  if (store::IsSharedStoreUri(options.store)) store_options.node_id = options.name;
   // Tests fake a reboot of the host by changing it: the store records the boot id of each run
   // to tell a process restart (lock table complete) from a host reboot.
   if (const char* boot_id = std::getenv("NLOCKD_BOOT_ID"); boot_id != nullptr) {
@@ -188,7 +214,8 @@ Core::Core(asio::any_io_executor executor, nlockd::Options options)
       executor_(std::move(executor)),
       client_(executor_),
       rpcbind_(client_, options_.rpcbind_host, options_.rpcbind_port),
-      store_(OpenConfiguredStore(options_)),
+      ha_(TakeLeaseIfHa(options_)),
+      store_(OpenConfiguredStore(options_, ha_.get())),
       locks_(clock_, LockOptions(options_)),
       status_caller_(client_, StatusCallerOptions(options_)),
       name_resolver_(executor_, kNameLookupDeadline),
@@ -315,6 +342,7 @@ void Core::Start() {
   nsm_.Load(state, loaded->registrations);
   admin_backend_.MarkStoreLoaded();
   asio::post(executor_, [this, state, loaded] { Serve(state, std::move(*loaded)); });
+  if (ha_) ha_->BecameActive();
 }
 
 int32_t Core::ContinueStatdState(int32_t state) {
@@ -430,6 +458,8 @@ asio::awaitable<void> Core::ShutDown() {
     // Even state: down. A crash leaves it odd; the next start moves on anyway.
     store_->MarkCleanShutdown();
   }
+  // A standby takes the service over at once rather than when the lease expires.
+  if (ha_) ha_->Release();
   stopped_ = true;
 }
 

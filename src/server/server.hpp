@@ -36,6 +36,7 @@
 #include "server/admin_backend.hpp"
 #include "server/call_metrics.hpp"
 #include "server/grace_controller.hpp"
+#include "server/ha_lease_keeper.hpp"
 #include "server/lock_journal_store.hpp"
 #include "server/nsm_bridge.hpp"
 #include "store/store.hpp"
@@ -135,6 +136,8 @@ class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
   rpc::ReplyCache reply_cache_;
   rpc::Client client_;
   rpc::RpcbindRegistration rpcbind_;
+  // With Options::ha: the service's lease, taken (waiting as standby) before the store opens.
+  std::unique_ptr<HaLeaseKeeper> ha_;
   std::unique_ptr<store::Store> store_;
   lock::LockManager locks_;
   NsmBridge bridge_;

@@ -12,6 +12,11 @@
 
 namespace nlockd::store {
 
+bool IsSharedStoreUri(const std::string& uri) {
+  const std::string_view view = uri;
+  return view.starts_with("postgresql://") || view.starts_with("postgres://");
+}
+
 std::unique_ptr<Store> OpenStore(const std::string& uri, const StoreOptions& options) {
   const std::string_view view = uri;
   if (view == "memory:") {
@@ -23,7 +28,7 @@ std::unique_ptr<Store> OpenStore(const std::string& uri, const StoreOptions& opt
     auto sqlite = std::make_unique<SqliteStore>(path, options);
     return std::make_unique<LoggedStore>(std::move(sqlite), path + ".journal");
   }
-  if (view.starts_with("postgresql://") || view.starts_with("postgres://")) {
+  if (IsSharedStoreUri(uri)) {
     return std::make_unique<PgStore>(uri, options);
   }
   throw Error(ErrorKind::kFailed,

@@ -19,6 +19,9 @@ namespace nlockd::store {
 // damaged or newer database; kDisconnected when PostgreSQL cannot be reached.
 std::unique_ptr<Store> OpenStore(const std::string& uri, const StoreOptions& options);
 
+// Whether uri names a store several nodes share (PostgreSQL), whose rows are keyed by service.
+bool IsSharedStoreUri(const std::string& uri);
+
 // The default --store URI.
 inline constexpr const char* kDefaultStoreUri = "sqlite:./var/nlockd.db";
 

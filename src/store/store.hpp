@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "base/error.hpp"
 #include "store/records.hpp"
 #include "store/write_op.hpp"
 
@@ -18,6 +19,14 @@ namespace nlockd::store {
 // otherwise). SQL stores call it on their writer thread, the memory store before the write call
 // returns; either way it must be cheap and must not throw: post the result to your own executor.
 using Done = std::function<void(std::exception_ptr)>;
+
+// A write refused because this node no longer holds its service's lease (a store opened with
+// StoreOptions::fence_epoch): another node may be active now, so this one must stop serving at
+// once. Its kind is kFailed: retrying cannot help.
+class LeaseLost : public Error {
+ public:
+  explicit LeaseLost(const std::string& message) : Error(ErrorKind::kFailed, message) {}
+};
 
 // One write transaction of a SQL store's writer thread (its group commit).
 struct CommitRecord {

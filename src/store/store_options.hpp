@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -23,6 +24,13 @@ struct StoreOptions {
   // The node this nlockd is; every row carries it and a store sees only its own node's rows, so
   // that several nodes can share one PostgreSQL database. 1..128 bytes of [A-Za-z0-9._:@-].
   std::string node_id = "default";
+
+  // PostgreSQL with --ha: the epoch of the service's lease this node holds (PgLease; node_id is
+  // the service). Every write transaction then checks, inside the transaction, that the lease is
+  // still live at this epoch and fails with LeaseLost otherwise, and the store takes no session
+  // lock on the node (the lease decides who is active). 0: no lease; a session lock makes the
+  // node one process's.
+  int64_t fence_epoch = 0;
 
   // The kernel's boot id; empty means read kBootIdPath. Tests inject one to fake a host reboot.
   std::string boot_id;

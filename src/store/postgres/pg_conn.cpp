@@ -8,6 +8,8 @@
 #include <libpq-fe.h>
 
 #include "base/error.hpp"
+#include "store/postgres/pg_lease.hpp"
+#include "store/store.hpp"
 
 namespace nlockd::store {
 namespace {
@@ -175,6 +177,9 @@ void PgConn::Fail(const pg_result* result, std::string_view doing) const {
   const std::string message = Trimmed(result != nullptr && *PQresultErrorMessage(result) != '\0'
                                           ? PQresultErrorMessage(result)
                                           : PQerrorMessage(conn_));
+  if (sqlstate == kFenceSqlState) {
+    throw LeaseLost(fmt::format("PostgreSQL at {}: {}", server_, message));
+  }
   const bool lost =
       PQstatus(conn_) != CONNECTION_OK || sqlstate.starts_with("08") || sqlstate.starts_with("57P");
   throw Error(lost ? ErrorKind::kDisconnected : ErrorKind::kFailed,

@@ -72,8 +72,9 @@ PgHolder::PgHolder(const std::string& conninfo, std::chrono::seconds connect_tim
                                            row.Bytes(1), row.Bytes(2), row.Int(0));
                     });
   throw Error(ErrorKind::kFailed,
-              fmt::format("PostgreSQL store {}: node '{}' is in use by another nlockd ({}); a "
-                          "node's state is served by one process at a time: stop that one first",
+              fmt::format("PostgreSQL store {}: service '{}' is in use by another nlockd ({}); "
+                          "a service's state is served by one process at a time: stop that one "
+                          "first, or run both with ha = true",
                           DescribePgServer(conninfo), node_id,
                           holder.value_or("its session is not visible to this user")));
 }

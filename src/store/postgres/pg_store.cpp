@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "base/error.hpp"
+#include "store/postgres/pg_lease.hpp"
 #include "store/run_record.hpp"
 
 namespace nlockd::store {
@@ -72,12 +73,16 @@ void RollbackQuietly(PgConn& conn) {
 PgStore::PgStore(const std::string& conninfo, StoreOptions options,
                  std::span<const Migration> migrations)
     : options_(Validated(std::move(options))),
-      pool_(CheckedConninfo(conninfo), PoolOptions(options_)) {
-  holder_ = std::make_unique<PgHolder>(conninfo, options_.pg_connect_timeout, options_.node_id);
+      pool_(CheckedConninfo(conninfo), PoolOptions(options_)),
+      fence_params_{SqlValue::Text(options_.node_id), SqlValue::Int64(options_.fence_epoch)} {
+  if (options_.fence_epoch == 0) {
+    holder_ = std::make_unique<PgHolder>(conninfo, options_.pg_connect_timeout, options_.node_id);
+  }
   {
     PgPool::Lease lease = pool_.Acquire(SteadyClock::now());
     lease.conn().Exec(kSessionSetup);
     Migrate(lease.conn(), migrations);
+    if (fenced()) EnsureLeaseSchema(lease.conn());
     RecordRun(lease.conn());
   }
   committer_ = std::make_unique<GroupCommitter>(
@@ -88,6 +93,10 @@ PgStore::PgStore(const std::string& conninfo, StoreOptions options,
 }
 
 PgStore::~PgStore() { committer_.reset(); }
+
+PgStep PgStore::FenceStep() const {
+  return PgStep{nullptr, "SELECT nlockd_fence($1, $2)", fence_params_, {}};
+}
 
 void PgStore::Migrate(PgConn& conn, std::span<const Migration> migrations) {
   conn.Exec("BEGIN");
@@ -117,6 +126,9 @@ void PgStore::RecordRun(PgConn& conn) {
   const std::vector<SqlValue> node{SqlValue::Text(options_.node_id)};
   conn.Exec("BEGIN");
   try {
+    if (fenced()) {
+      conn.ForEachRow(FenceStep(), [](const SqlRow&) {});
+    }
     std::optional<RunRecord> previous;
     conn.ForEachRow(PgStep{nullptr, read_sql.c_str(), node, {}},
                     [&](const SqlRow& row) { previous = DecodeRunRecord(row); });
@@ -189,6 +201,10 @@ void PgStore::CommitBatch(std::span<const QueuedWrite> batch, Durability durabil
   if (durability == Durability::kCommitted) {
     // Committed before the answer, but the WAL flush may follow (the kCommitted class, store.hpp).
     steps.push_back(PgStep{nullptr, "SET LOCAL synchronous_commit TO off", {}, {}});
+  }
+  if (fenced()) {
+    // First, so that a node that lost its lease commits nothing (LeaseLost).
+    steps.push_back(FenceStep());
   }
   for (const SqlCommand& command : commands_) {
     PgStep step{Statement(command.stmt).name, nullptr, command.params, {}};

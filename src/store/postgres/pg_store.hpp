@@ -23,7 +23,8 @@ namespace nlockd::store {
 // replayed whole: a write is acknowledged only after its COMMIT was answered.
 class PgStore final : public Store {
  public:
-  // Connects, takes the node (PgHolder: one process per node), migrates and durably records the
+  // Connects, takes the node (PgHolder: one process per node; with options.fence_epoch the
+  // caller holds the service's PgLease instead and every write checks it), migrates and durably records the
   // start of this run. Throws nlockd::Error: kDisconnected (naming the server, never the
   // password) when it cannot be reached, kFailed for a bad URI, a schema newer than this build,
   // or a node another live process holds (naming that process).
@@ -46,6 +47,9 @@ class PgStore final : public Store {
   void Submit(WriteOp op, Done done) override;
 
  private:
+  bool fenced() const { return options_.fence_epoch != 0; }
+  // The statement that fails the transaction with LeaseLost unless the lease is still ours.
+  PgStep FenceStep() const;
   void Migrate(PgConn& conn, std::span<const Migration> migrations);
   void RecordRun(PgConn& conn);
   static std::string ReadStorageEpoch(PgConn& conn);
@@ -64,7 +68,9 @@ class PgStore final : public Store {
   const StoreOptions options_;
   StartupInfo startup_;
   PgPool pool_;
-  std::unique_ptr<PgHolder> holder_;  // taken first; released after the writer stops
+  // The arguments of nlockd_fence() (service, epoch) when fenced().
+  const std::vector<SqlValue> fence_params_;
+  std::unique_ptr<PgHolder> holder_;  // unless fenced(): taken first; released after the writer
 
   // The writer thread's own (the constructor's, before the writer starts).
   std::optional<PgPool::Lease> writer_lease_;

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -18,6 +19,7 @@
 
 #include "base/error.hpp"
 #include "store/open_store.hpp"
+#include "store/postgres/pg_lease.hpp"
 #include "store/testing/conformance.hpp"
 #include "store/testing/crash_test_util.hpp"
 
@@ -332,6 +334,82 @@ TEST_F(PgStoreTest, WritesFailCleanlyWhenTheServerStaysAway) {
   ASSERT_EQ(std::system((std::string(pg_ctl) + " start >/dev/null").c_str()), 0);
   Sync([&](Done d) { store.PutRegistration(MakeRegistration("after", "lockd"), std::move(d)); });
   EXPECT_EQ(store.Counts().registrations, 2U);
+}
+
+// Takes the service's lease as soon as it is free (polling as a standby does); its epoch.
+int64_t AcquireWhenFree(PgLease& lease, std::chrono::milliseconds length) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    if (std::optional<int64_t> epoch = lease.TryAcquire(length)) return *epoch;
+    if (std::chrono::steady_clock::now() >= give_up) {
+      ADD_FAILURE() << "the lease never became free";
+      return 0;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+TEST_F(PgStoreTest, ALeaseHasOneLiveHolderAndEachTakeoverTheNextEpoch) {
+  PgLease a(*PgTestUri(), std::chrono::seconds(5), options_.node_id, "node a");
+  PgLease b(*PgTestUri(), std::chrono::seconds(5), options_.node_id, "node b");
+  EXPECT_FALSE(a.Read().has_value());
+  const std::optional<int64_t> first = a.TryAcquire(std::chrono::seconds(30));
+  ASSERT_TRUE(first.has_value());
+  EXPECT_FALSE(b.TryAcquire(std::chrono::seconds(30)).has_value());
+  const std::optional<LeaseView> held = b.Read();
+  ASSERT_TRUE(held.has_value());
+  EXPECT_EQ(held->holder, "node a");
+  EXPECT_EQ(held->epoch, *first);
+  EXPECT_TRUE(held->live);
+  EXPECT_TRUE(a.Renew(*first, std::chrono::seconds(30)));
+
+  a.Release(*first);  // a planned stop: no waiting for expiry
+  const std::optional<int64_t> second = b.TryAcquire(std::chrono::seconds(30));
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(*second, *first + 1);
+  EXPECT_FALSE(a.Renew(*first, std::chrono::seconds(30)));  // a's lease is gone for good
+  EXPECT_EQ(b.Read()->holder, "node b");
+}
+
+TEST_F(PgStoreTest, AnExpiredLeaseIsTakenOverAndItsOldHolderCanNoLongerCommit) {
+  PgLease a(*PgTestUri(), std::chrono::seconds(5), options_.node_id, "node a");
+  PgLease b(*PgTestUri(), std::chrono::seconds(5), options_.node_id, "node b");
+  const std::optional<int64_t> epoch_a = a.TryAcquire(std::chrono::milliseconds(300));
+  ASSERT_TRUE(epoch_a.has_value());
+  StoreOptions fenced_a = options_;
+  fenced_a.fence_epoch = *epoch_a;
+  PgStore store_a(*PgTestUri(), fenced_a);
+  Sync([&](Done d) { store_a.PutRegistration(MakeRegistration("h1", "lockd"), std::move(d)); });
+
+  // a stops renewing (a partition, a stall): once the database's clock passes the expiry, b
+  // takes the service with the next epoch.
+  const int64_t epoch_b = AcquireWhenFree(b, std::chrono::seconds(30));
+  EXPECT_EQ(epoch_b, *epoch_a + 1);
+
+  // Whatever a still tries to write is refused inside the transaction, as a distinct error.
+  EXPECT_THROW(
+      Sync([&](Done d) { store_a.PutRegistration(MakeRegistration("h2", "lockd"), std::move(d)); }),
+      LeaseLost);
+  EXPECT_THROW(Sync([&](Done d) { store_a.ReleaseHost("h1", std::move(d)); }), LeaseLost);
+  EXPECT_THROW(store_a.BumpState(), LeaseLost);
+
+  // b, fenced at its own epoch, serves the service's state: what a committed, nothing after.
+  StoreOptions fenced_b = options_;
+  fenced_b.fence_epoch = epoch_b;
+  PgStore store_b(*PgTestUri(), fenced_b);
+  const LoadedState loaded = store_b.LoadAll();
+  ASSERT_EQ(loaded.registrations.size(), 1U);
+  EXPECT_EQ(loaded.registrations[0].mon_name, "h1");
+  Sync([&](Done d) { store_b.PutRegistration(MakeRegistration("h3", "lockd"), std::move(d)); });
+}
+
+TEST_F(PgStoreTest, AFencedStoreCannotOpenWithoutItsLease) {
+  PgLease a(*PgTestUri(), std::chrono::seconds(5), options_.node_id, "node a");
+  const std::optional<int64_t> epoch = a.TryAcquire(std::chrono::seconds(30));
+  ASSERT_TRUE(epoch.has_value());
+  StoreOptions stale = options_;
+  stale.fence_epoch = *epoch + 7;  // not the live epoch
+  EXPECT_THROW(PgStore(*PgTestUri(), stale), LeaseLost);
 }
 
 }  // namespace

@@ -24,6 +24,8 @@ Durability BatchDurability(std::span<const QueuedWrite> batch) {
 bool MayBeOneWritesFault(const std::exception_ptr& error) {
   try {
     std::rethrow_exception(error);
+  } catch (const LeaseLost&) {
+    return false;  // every write of the batch would be refused alike
   } catch (const Error& e) {
     return e.kind() == ErrorKind::kFailed;
   } catch (...) {
@@ -38,6 +40,8 @@ bool MayBeOneWritesFault(const std::exception_ptr& error) {
 std::exception_ptr OwnCopy(const std::exception_ptr& error) {
   try {
     std::rethrow_exception(error);
+  } catch (const LeaseLost& e) {
+    return std::make_exception_ptr(LeaseLost(e.what()));
   } catch (const Error& e) {
     return std::make_exception_ptr(Error(e.kind(), e.what()));
   } catch (...) {

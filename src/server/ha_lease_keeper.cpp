@@ -1,0 +1,203 @@
+#include "server/ha_lease_keeper.hpp"
+
+#include <algorithm>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <optional>
+#include <utility>
+
+#include <fmt/format.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <spdlog/spdlog.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/error.hpp"
+
+extern char** environ;
+
+namespace nlockd::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+std::string Holder() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) host[0] = '?';
+  return fmt::format("nlockd pid {} on {}", getpid(), host);
+}
+
+// How often a standby looks at the lease: a tenth of it, so that a released lease is taken
+// within that, and an expired one within lease + that.
+milliseconds PollEvery(milliseconds lease) {
+  return std::clamp(lease / 10, milliseconds(50), milliseconds(1000));
+}
+
+// The margin kept before the lease's end by this node's clock: stopping then leaves room for
+// the two clocks running at slightly different rates and for exiting.
+milliseconds SafetyMargin(milliseconds lease) {
+  return std::clamp(lease / 10, milliseconds(50), milliseconds(500));
+}
+
+// Sleeps for `timeout` as a standby. A SIGTERM or SIGINT meanwhile (the daemon blocks them
+// for its signal thread, which does not run yet) ends the process at once: a standby holds
+// nothing that needs a clean stop.
+void StandbyPause(milliseconds timeout) {
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  sigset_t blocked;
+  pthread_sigmask(SIG_BLOCK, nullptr, &blocked);
+  if (sigismember(&blocked, SIGTERM) != 1) {
+    std::this_thread::sleep_for(timeout);  // not blocked: a signal takes its default action
+    return;
+  }
+  const auto secs = std::chrono::duration_cast<std::chrono::seconds>(timeout);
+  const timespec wait{static_cast<time_t>(secs.count()),
+                      static_cast<long>((timeout - secs).count() * 1'000'000)};
+  const int got = sigtimedwait(&stop, nullptr, &wait);
+  if (got == SIGTERM || got == SIGINT) {
+    spdlog::info("ha: stopped while standby (signal {})", got);
+    spdlog::default_logger()->flush();
+    std::_Exit(EXIT_SUCCESS);
+  }
+}
+
+}  // namespace
+
+void RunHook(const std::string& command, const std::string& what) {
+  if (command.empty()) return;
+  const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
+  pid_t pid = 0;
+  const int error = posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv),
+                                environ);
+  if (error != 0) {
+    spdlog::error("ha: cannot run the {} hook: {}", what, std::strerror(error));
+    return;
+  }
+  spdlog::info("ha: running the {} hook (pid {})", what, pid);
+  std::thread([pid, what] {
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid) return;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+      spdlog::info("ha: the {} hook succeeded", what);
+    } else {
+      spdlog::warn("ha: the {} hook failed (wait status {})", what, status);
+    }
+  }).detach();
+}
+
+HaLeaseKeeper::HaLeaseKeeper(HaOptions options)
+    : options_(std::move(options)), holder_(Holder()) {
+  const milliseconds poll = PollEvery(options_.lease);
+  std::string last_seen;
+  for (;;) {
+    try {
+      if (!lease_) {
+        lease_ = std::make_unique<store::PgLease>(options_.conninfo, options_.connect_timeout,
+                                                  options_.service, holder_);
+      }
+      if (std::optional<int64_t> epoch = lease_->TryAcquire(options_.lease)) {
+        epoch_ = *epoch;
+        break;
+      }
+      const std::optional<store::LeaseView> view = lease_->Read();
+      const std::string seen =
+          view ? fmt::format("held by {} (epoch {})", view->holder, view->epoch) : "";
+      if (seen != last_seen) {
+        spdlog::info("ha: standby for service '{}': {}; waiting for the lease", options_.service,
+                     seen);
+        last_seen = seen;
+      }
+    } catch (const Error& e) {
+      // A node that cannot reach the database never becomes active.
+      const std::string seen = fmt::format("database unreachable: {}", e.what());
+      if (seen != last_seen) {
+        spdlog::warn("ha: standby for service '{}': {}", options_.service, e.what());
+        last_seen = seen;
+      }
+      if (e.kind() != ErrorKind::kDisconnected) throw;
+    }
+    StandbyPause(poll);
+  }
+  spdlog::info("ha: took the lease of service '{}' at epoch {} ({} ms)", options_.service, epoch_,
+               options_.lease.count());
+  renewer_ = std::thread([this] { RenewLoop(); });
+}
+
+HaLeaseKeeper::~HaLeaseKeeper() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (renewer_.joinable()) renewer_.join();
+}
+
+void HaLeaseKeeper::BecameActive() { RunHook(options_.on_active, "ha_on_active"); }
+
+void HaLeaseKeeper::Release() {
+  {
+    std::lock_guard lock(mutex_);
+    if (stop_) return;
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (renewer_.joinable()) renewer_.join();
+  try {
+    lease_->Release(epoch_);
+    spdlog::info("ha: released the lease of service '{}' (epoch {})", options_.service, epoch_);
+  } catch (const Error& e) {
+    spdlog::warn("ha: cannot release the lease (a standby takes over once it expires): {}",
+                 e.what());
+  }
+  RunHook(options_.on_standby, "ha_on_standby");
+}
+
+void HaLeaseKeeper::RenewLoop() {
+  const milliseconds every = options_.lease / 3;
+  const milliseconds retry = PollEvery(options_.lease);
+  // The lease is ours until then by this node's clock: the database computed its expiry after
+  // we sent the request, from a later instant.
+  Clock::time_point valid_until = Clock::now() + options_.lease - SafetyMargin(options_.lease);
+  Clock::time_point next = Clock::now() + every;
+  for (;;) {
+    {
+      std::unique_lock lock(mutex_);
+      const Clock::time_point wake = std::min(next, valid_until);
+      if (wake_.wait_until(lock, wake, [this] { return stop_; })) return;
+    }
+    if (Clock::now() >= valid_until) {
+      FailClosed("could not renew the lease before it could expire");
+    }
+    const Clock::time_point sent = Clock::now();
+    try {
+      if (!lease_->Renew(epoch_, options_.lease)) {
+        FailClosed("the database says the lease is no longer ours");
+      }
+      valid_until = sent + options_.lease - SafetyMargin(options_.lease);
+      next = sent + every;
+    } catch (const Error& e) {
+      spdlog::warn("ha: renewing the lease failed, retrying: {}", e.what());
+      next = Clock::now() + retry;
+    }
+  }
+}
+
+void HaLeaseKeeper::FailClosed(const std::string& why) {
+  spdlog::critical(
+      "ha: lost the lease of service '{}' (epoch {}): {}; stopping at once so that this node "
+      "never serves without it (exit status {})",
+      options_.service, epoch_, why, kExitLeaseLost);
+  RunHook(options_.on_standby, "ha_on_standby");
+  spdlog::default_logger()->flush();
+  std::_Exit(kExitLeaseLost);
+}
+
+}  // namespace nlockd::server

@@ -1,0 +1,70 @@
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "store/postgres/pg_lease.hpp"
+
+namespace nlockd::server {
+
+struct HaOptions {
+  std::string conninfo;     // the PostgreSQL store URI
+  std::string service;      // the service name (Options::name), the lease's key
+  std::chrono::milliseconds lease{5000};
+  std::chrono::seconds connect_timeout{5};
+  std::string on_active;   // /bin/sh -c command, or ""
+  std::string on_standby;  // /bin/sh -c command, or ""
+};
+
+// Makes this process the active node of an HA service and keeps it so (docs/decisions/0017).
+// The constructor waits as standby until the service's lease is free and takes it (blocking the
+// caller's thread); a thread of its own then renews it every lease / 3. When a renewal fails
+// and the lease could be about to expire by this node's clock (or the database says it is no
+// longer ours), the process stops serving the only way that is certain at once: it runs the
+// standby hook and exits with kExitLeaseLost, so that it can never grant after its lease ended;
+// the supervisor restarts it as a standby. Release() hands the lease over on a planned stop.
+class HaLeaseKeeper {
+ public:
+  // The exit status of a process that lost its lease (EX_TEMPFAIL: restart me).
+  static constexpr int kExitLeaseLost = 75;
+
+  explicit HaLeaseKeeper(HaOptions options);
+  ~HaLeaseKeeper();
+  HaLeaseKeeper(const HaLeaseKeeper&) = delete;
+  HaLeaseKeeper& operator=(const HaLeaseKeeper&) = delete;
+
+  int64_t epoch() const { return epoch_; }
+  const std::string& holder() const { return holder_; }
+
+  // Runs the on_active hook (call once the service is served).
+  void BecameActive();
+  // Stops renewing and releases the lease, so that a standby takes over at once; runs the
+  // on_standby hook. Idempotent. REQUIRES: nothing is served or written any more.
+  void Release();
+
+ private:
+  void RenewLoop();
+  [[noreturn]] void FailClosed(const std::string& why);
+
+  const HaOptions options_;
+  const std::string holder_;
+  std::unique_ptr<store::PgLease> lease_;  // the renew thread's once it runs
+  int64_t epoch_ = 0;
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;  // guarded by mutex_
+  std::thread renewer_;
+};
+
+// Runs command with /bin/sh -c without waiting for it (a thread of its own reaps it and logs
+// its exit status); `what` names it in the log.
+void RunHook(const std::string& command, const std::string& what);
+
+}  // namespace nlockd::server
