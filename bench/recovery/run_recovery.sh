@@ -34,7 +34,11 @@ cleanup() {
   [[ -n "$nlockd_pid" ]] && kill -9 "$nlockd_pid" 2>/dev/null || true
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
-  for h in "${hosts[@]}"; do ip netns del "$tag-$h" 2>/dev/null || true; done
+  # What still runs in our namespaces (rpcbind, tools) was started by this script.
+  for h in "${hosts[@]}"; do
+    for pid in $(ip netns pids "$tag-$h" 2>/dev/null); do kill "$pid" 2>/dev/null || true; done
+    ip netns del "$tag-$h" 2>/dev/null || true
+  done
   rm -rf "$scratch"
 }
 trap cleanup EXIT
@@ -75,9 +79,15 @@ start_nlockd() {
   local binary=$1 store=$2
   shift 2
   exec_us=$(now_us)
-  on srv "$binary" --listen 0.0.0.0:4045 --store "sqlite:$store" --admin-listen off \
-    --log-level debug "$@" >"$scratch/nlockd.log" 2>&1 &
-  nlockd_pid=$!
+  rm -f "$scratch/nlockd.pid"
+  # The pid of nlockd itself (the shell execs it), not of the namespace wrapper.
+  ip netns exec "$tag-srv" unshare --mount --propagation private \
+    sh -c 'mount --bind "$0" /run && echo $$ >"$1" && shift && exec "$@"' "$scratch/run-srv" \
+    "$scratch/nlockd.pid" "$binary" --listen 0.0.0.0:4045 --store "sqlite:$store" \
+    --admin-listen off --log-level debug "$@" >"$scratch/nlockd.log" 2>&1 &
+  wrapper_pid=$!
+  for _ in $(seq 200); do [[ -s "$scratch/nlockd.pid" ]] && break; sleep 0.005; done
+  nlockd_pid=$(cat "$scratch/nlockd.pid")
 }
 await_registered() {
   for _ in $(seq 400); do
@@ -90,7 +100,8 @@ await_registered() {
 }
 stop_nlockd() {
   kill "$nlockd_pid" 2>/dev/null || true
-  wait "$nlockd_pid" 2>/dev/null || true
+  wait "$wrapper_pid" 2>/dev/null || true
+  while kill -0 "$nlockd_pid" 2>/dev/null; do sleep 0.01; done
   nlockd_pid=""
 }
 # log_ms PATTERN: ms from exec to the first log line matching PATTERN ("-" if none).
@@ -136,7 +147,7 @@ restart() {
       "lock fh=held-$i caller=client1 svid=1 oh=1@client1 state=1 offset=0 length=10" >/dev/null
   done
   kill -9 "$nlockd_pid"
-  wait "$nlockd_pid" 2>/dev/null || true
+  wait "$wrapper_pid" 2>/dev/null || true
   on cl2 "$probe" --server 10.77.2.1 --caller client2 --fh "untouched-$RANDOM" \
     >"$scratch/probe.out" &
   local probe_pid=$!
