@@ -30,29 +30,37 @@ asio::awaitable<bool> RpcStatusCaller::Attempt(store::MyId target, std::vector<u
   auto program = static_cast<uint32_t>(target.my_prog);
   auto version = static_cast<uint32_t>(target.my_vers);
   // The portmapper gets at most half of the attempt's deadline; the call has the rest.
-  rpc::PmapClient pmap(client_, options_.rpcbind_host, options_.rpcbind_port,
-                       options_.deadline / 2);
-  std::optional<uint16_t> port = co_await pmap.GetPort(program, version, rpc::kIpProtoUdp);
-  if (!port || *port == 0) {
-    spdlog::warn("nsm status callback to {}/{}/{}: {} on the local portmapper", program, version,
-                 target.my_proc, port ? "not registered" : "no answer");
+  rpc::PortCache::Key key{options_.rpcbind_host, options_.rpcbind_port, program, version,
+                          rpc::kIpProtoUdp};
+  for (;;) {
+    bool cached = false;
+    std::optional<uint16_t> port =
+        co_await rpc::CachedGetPort(ports_, client_, key, options_.deadline / 2, cached);
+    if (!port || *port == 0) {
+      spdlog::warn("nsm status callback to {}/{}/{}: {} on the local portmapper", program,
+                   version, target.my_proc, port ? "not registered" : "no answer");
+      co_return false;
+    }
+    auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - start);
+    rpc::CallOptions options;
+    options.deadline = std::max(options_.deadline - spent, std::chrono::milliseconds(1));
+    options.source = options_.source;
+    rpc::CallTarget where{"127.0.0.1", *port, rpc::Transport::kUdp};
+    rpc::CallResult result = co_await client_.Call(std::move(where), program, version,
+                                                   static_cast<uint32_t>(target.my_proc), args,
+                                                   options);
+    if (result.status == rpc::CallStatus::kOk) co_return true;
+    ports_.Forget(key);
+    // A registrant that restarted on another port refuses at the old one: ask again now.
+    if (cached && (result.status == rpc::CallStatus::kUnreachable ||
+                   result.status == rpc::CallStatus::kNotSuccess)) {
+      continue;
+    }
+    spdlog::warn("nsm status callback to {}/{}/{} port {}: {} {}", program, version,
+                 target.my_proc, *port, rpc::ToString(result.status), result.detail);
     co_return false;
   }
-  auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::steady_clock::now() - start);
-  rpc::CallOptions options;
-  options.deadline = std::max(options_.deadline - spent, std::chrono::milliseconds(1));
-  options.source = options_.source;
-  rpc::CallTarget where{"127.0.0.1", *port, rpc::Transport::kUdp};
-  rpc::CallResult result =
-      co_await client_.Call(std::move(where), program, version,
-                            static_cast<uint32_t>(target.my_proc), std::move(args), options);
-  if (result.status != rpc::CallStatus::kOk) {
-    spdlog::warn("nsm status callback to {}/{}/{} port {}: {} {}", program, version, target.my_proc,
-                 *port, rpc::ToString(result.status), result.detail);
-    co_return false;
-  }
-  co_return true;
 }
 
 }  // namespace nlockd::nsm

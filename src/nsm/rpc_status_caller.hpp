@@ -6,6 +6,7 @@
 
 #include "nsm/status_receiver.hpp"
 #include "rpc/client.hpp"
+#include "rpc/rpcbind.hpp"
 
 namespace nlockd::nsm {
 
@@ -25,7 +26,8 @@ struct RpcStatusCallerOptions {
 // Sends status callbacks the way rpc.statd does: to my_prog/my_vers/my_proc on loopback, the
 // port found through the local portmapper over UDP (that is how kernel lockd and NFS-Ganesha
 // listen for it), AUTH_NONE. my_name is not used to route: a registrant is always local
-// (SM_MON is loopback-only). Runs on the client's executor; `client` must outlive it.
+// (SM_MON is loopback-only). The port is asked of the portmapper once and kept (rpc::PortCache)
+// until a callback to it fails; a callback refused at a cached port asks again at once. Runs on the client's executor; `client` must outlive it.
 class RpcStatusCaller final : public StatusCaller {
  public:
   RpcStatusCaller(rpc::Client& client, RpcStatusCallerOptions options)
@@ -38,6 +40,7 @@ class RpcStatusCaller final : public StatusCaller {
 
   rpc::Client& client_;
   RpcStatusCallerOptions options_;
+  rpc::PortCache ports_;
 };
 
 }  // namespace nlockd::nsm

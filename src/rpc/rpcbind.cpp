@@ -122,6 +122,37 @@ asio::awaitable<std::optional<uint16_t>> PmapClient::GetPort(uint32_t program, u
   co_return static_cast<uint16_t>(port);
 }
 
+std::optional<uint16_t> PortCache::Find(const Key& key, TimePoint now) const {
+  auto found = entries_.find(key);
+  if (found == entries_.end() || now - found->second.stored >= max_age_) return std::nullopt;
+  return found->second.port;
+}
+
+void PortCache::Put(const Key& key, uint16_t port, TimePoint now) {
+  if (entries_.size() >= limit_ && !entries_.contains(key)) {
+    auto oldest = std::min_element(entries_.begin(), entries_.end(), [](const auto& a, const auto& b) {
+      return a.second.stored < b.second.stored;
+    });
+    if (oldest != entries_.end()) entries_.erase(oldest);
+  }
+  entries_[key] = Entry{port, now};
+}
+
+asio::awaitable<std::optional<uint16_t>> CachedGetPort(PortCache& cache, Client& client,
+                                                       PortCache::Key key,
+                                                       std::chrono::milliseconds deadline,
+                                                       bool& cached) {
+  cached = false;
+  if (auto port = cache.Find(key, std::chrono::steady_clock::now())) {
+    cached = true;
+    co_return *port;
+  }
+  PmapClient pmap(client, key.host, key.rpcbind_port, deadline);
+  std::optional<uint16_t> port = co_await pmap.GetPort(key.program, key.version, key.protocol);
+  if (port && *port != 0) cache.Put(key, *port, std::chrono::steady_clock::now());
+  co_return port;
+}
+
 asio::awaitable<std::optional<bool>> PmapClient::Set(PmapMapping mapping) {
   auto body = co_await Call(kPmapProcSet, mapping);
   if (!body) co_return std::nullopt;

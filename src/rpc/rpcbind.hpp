@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -93,6 +94,49 @@ class PmapClient {
   uint16_t port_;
   std::chrono::milliseconds deadline_;
 };
+
+// Ports found through portmappers, so that a callback does not pay a GETPORT round trip each
+// time. An entry is kept until a call to its port fails (the caller says so with Forget) or it
+// is `max_age` old, so a registrant that restarted on another port is found again. At most
+// `limit` entries (the oldest goes first): a flood of client hosts cannot grow it without end.
+// Not thread-safe: one executor uses it.
+class PortCache {
+ public:
+  struct Key {
+    std::string host;             // the portmapper's host (the registrant's)
+    uint16_t rpcbind_port = kPmapPort;
+    uint32_t program = 0;
+    uint32_t version = 0;
+    uint32_t protocol = kIpProtoUdp;
+    auto operator<=>(const Key&) const = default;
+  };
+  using TimePoint = std::chrono::steady_clock::time_point;
+
+  explicit PortCache(size_t limit = 4096, std::chrono::milliseconds max_age = std::chrono::minutes(5))
+      : limit_(limit), max_age_(max_age) {}
+
+  std::optional<uint16_t> Find(const Key& key, TimePoint now) const;
+  // REQUIRES: port != 0 (an unregistered program is asked again next time).
+  void Put(const Key& key, uint16_t port, TimePoint now);
+  void Forget(const Key& key) { entries_.erase(key); }
+  size_t size() const { return entries_.size(); }
+
+ private:
+  struct Entry {
+    uint16_t port = 0;
+    TimePoint stored;
+  };
+  size_t limit_;
+  std::chrono::milliseconds max_age_;
+  std::map<Key, Entry> entries_;
+};
+
+// PMAP GETPORT through `cache`: the cached port when there is one (`cached` set to true), else
+// the portmapper's answer (stored when nonzero). nullopt when the portmapper did not answer.
+asio::awaitable<std::optional<uint16_t>> CachedGetPort(PortCache& cache, Client& client,
+                                                       PortCache::Key key,
+                                                       std::chrono::milliseconds deadline,
+                                                       bool& cached);
 
 // How an rpcbind v4 call ended.
 enum class RpcbOutcome {

@@ -359,5 +359,63 @@ TEST_F(RpcbindTest, GivesUpAfterTheBudget) {
   EXPECT_FALSE(RunCoroutine(io_, registration.Register(kPrograms, uint16_t{4045})));
 }
 
+TEST(PortCache, KeepsAPortUntilForgottenOrTooOld) {
+  PortCache cache(/*limit=*/2, std::chrono::seconds(10));
+  const auto t0 = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
+  PortCache::Key nlm{"127.0.0.1", 111, 100021, 4, kIpProtoUdp};
+  EXPECT_FALSE(cache.Find(nlm, t0));
+  cache.Put(nlm, 4045, t0);
+  EXPECT_EQ(cache.Find(nlm, t0 + std::chrono::seconds(9)), std::optional<uint16_t>(4045));
+  EXPECT_FALSE(cache.Find(nlm, t0 + std::chrono::seconds(10)));  // too old: ask again
+  cache.Forget(nlm);
+  EXPECT_FALSE(cache.Find(nlm, t0));
+}
+
+TEST(PortCache, TheOldestEntryGoesAtTheLimit) {
+  PortCache cache(/*limit=*/2, std::chrono::seconds(10));
+  const auto t0 = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
+  PortCache::Key a{"10.0.0.1", 111, 100021, 4, kIpProtoUdp};
+  PortCache::Key b{"10.0.0.2", 111, 100021, 4, kIpProtoUdp};
+  PortCache::Key c{"10.0.0.3", 111, 100021, 4, kIpProtoUdp};
+  cache.Put(a, 1001, t0);
+  cache.Put(b, 1002, t0 + std::chrono::milliseconds(1));
+  cache.Put(c, 1003, t0 + std::chrono::milliseconds(2));
+  EXPECT_EQ(cache.size(), 2u);
+  EXPECT_FALSE(cache.Find(a, t0));
+  EXPECT_TRUE(cache.Find(b, t0));
+  EXPECT_TRUE(cache.Find(c, t0));
+}
+
+TEST_F(RpcbindTest, CachedGetPortAsksThePortmapperOnceUntilForgotten) {
+  FakeRpcbind rpcbind(io_, true);
+  rpcbind.table.push_back(RpcbMapping{100021, 4, "udp",
+                                      ToUniversalAddress(asio::ip::address_v4::any(), 4045), ""});
+  PortCache cache;
+  PortCache::Key key{"127.0.0.1", rpcbind.port(), 100021, 4, kIpProtoUdp};
+  bool cached = true;
+  auto ask = [&] {
+    return CachedGetPort(cache, client_, key, std::chrono::milliseconds(500), cached);
+  };
+  EXPECT_EQ(RunCoroutine(io_, ask()), std::optional<uint16_t>(4045));
+  EXPECT_FALSE(cached);
+  EXPECT_EQ(rpcbind.v2_calls, 1);
+  EXPECT_EQ(RunCoroutine(io_, ask()), std::optional<uint16_t>(4045));
+  EXPECT_TRUE(cached);
+  EXPECT_EQ(rpcbind.v2_calls, 1);  // no GETPORT for the second callback
+  // A call to the port failed: the registrant moved to another port.
+  cache.Forget(key);
+  rpcbind.table.back().address = ToUniversalAddress(asio::ip::address_v4::any(), 4046);
+  EXPECT_EQ(RunCoroutine(io_, ask()), std::optional<uint16_t>(4046));
+  EXPECT_FALSE(cached);
+  EXPECT_EQ(rpcbind.v2_calls, 2);
+  // An unregistered program is not remembered.
+  PortCache::Key other{"127.0.0.1", rpcbind.port(), 100024, 1, kIpProtoUdp};
+  EXPECT_EQ(RunCoroutine(io_, CachedGetPort(cache, client_, other, std::chrono::milliseconds(500),
+                                            cached)),
+            std::optional<uint16_t>(0));
+  EXPECT_FALSE(cache.Find(other, std::chrono::steady_clock::now()));
+  RunCoroutine(io_, rpcbind.Shutdown());
+}
+
 }  // namespace
 }  // namespace nlockd::rpc
