@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <random>
 
 #include <asio/co_spawn.hpp>
@@ -334,15 +335,34 @@ void Core::Start() {
   // The new state is durable before anything is served or sent. Read here, on the caller's
   // thread, so that a store that cannot be read fails Start(); nothing on the executor touches
   // NSM or lock state until the rest runs there.
-  int32_t state = store_->BumpState();
+  auto loaded = std::make_shared<store::LoadedState>(store_->LoadAll());
+  restart_on_same_boot_ = IsMonitorRestartOnSameBoot(options_, store_->startup(), loaded->state);
+  int32_t state = restart_on_same_boot_ ? LastServedState(loaded->state) : store_->BumpState();
   if (options_.serve_nsm && store_->startup().persistent && store_->startup().first_run) {
     state = ContinueStatdState(state);
   }
-  auto loaded = std::make_shared<store::LoadedState>(store_->LoadAll());
   nsm_.Load(state, loaded->registrations);
   admin_backend_.MarkStoreLoaded();
   asio::post(executor_, [this, state, loaded] { Serve(state, std::move(*loaded)); });
   if (ha_) ha_->BecameActive();
+}
+
+bool Core::IsMonitorRestartOnSameBoot(const nlockd::Options& options,
+                                      const store::StartupInfo& startup, int32_t stored_state) {
+  // A status monitor alone (serve = nsm) restarted while the host kept running: the kernel's
+  // lockd still holds its locks, so, like rpc.statd (whose sm-notify runs once per boot), it
+  // keeps its state number and notifies no one. Notifying would make servers drop those locks.
+  // With NLM served here the restart lost this process's grants, so the peers must reclaim.
+  return !options.serve_nlm && startup.persistent && !startup.first_run &&
+         !startup.previous_boot_id.empty() && startup.previous_boot_id == startup.boot_id &&
+         stored_state != 0;
+}
+
+int32_t Core::LastServedState(int32_t stored_state) {
+  // Odd while up; a clean stop moved it on to the next even number (which wraps, as states do).
+  if (stored_state % 2 != 0) return stored_state;
+  return stored_state == std::numeric_limits<int32_t>::min() ? std::numeric_limits<int32_t>::max()
+                                                             : stored_state - 1;
 }
 
 int32_t Core::ContinueStatdState(int32_t state) {
@@ -372,20 +392,20 @@ void Core::Serve(int32_t state, store::LoadedState loaded) {
   const GracePlan plan = options_.serve_nlm
                              ? DecideGrace(store_->startup(), loaded, options_.grace)
                              : GracePlan{GracePlan::Kind::kNone, "NLM is not served here"};
-  grace_.set_events(GraceEvents{
-      [this](const GraceStartedEvent& started) {
-        if (!events_.grace_started) return;
-        events_.grace_started(nlockd::GraceStarted{
-            started.mode == lock::GraceMode::kClassic ? nlockd::GraceMode::kClassic
-                                                      : nlockd::GraceMode::kFineGrained,
-            started.duration, started.reason, started.restored_locks, started.restored_shares,
-            started.awaiting_reclaim});
-      },
-      [this](const GraceEndedEvent& ended) {
-        if (!events_.grace_ended) return;
-        events_.grace_ended(nlockd::GraceEnded{std::string(lock::ToString(ended.reason)),
-                                               ended.reclaimed, ended.dropped});
-      }});
+  grace_.set_events(
+      GraceEvents{[this](const GraceStartedEvent& started) {
+                    if (!events_.grace_started) return;
+                    events_.grace_started(nlockd::GraceStarted{
+                        started.mode == lock::GraceMode::kClassic ? nlockd::GraceMode::kClassic
+                                                                  : nlockd::GraceMode::kFineGrained,
+                        started.duration, started.reason, started.restored_locks,
+                        started.restored_shares, started.awaiting_reclaim});
+                  },
+                  [this](const GraceEndedEvent& ended) {
+                    if (!events_.grace_ended) return;
+                    events_.grace_ended(nlockd::GraceEnded{
+                        std::string(lock::ToString(ended.reason)), ended.reclaimed, ended.dropped});
+                  }});
   grace_.Begin(plan, loaded);
   loaded = {};
   for (const auto& server : rpc_servers_) server->Start();
@@ -416,7 +436,14 @@ void Core::Serve(int32_t state, store::LoadedState loaded) {
                      asio::detached);
     }
   }
-  StartNotificationRound(state, std::move(owed));
+  if (restart_on_same_boot_) {
+    // Peers still hold this boot's locks: tell them nothing new, finish only what the previous
+    // run owed.
+    spdlog::info("nsm restarted on the same boot: state {} kept, no restart notification", state);
+    if (!owed.empty()) notifier_.StartRound(options_.name, state, std::move(owed));
+  } else {
+    StartNotificationRound(state, std::move(owed));
+  }
   started_.store(true);
 }
 

@@ -113,6 +113,11 @@ class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
   void HostRebooted(const std::string& mon_name, int32_t state) override;
 
  private:
+  // serve = nsm restarted on the boot its store last ran on: keep the state, notify no one.
+  static bool IsMonitorRestartOnSameBoot(const nlockd::Options& options,
+                                         const store::StartupInfo& startup, int32_t stored_state);
+  // The state number the previous run served, from the stored one.
+  static int32_t LastServedState(int32_t stored_state);
   // A new store on a host where rpc.statd ran: moves the state past rpc.statd's last one
   // (its state file), so that peers take our notifications as news. Returns the state.
   int32_t ContinueStatdState(int32_t state);
@@ -163,6 +168,7 @@ class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
   rpc::TaskGate calls_;
   nlockd::EventHandlers events_;
   bool registered_ = false;
+  bool restart_on_same_boot_ = false;  // see IsMonitorRestartOnSameBoot()
   // Written by Start() on the caller's thread; read on the executor, where calls handed in
   // before it are refused.
   std::atomic<bool> started_{false};

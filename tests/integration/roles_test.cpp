@@ -6,6 +6,7 @@
 // privileged port) so that the lock goes.
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <regex>
@@ -210,6 +211,69 @@ TEST_F(Roles, NlmAloneRestartReachesTheClientsStatd) {
   ASSERT_TRUE(told) << lock_manager->output() << statd->output() << nlm->output();
   EXPECT_EQ((*told)[1].str(), Server());
   EXPECT_EQ(nlm->Stop(SIGTERM, std::chrono::seconds(20)), 0) << nlm->output();
+}
+
+// nlockd serving NSM alone, restarted while its host keeps running (an upgrade, `systemctl
+// restart`): like rpc.statd, whose sm-notify runs once per boot, it keeps its state number and
+// tells no peer, for the host's kernel still holds its locks. A restart on a new boot notifies.
+TEST_F(Roles, NsmAloneRestartOnTheSameBootKeepsItsStateAndTellsNoOne) {
+  TempDir client_statd;
+  std::filesystem::create_directory(client_statd.path() + "/sm");
+  std::filesystem::create_directory(client_statd.path() + "/sm.bak");
+  testutil::Subprocess* lock_manager =
+      hosts_->Start(kClient, {NSM_STATUS_SERVER_BINARY, "100021", "4"});
+  ASSERT_TRUE(lock_manager->WaitForLine(std::regex("^ready udp="), kWait))
+      << lock_manager->output();
+  testutil::Subprocess* statd =
+      hosts_->Start(kClient, {"rpc.statd", "-F", "-L", "-d", "-P", client_statd.path()});
+  auto deadline = std::chrono::steady_clock::now() + kWait;
+  while (hosts_->Run(kClient, {"rpcinfo", "-T", "udp", "127.0.0.1", "100024", "1"}).first != 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  // The client watches the server (its statd calls the lock manager back on SM_NOTIFY)...
+  auto [client_status, client_mon] = hosts_->Run(
+      kClient, {NSM_CLIENT_BINARY, "--server", "127.0.0.1",
+                "mon name=" + Server() + " my_name=127.0.0.1 prog=100021 vers=4 proc=16 priv0=7"});
+  ASSERT_EQ(client_mon.size(), 1u) << client_status;
+  ASSERT_EQ(client_mon[0].rfind("mon res=succ", 0), 0u) << client_mon[0] << statd->output();
+
+  setenv("NLOCKD_BOOT_ID", "roles-boot-a", 1);
+  const std::vector<std::string> args{
+      "--serve", "nsm", "--listen", "0.0.0.0:4046", "--store", "sqlite:" + dir_.path() + "/nsm.db"};
+  testutil::Subprocess* nsm = StartNlockd(args, 1);
+  // ...and the server's kernel lockd has nlockd watch the client.
+  auto [server_status, server_mon] = hosts_->RunOnServer(
+      {NSM_CLIENT_BINARY, "--server", "127.0.0.1",
+       "mon name=" + Client() + " my_name=127.0.0.1 prog=100021 vers=4 proc=16 priv0=1"});
+  ASSERT_EQ(server_mon.size(), 1u) << server_status;
+  ASSERT_EQ(server_mon[0].rfind("mon res=succ state=", 0), 0u) << server_mon[0];
+  const int32_t state = std::stoi(server_mon[0].substr(std::string("mon res=succ state=").size()));
+  ASSERT_EQ(nsm->Stop(SIGTERM, std::chrono::seconds(20)), 0) << nsm->output();
+
+  nsm = StartNlockd(args, 1);
+  // Logged before "listening", which StartNlockd waited for.
+  EXPECT_NE(nsm->output().find("nsm restarted on the same boot: state " + std::to_string(state) +
+                               " kept"),
+            std::string::npos)
+      << nsm->output();
+  EXPECT_EQ(nsm->output().find("nsm notifying"), std::string::npos) << nsm->output();
+  ASSERT_EQ(nsm->Stop(SIGTERM, std::chrono::seconds(20)), 0) << nsm->output();
+
+  setenv("NLOCKD_BOOT_ID", "roles-boot-b", 1);
+  nsm = StartNlockd(args, 1);
+  std::regex callback("^STATUS proc=16 mon_name=(\\S+) state=(-?\\d+) priv0=7");
+  auto told = lock_manager->WaitForLine(callback, kWait);
+  unsetenv("NLOCKD_BOOT_ID");
+  ASSERT_TRUE(told) << lock_manager->output() << statd->output() << nsm->output();
+  EXPECT_EQ((*told)[1].str(), Server());
+  EXPECT_EQ(std::stoi((*told)[2].str()), state + 2) << "one bump: the new boot's";
+  // The same-boot restart told the client nothing: this is its only callback.
+  EXPECT_EQ(lock_manager->output().find("STATUS proc=16",
+                                        lock_manager->output().find("STATUS proc=16") + 1),
+            std::string::npos)
+      << lock_manager->output();
+  EXPECT_EQ(nsm->Stop(SIGTERM, std::chrono::seconds(20)), 0) << nsm->output();
 }
 
 }  // namespace

@@ -482,6 +482,5 @@ SCENARIOS = {
           scenario_nlm_beside_statd),
 }
 ORDER = ["1", "6", "2", "3", "8", "4", "7", "5"]
-# Run only when named: scenario 7 fails until nlockd --serve nsm keeps its state across a
-# restart on the same boot (docs/kernel-rig.md).
-OPT_IN = {"7"}
+# Scenarios run only when named (none today).
+OPT_IN = set()
