@@ -91,9 +91,10 @@ class NLOCKD_EXPORT LockService {
   // Serves one NLM or NSM call that the host's transport received (any program may be passed;
   // others get PROG_UNAVAIL), as the host decoded its header: an RPC version 2 call (the host
   // checks the version). `call` is copied before this returns. `done` receives the reply on
-  // the service's executor, never before HandleCall returns. Calls from one connection may complete out of order (a LOCK awaiting
-  // its journal write, say): match replies by xid, as RPC does. Retransmissions of
-  // non-idempotent calls are answered from a reply cache keyed by (peer address, xid, ...).
+  // the service's executor, never before HandleCall returns. Calls from one connection may
+  // complete out of order (a LOCK awaiting its journal write, say): match replies by xid, as
+  // RPC does. Retransmissions of non-idempotent calls are answered from a reply cache keyed by
+  // (peer address, xid, ...).
   void HandleCall(const RpcCall& call, std::function<void(RpcReply)> done);
 
   // The (program, version) pairs served, for the host's own rpcbind registration.
