@@ -155,8 +155,8 @@ class Host {
     call->rpc.peer_port = port;
     const uint32_t program = call->rpc.program;
     if (program == nlockd::kNlmProgram || program == nlockd::kNsmProgram) {
-      // The reply comes on libnlockd's executor, a strand of our io_context: dispatch runs it
-      // inline when that strand runs on our thread (always, with one thread).
+      // The reply comes on libnlockd's executor: our io_context itself, made for one thread
+      // (or a strand of it, were it run on several). dispatch runs it inline on that thread.
       locks_.HandleCall(
           call->rpc, [this, reply = std::move(reply)](nlockd::RpcReply answer) mutable {
             asio::dispatch(io_, [reply = std::move(reply), answer = std::move(answer)]() mutable {
