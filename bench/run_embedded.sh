@@ -4,8 +4,18 @@
 # examples/embedded_server (a host with its own transport that hands each call to
 # LockService::HandleCall on its io_context), alternating, ROUNDS times each, in a private
 # network namespace. Both run the same store setup: a fresh SQLite file with persist_locks on.
-# Prints each run and the medians; overhead = 1 - embedded/daemon.
-# Usage: bench/run_embedded.sh [BUILD_DIR] [SECONDS] [ROUNDS]
+# Each run reports calls/s and the server's CPU time per call (user+sys from /proc/PID/stat
+# over the measured seconds, so the warm-up is left out): on a shared machine the CPU per call
+# moves far less with other load than calls/s does. Prints each run and the medians;
+# overhead = 1 - embedded/daemon (calls/s) and embedded/daemon - 1 (CPU per call).
+#
+# With BASELINE_DIR, an earlier build runs in the same rounds too, for before/after in one run:
+# a directory laid out like a build directory with copies of that build's src/cmd/nlockd,
+# examples/embedded_server and src/libnlockd.so.0 (the example finds that library through
+# LD_LIBRARY_PATH), e.g.
+#   for f in src/cmd/nlockd examples/embedded_server src/libnlockd.so.0; do
+#     install -D build-bench/$f /tmp/baseline/$f; done
+# Usage: bench/run_embedded.sh [BUILD_DIR] [SECONDS] [ROUNDS] [BASELINE_DIR]
 set -euo pipefail
 # shellcheck source=bench/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -13,36 +23,72 @@ bench_enter_netns "$@"
 build=${1:-build-bench}
 seconds=${2:-5}
 rounds=${3:-5}
+baseline=${4:-}
+ticks=$(getconf CLK_TCK)
 
-# embedded_start: the example host on 127.0.0.1 (a free port), like nlockd_start.
+# embedded_start BINARY STORE_NAME: the example host on 127.0.0.1 (a free port), like
+# nlockd_start.
 embedded_start() {
-  "$build/examples/embedded_server" --listen 127.0.0.1:0 --grace 0 \
-    --store "sqlite:$bench_scratch/embedded-$1.db" >"$bench_scratch/embedded.log" 2>&1 &
+  "$1" --listen 127.0.0.1:0 --grace 0 --store "sqlite:$bench_scratch/$2.db" \
+    >"$bench_scratch/embedded.log" 2>&1 &
   nlockd_pid=$!
   bench_await_listener embedded_server "$bench_scratch/embedded.log"
 }
 
+# measure: "calls/s us-per-call" of the server $nlockd_pid on $nlockd_port.
 measure() {
+  local json before after calls
+  # The warm-up's CPU is not counted: sample the counters once it is over.
   "$build/bench/load/nlockd-load" --target "127.0.0.1:$nlockd_port" --workload nlm4-lock-unlock \
-    --connections 8 --pipeline 8 --duration "$seconds" --warmup 1 --json |
-    sed -n 's/.*"calls_per_second":\([0-9.]*\).*/\1/p' | tail -1
+    --connections 8 --pipeline 8 --duration 1 --warmup 0 --json >/dev/null
+  before=$(awk '{print $14 + $15}' "/proc/$nlockd_pid/stat")
+  json=$("$build/bench/load/nlockd-load" --target "127.0.0.1:$nlockd_port" \
+    --workload nlm4-lock-unlock --connections 8 --pipeline 8 --duration "$seconds" --warmup 0 \
+    --json | tail -1)
+  after=$(awk '{print $14 + $15}' "/proc/$nlockd_pid/stat")
+  calls=$(sed -n 's/.*"calls":\([0-9]*\).*/\1/p' <<<"$json")
+  awk -v c="$calls" -v s="$seconds" -v t=$((after - before)) -v hz="$ticks" \
+    'BEGIN {printf "%.0f %.2f", c / s, (c > 0 ? t * 1e6 / hz / c : 0)}'
 }
 
 median() { sort -n | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 
-daemon=()
-embedded=()
+# Variants: name, then how to start it.
+variants=(daemon embedded)
+[[ -n "$baseline" ]] && variants=(daemon embedded daemon-baseline embedded-baseline)
+declare -A rate cpu
 for round in $(seq "$rounds"); do
-  nlockd_start "$build" --store "sqlite:$bench_scratch/daemon-$round.db"
-  daemon+=("$(measure)")
-  nlockd_stop
-  embedded_start "$round"
-  embedded+=("$(measure)")
-  nlockd_stop
-  echo "round $round: daemon ${daemon[-1]} calls/s, embedded ${embedded[-1]} calls/s"
+  line="round $round:"
+  for variant in "${variants[@]}"; do
+    case "$variant" in
+      daemon) nlockd_start "$build" --store "sqlite:$bench_scratch/$variant-$round.db" ;;
+      embedded) embedded_start "$build/examples/embedded_server" "$variant-$round" ;;
+      daemon-baseline)
+        nlockd_start "$baseline" --store "sqlite:$bench_scratch/$variant-$round.db" ;;
+      embedded-baseline)
+        LD_LIBRARY_PATH="$baseline/src" embedded_start "$baseline/examples/embedded_server" \
+          "$variant-$round" ;;
+    esac
+    read -r r c <<<"$(measure)"
+    nlockd_stop
+    rate[$variant]+="$r "
+    cpu[$variant]+="$c "
+    line+=" $variant $r calls/s $c us/call;"
+  done
+  echo "$line"
 done
-d=$(printf '%s\n' "${daemon[@]}" | median)
-e=$(printf '%s\n' "${embedded[@]}" | median)
-awk -v d="$d" -v e="$e" 'BEGIN {
-  printf "median: daemon %.0f calls/s, embedded %.0f calls/s, overhead %.1f%%\n", d, e, (1 - e / d) * 100
-}'
+
+summary() {  # DAEMON EMBEDDED LABEL
+  local dr er dc ec
+  dr=$(tr ' ' '\n' <<<"${rate[$1]}" | grep . | median)
+  er=$(tr ' ' '\n' <<<"${rate[$2]}" | grep . | median)
+  dc=$(tr ' ' '\n' <<<"${cpu[$1]}" | grep . | median)
+  ec=$(tr ' ' '\n' <<<"${cpu[$2]}" | grep . | median)
+  awk -v l="$3" -v dr="$dr" -v er="$er" -v dc="$dc" -v ec="$ec" 'BEGIN {
+    printf "median%s: daemon %.0f calls/s %.2f us/call, embedded %.0f calls/s %.2f us/call, ", l, dr, dc, er, ec
+    printf "overhead %.1f%% calls/s, %.1f%% CPU per call\n", (1 - er / dr) * 100, (ec / dc - 1) * 100
+  }'
+}
+summary daemon embedded ""
+[[ -n "$baseline" ]] && summary daemon-baseline embedded-baseline " (baseline)"
+exit 0

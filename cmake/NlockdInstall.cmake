@@ -27,12 +27,20 @@ install(FILES ${PROJECT_BINARY_DIR}/nlockd.pc DESTINATION ${CMAKE_INSTALL_LIBDIR
 install(TARGETS nlockd DESTINATION ${CMAKE_INSTALL_SBINDIR})
 install(TARGETS nlockctl DESTINATION ${CMAKE_INSTALL_BINDIR})
 
-# The unit names the daemon by its installed path.
+# The systemd unit, naming the daemon by its installed path. By default under the prefix,
+# <prefix>/lib/systemd/system: systemd reads units there for the /usr and /usr/local prefixes
+# (GNUInstallDirs has no directory for units, and its LIBDIR may be a multiarch one such as
+# lib/x86_64-linux-gnu, where systemd does not look). A packager may name another directory:
+# relative to the prefix, or absolute, such as systemd's own
+# `pkg-config --variable=systemdsystemunitdir systemd` (still below DESTDIR). Debian's
+# packaging installs the unit with dh_installsystemd instead (debian/not-installed).
+set(NLOCKD_SYSTEMD_UNIT_DIR "lib/systemd/system" CACHE STRING
+  "Where the systemd unit is installed: relative to CMAKE_INSTALL_PREFIX, or absolute")
 file(READ ${PROJECT_SOURCE_DIR}/packaging/nlockd.service unit)
 string(REPLACE "/usr/sbin/nlockd" "${CMAKE_INSTALL_FULL_SBINDIR}/nlockd" unit "${unit}")
 file(WRITE ${PROJECT_BINARY_DIR}/packaging/nlockd.service "${unit}")
 install(FILES ${PROJECT_BINARY_DIR}/packaging/nlockd.service
-  DESTINATION lib/systemd/system)
+  DESTINATION ${NLOCKD_SYSTEMD_UNIT_DIR})
 install(FILES ${PROJECT_SOURCE_DIR}/config/nlockd.toml
   DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/nlockd/examples)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/docs/operator-guide.md

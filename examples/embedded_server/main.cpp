@@ -9,30 +9,34 @@
 //
 // Logs "embedded nlockd listening address=A port=P" once it serves. SIGTERM or SIGINT shut it
 // down cleanly (the store records a clean stop, rpcbind is told).
+#include <array>
 #include <cstdio>
 #include <cstdlib>
-#include <deque>
 #include <exception>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <asio/awaitable.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
+#include <asio/dispatch.hpp>
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/ip/udp.hpp>
-#include <asio/read.hpp>
+#include <asio/post.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/signal_set.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
-#include <nlockd/asio.hpp>
 #include <nlockd/nlockd.hpp>
 
+#include "record_reader.hpp"
 #include "toy_file_service.hpp"
 #include "xdr_lite.hpp"
 
@@ -132,52 +136,67 @@ std::vector<uint8_t> AcceptedReply(uint32_t xid, uint32_t accept_stat) {
   return out;
 }
 
-// The host's server: its own program here, NLM and NSM in libnlockd.
+// Sends one reply message; an empty one means "send nothing".
+using ReplyFn = std::function<void(std::vector<uint8_t>)>;
+
+// The host's server: its own program here, NLM and NSM in libnlockd. Runs on the io_context.
 class Host {
  public:
   Host(asio::io_context& io, nlockd::LockService& locks) : io_(io), locks_(locks) {}
 
-  // The reply to one message; nullopt when nothing is to be sent.
-  asio::awaitable<std::optional<std::vector<uint8_t>>> Serve(std::span<const uint8_t> message,
-                                                             nlockd::Transport transport,
-                                                             std::string peer, uint16_t port) {
+  // Answers one RPC message through `reply`, on the io_context's thread (perhaps before
+  // returning). `message` need only live until this returns: libnlockd copies what it needs.
+  void Serve(std::span<const uint8_t> message, nlockd::Transport transport, std::string_view peer,
+             uint16_t port, ReplyFn reply) {
     std::optional<Call> call = ParseCall(message);
-    if (!call || call->rpc_version != 2) co_return std::nullopt;
+    if (!call || call->rpc_version != 2) return reply({});
     call->rpc.transport = transport;
     call->rpc.peer_address = peer;
     call->rpc.peer_port = port;
     const uint32_t program = call->rpc.program;
     if (program == nlockd::kNlmProgram || program == nlockd::kNsmProgram) {
-      nlockd::RpcReply reply =
-          co_await nlockd::AsyncHandleCall(locks_, call->rpc, asio::use_awaitable);
-      if (!reply.send) co_return std::nullopt;
-      co_return std::move(reply.message);
+      // The reply comes on libnlockd's executor: our io_context itself, made for one thread
+      // (or a strand of it, were it run on several). dispatch runs it inline on that thread.
+      locks_.HandleCall(
+          call->rpc, [this, reply = std::move(reply)](nlockd::RpcReply answer) mutable {
+            asio::dispatch(io_, [reply = std::move(reply), answer = std::move(answer)]() mutable {
+              reply(answer.send ? std::move(answer.message) : std::vector<uint8_t>());
+            });
+          });
+      return;
     }
-    if (program != kFileProgram) co_return AcceptedReply(call->rpc.xid, 1);  // PROG_UNAVAIL
+    if (program != kFileProgram) return reply(AcceptedReply(call->rpc.xid, 1));  // PROG_UNAVAIL
     if (call->rpc.version != kFileVersion) {
       std::vector<uint8_t> out = AcceptedReply(call->rpc.xid, 2);  // PROG_MISMATCH
       XdrWriter w(out);
       w.U32(kFileVersion);
       w.U32(kFileVersion);
-      co_return out;
+      return reply(std::move(out));
     }
-    co_return co_await ServeFileProgram(call->rpc);
+    // Our own program's calls run as coroutines; they own a copy of what they read.
+    asio::co_spawn(io_,
+                   ServeFileProgram(call->rpc.xid, call->rpc.procedure,
+                                    {call->rpc.args.begin(), call->rpc.args.end()}),
+                   [reply = std::move(reply)](std::exception_ptr error, std::vector<uint8_t> out) {
+                     reply(error ? std::vector<uint8_t>() : std::move(out));
+                   });
   }
 
  private:
-  asio::awaitable<std::vector<uint8_t>> ServeFileProgram(const nlockd::RpcCall& call) {
-    if (call.procedure == 0) co_return AcceptedReply(call.xid, 0);
-    if (call.procedure != kLookup && call.procedure != kRemove) {
-      co_return AcceptedReply(call.xid, 3);  // PROC_UNAVAIL
+  asio::awaitable<std::vector<uint8_t>> ServeFileProgram(uint32_t xid, uint32_t procedure,
+                                                         std::vector<uint8_t> args) {
+    if (procedure == 0) co_return AcceptedReply(xid, 0);
+    if (procedure != kLookup && procedure != kRemove) {
+      co_return AcceptedReply(xid, 3);  // PROC_UNAVAIL
     }
-    XdrReader in(call.args);
+    XdrReader in(args);
     auto name_bytes = in.Opaque(255);
-    if (!name_bytes) co_return AcceptedReply(call.xid, 4);  // GARBAGE_ARGS
+    if (!name_bytes) co_return AcceptedReply(xid, 4);  // GARBAGE_ARGS
     const std::string name(name_bytes->begin(), name_bytes->end());
     const std::string fh = FileHandleOf(name);
-    std::vector<uint8_t> out = AcceptedReply(call.xid, 0);
+    std::vector<uint8_t> out = AcceptedReply(xid, 0);
     XdrWriter w(out);
-    if (call.procedure == kLookup) {
+    if (procedure == kLookup) {
       w.String(fh);
       co_return out;
     }
@@ -207,7 +226,9 @@ class Host {
   nlockd::LockService& locks_;
 };
 
-// One TCP connection: records in, replies out as they complete (calls are pipelined).
+// One TCP connection: one read takes whatever the client sent (often several pipelined calls),
+// each record in it is handed on from the read buffer, and the replies that are ready go out
+// together in one write, in completion order.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(tcp::socket socket, Host& host) : socket_(std::move(socket)), host_(host) {}
@@ -217,47 +238,58 @@ class Connection : public std::enable_shared_from_this<Connection> {
     asio::error_code ec;
     const tcp::endpoint peer = socket_.remote_endpoint(ec);
     if (ec) co_return;
-    std::vector<uint8_t> record;
+    const std::string peer_address = peer.address().to_string();
+    RecordReader reader(kMaxRecord);
     for (;;) {
-      uint8_t mark_bytes[4];
-      co_await asio::async_read(socket_, asio::buffer(mark_bytes),
-                                asio::redirect_error(asio::use_awaitable, ec));
+      const std::span<uint8_t> space = reader.Space();
+      const size_t n = co_await socket_.async_read_some(
+          asio::buffer(space.data(), space.size()), asio::redirect_error(asio::use_awaitable, ec));
       if (ec) break;
-      const uint32_t mark = (uint32_t{mark_bytes[0]} << 24) | (uint32_t{mark_bytes[1]} << 16) |
-                            (uint32_t{mark_bytes[2]} << 8) | mark_bytes[3];
-      const size_t length = mark & 0x7fffffffU;
-      if (record.size() + length > kMaxRecord) break;
-      const size_t start = record.size();
-      record.resize(start + length);
-      co_await asio::async_read(socket_, asio::buffer(record.data() + start, length),
-                                asio::redirect_error(asio::use_awaitable, ec));
-      if (ec) break;
-      if ((mark & 0x80000000U) == 0) continue;  // more fragments follow
-      asio::co_spawn(socket_.get_executor(),
-                     Answer(std::move(record), peer.address().to_string(), peer.port()),
-                     asio::detached);
-      record.clear();
+      reader.Filled(n);
+      std::span<const uint8_t> record;
+      RecordReader::Status status;
+      while ((status = reader.Next(record)) == RecordReader::Status::kRecord) {
+        host_.Serve(record, nlockd::Transport::kTcp, peer_address, peer.port(),
+                    [self](std::vector<uint8_t> reply) { self->Send(std::move(reply)); });
+      }
+      if (status == RecordReader::Status::kTooLarge) break;
     }
     socket_.close(ec);
   }
 
  private:
-  asio::awaitable<void> Answer(std::vector<uint8_t> message, std::string peer, uint16_t port) {
-    auto self = shared_from_this();
-    auto reply = co_await host_.Serve(message, nlockd::Transport::kTcp, peer, port);
-    if (!reply) co_return;
-    const uint32_t mark = 0x80000000U | static_cast<uint32_t>(reply->size());
-    std::vector<uint8_t> record{static_cast<uint8_t>(mark >> 24), static_cast<uint8_t>(mark >> 16),
-                                static_cast<uint8_t>(mark >> 8), static_cast<uint8_t>(mark)};
-    record.insert(record.end(), reply->begin(), reply->end());
-    outbox_.push_back(std::move(record));
-    if (writing_) co_return;
+  // A reply with its record mark, written as two buffers.
+  struct Outgoing {
+    std::array<uint8_t, 4> mark;
+    std::vector<uint8_t> message;
+  };
+
+  void Send(std::vector<uint8_t> reply) {
+    if (reply.empty() || !socket_.is_open()) return;
+    const uint32_t mark = 0x80000000U | static_cast<uint32_t>(reply.size());
+    outbox_.push_back({{static_cast<uint8_t>(mark >> 24), static_cast<uint8_t>(mark >> 16),
+                        static_cast<uint8_t>(mark >> 8), static_cast<uint8_t>(mark)},
+                       std::move(reply)});
+    if (writing_) return;
     writing_ = true;
+    // Started through the io_context's queue, so that the replies completing in the meantime
+    // go out in the same write.
+    asio::co_spawn(socket_.get_executor(), Write(shared_from_this()), asio::detached);
+  }
+
+  asio::awaitable<void> Write(std::shared_ptr<Connection> /*keep_alive*/) {
+    std::vector<Outgoing> batch;
+    std::vector<asio::const_buffer> buffers;
     while (!outbox_.empty()) {
+      batch.swap(outbox_);
+      buffers.clear();
+      for (const Outgoing& out : batch) {
+        buffers.push_back(asio::buffer(out.mark));
+        buffers.push_back(asio::buffer(out.message));
+      }
       asio::error_code ec;
-      co_await asio::async_write(socket_, asio::buffer(outbox_.front()),
-                                 asio::redirect_error(asio::use_awaitable, ec));
-      outbox_.pop_front();
+      co_await asio::async_write(socket_, buffers, asio::redirect_error(asio::use_awaitable, ec));
+      batch.clear();
       if (ec) outbox_.clear();
     }
     writing_ = false;
@@ -265,7 +297,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   tcp::socket socket_;
   Host& host_;
-  std::deque<std::vector<uint8_t>> outbox_;
+  std::vector<Outgoing> outbox_;
   bool writing_ = false;
 };
 
@@ -276,19 +308,10 @@ asio::awaitable<void> AcceptLoop(tcp::acceptor& acceptor, Host& host) {
         co_await acceptor.async_accept(asio::redirect_error(asio::use_awaitable, ec));
     if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
     if (ec) continue;
+    socket.set_option(tcp::no_delay(true), ec);
     auto connection = std::make_shared<Connection>(std::move(socket), host);
     asio::co_spawn(acceptor.get_executor(), connection->Read(), asio::detached);
   }
-}
-
-asio::awaitable<void> AnswerDatagram(udp::socket& socket, Host& host, std::vector<uint8_t> message,
-                                     udp::endpoint sender) {
-  auto reply = co_await host.Serve(message, nlockd::Transport::kUdp, sender.address().to_string(),
-                                   sender.port());
-  if (!reply) co_return;
-  asio::error_code ec;
-  co_await socket.async_send_to(asio::buffer(*reply), sender,
-                                asio::redirect_error(asio::use_awaitable, ec));
 }
 
 asio::awaitable<void> UdpLoop(udp::socket& socket, Host& host) {
@@ -300,11 +323,13 @@ asio::awaitable<void> UdpLoop(udp::socket& socket, Host& host) {
                                                   asio::redirect_error(asio::use_awaitable, ec));
     if (ec == asio::error::operation_aborted || !socket.is_open()) co_return;
     if (ec) continue;
-    asio::co_spawn(
-        socket.get_executor(),
-        AnswerDatagram(socket, host,
-                       {buffer.begin(), buffer.begin() + static_cast<std::ptrdiff_t>(n)}, sender),
-        asio::detached);
+    host.Serve(std::span(buffer.data(), n), nlockd::Transport::kUdp, sender.address().to_string(),
+               sender.port(), [&socket, sender](std::vector<uint8_t> reply) {
+                 if (reply.empty() || !socket.is_open()) return;
+                 auto out = std::make_shared<std::vector<uint8_t>>(std::move(reply));
+                 socket.async_send_to(asio::buffer(*out), sender,
+                                      [out](const asio::error_code&, size_t) {});
+               });
   }
 }
 

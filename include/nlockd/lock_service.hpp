@@ -30,7 +30,9 @@ namespace nlockd {
 //
 // Threading: all lock, NLM and NSM state lives on one executor, a strand of an io_context:
 // either one this service owns and runs on a thread of its own (the first constructor), or
-// one the host runs (the second: any number of threads may run it). The methods below may be
+// one the host runs (the second: any number of threads may run it; one made with the
+// concurrency hint 1, `asio::io_context io(1)`, is taken to run on one thread only and is used
+// without a strand). The methods below may be
 // called from any thread; each says where its completion runs. The blocking ones
 // (Shutdown, Status, HandleAdminRequest, RefreshMetrics, MetricsText) wait for that executor, so
 // they must not be called from it nor, with the host's io_context, from the host's only thread
@@ -87,10 +89,12 @@ class NLOCKD_EXPORT LockService {
   // --- RPC --------------------------------------------------------------------------------
 
   // Serves one NLM or NSM call that the host's transport received (any program may be passed;
-  // others get PROG_UNAVAIL). `done` receives the reply on the service's executor, never before
-  // HandleCall returns. Calls from one connection may complete out of order (a LOCK awaiting
-  // its journal write, say): match replies by xid, as RPC does. Retransmissions of
-  // non-idempotent calls are answered from a reply cache keyed by (peer address, xid, ...).
+  // others get PROG_UNAVAIL), as the host decoded its header: an RPC version 2 call (the host
+  // checks the version). `call` is copied before this returns. `done` receives the reply on
+  // the service's executor, never before HandleCall returns. Calls from one connection may
+  // complete out of order (a LOCK awaiting its journal write, say): match replies by xid, as
+  // RPC does. Retransmissions of non-idempotent calls are answered from a reply cache keyed by
+  // (peer address, xid, ...).
   void HandleCall(const RpcCall& call, std::function<void(RpcReply)> done);
 
   // The (program, version) pairs served, for the host's own rpcbind registration.

@@ -20,7 +20,6 @@
 #include "rpc/address.hpp"
 #include "rpc/message.hpp"
 #include "server/server.hpp"
-#include "xdr/encoder.hpp"
 
 namespace nlockd {
 
@@ -34,32 +33,42 @@ void DescribeReply(RpcReply& reply) {
   reply.results_offset = reply.message.size() - decoded.body.size();
 }
 
+// One call on the service's executor. `bytes` holds the credential body and then the
+// arguments, copied out of the host's buffers; the header's fields are the call's own.
 asio::awaitable<RpcReply> Serve(server::Core& core, rpc::CallContext context,
-                                std::vector<uint8_t> message) {
+                                rpc::CallHeader header, std::vector<uint8_t> bytes,
+                                size_t cred_size) {
+  const std::span<const uint8_t> all(bytes);
+  header.cred.body = all.first(cred_size);
   RpcReply reply;
-  reply.send = co_await core.Handle(std::move(context), std::move(message), reply.message);
+  reply.send =
+      co_await core.Handle(std::move(context), header, all.subspan(cred_size), reply.message);
   if (reply.send) DescribeReply(reply);
   co_return reply;
 }
 
-// The call header as it came on the wire, then the arguments: the dispatcher reads the message
-// whole. The verifier of a call carries nothing NLM or NSM use, so AUTH_NONE stands in for it.
-std::vector<uint8_t> EncodeMessage(const RpcCall& call) {
-  std::vector<uint8_t> message;
-  message.reserve(48 + call.cred_body.size() + call.args.size());
-  xdr::Encoder enc(message);
-  enc.U32(call.xid);
-  enc.U32(static_cast<uint32_t>(rpc::MsgType::kCall));
-  enc.U32(rpc::kRpcVersion);
-  enc.U32(call.program);
-  enc.U32(call.version);
-  enc.U32(call.procedure);
-  enc.U32(call.cred_flavor);
-  enc.Opaque(call.cred_body);
-  enc.U32(static_cast<uint32_t>(rpc::AuthFlavor::kNone));
-  enc.U32(0);
-  message.insert(message.end(), call.args.begin(), call.args.end());
-  return message;
+// The caller's address, normalised, and its text as NLM keys hosts by. An IPv4 address that
+// parsed is already in the canonical form (inet_pton takes no other), so its text is kept
+// rather than printed again; others are printed. False if it is not an address.
+bool SetPeer(std::string_view text, rpc::CallContext& context) {
+  asio::error_code ec;
+  const asio::ip::address address = asio::ip::make_address(text, ec);
+  if (ec) return false;
+  context.peer_address = rpc::NormalizeAddress(address);
+  if (address.is_v4()) {
+    context.peer.assign(text);
+  } else {
+    context.peer = rpc::AddressToString(context.peer_address);
+  }
+  return true;
+}
+
+// Whether the host made its io_context for one thread (`asio::io_context io(1)`): Asio's
+// contract for that concurrency hint is that only one thread runs it, so its handlers never
+// run at once and a strand would only add a queue to every hop.
+bool RunsOnOneThread(asio::io_context& io) {
+  return asio::use_service<asio::detail::scheduler>(io).concurrency_hint() ==
+         ASIO_CONCURRENCY_HINT_1;
 }
 
 }  // namespace
@@ -88,9 +97,10 @@ class LockService::Impl {
       : options_token_(options.admin_token),
         own_io_(host_io == nullptr ? std::make_unique<asio::io_context>(1) : nullptr),
         io_(host_io == nullptr ? *own_io_ : *host_io),
-        // Its own io_context runs on one thread: no strand needed. The host's may run on many.
-        executor_(own_io_ ? asio::any_io_executor(io_.get_executor())
-                          : asio::any_io_executor(asio::make_strand(io_))),
+        // Its own io_context runs on one thread: no strand needed. The host's may run on many,
+        // unless it was made for one.
+        executor_(own_io_ || RunsOnOneThread(io_) ? asio::any_io_executor(io_.get_executor())
+                                                  : asio::any_io_executor(asio::make_strand(io_))),
         core_(std::make_unique<server::Core>(executor_, std::move(options))) {
     admin_router_.emplace(core_->admin_backend(), core_->metrics(),
                           admin::RouterOptions{options_token_});
@@ -207,25 +217,38 @@ void LockService::HandleCall(const RpcCall& call, std::function<void(RpcReply)> 
   rpc::CallContext context;
   context.transport =
       call.transport == Transport::kTcp ? rpc::Transport::kTcp : rpc::Transport::kUdp;
-  asio::error_code ec;
-  context.peer_address = rpc::NormalizeAddress(asio::ip::make_address(call.peer_address, ec));
-  if (ec) {
+  if (!SetPeer(call.peer_address, context)) {
     // Not an address: nothing can be bound to this caller. Dropped, as a malformed call is.
     asio::post(impl_->executor(), [done = std::move(done)] { done(RpcReply{}); });
     return;
   }
-  context.peer = rpc::AddressToString(context.peer_address);
   context.peer_port = call.peer_port;
   if (!call.local_address.empty()) {
+    asio::error_code ec;
     auto local = asio::ip::make_address(call.local_address, ec);
     if (!ec) context.local_address = rpc::NormalizeAddress(local);
   }
   context.local_port = call.local_port;
-  asio::co_spawn(impl_->executor(), Serve(impl_->core(), std::move(context), EncodeMessage(call)),
-                 [done = std::move(done)](std::exception_ptr error, RpcReply reply) {
-                   if (error) reply = RpcReply{};
-                   done(std::move(reply));
-                 });
+  // The header as the host read it; the dispatcher takes it without a round trip through XDR.
+  rpc::CallHeader header;
+  header.xid = call.xid;
+  header.rpc_version = rpc::kRpcVersion;
+  header.program = call.program;
+  header.version = call.version;
+  header.procedure = call.procedure;
+  header.cred.flavor = call.cred_flavor;
+  // The host's buffers may be reused once this returns: one copy of what the call points to.
+  std::vector<uint8_t> bytes;
+  bytes.reserve(call.cred_body.size() + call.args.size());
+  bytes.insert(bytes.end(), call.cred_body.begin(), call.cred_body.end());
+  bytes.insert(bytes.end(), call.args.begin(), call.args.end());
+  asio::co_spawn(
+      impl_->executor(),
+      Serve(impl_->core(), std::move(context), header, std::move(bytes), call.cred_body.size()),
+      [done = std::move(done)](std::exception_ptr error, RpcReply reply) {
+        if (error) reply = RpcReply{};
+        done(std::move(reply));
+      });
 }
 
 std::vector<ProgramVersion> LockService::Programs() const {

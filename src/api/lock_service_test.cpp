@@ -9,14 +9,18 @@
 #include <vector>
 
 #include <arpa/inet.h>
+#include <asio/co_spawn.hpp>
 #include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
+#include <asio/use_awaitable.hpp>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "nlockd/asio.hpp"
+#include "rpc/message.hpp"
+#include "xdr/encoder.hpp"
 
 namespace nlockd {
 namespace {
@@ -51,6 +55,121 @@ LockAnswer LockFor(LockService& service, const std::string& host) {
   service.Lock({"fh", {host, 1, "oh"}, {0, 0}, true, false},
                [&answer](LockAnswer a) { answer.set_value(std::move(a)); });
   return answer.get_future().get();
+}
+
+// NLM4 LOCK (procedure 2) of the whole of file "fh" by svid 1, non-blocking, as its arguments.
+std::vector<uint8_t> Nlm4LockArgs() {
+  std::vector<uint8_t> args;
+  xdr::Encoder enc(args);
+  enc.Opaque(std::string_view("cookie"));
+  enc.Bool(false);  // block
+  enc.Bool(true);   // exclusive
+  enc.String("client");
+  enc.Opaque(std::string_view("fh"));
+  enc.Opaque(std::string_view("oh"));
+  enc.I32(1);       // svid
+  enc.U64(0);       // l_offset
+  enc.U64(0);       // l_len: to the end
+  enc.Bool(false);  // reclaim
+  enc.I32(1);       // state
+  return args;
+}
+
+// The nlm4_stat of an nlm4_res reply (after the cookie "cookie"), or -1.
+int64_t Nlm4Stat(const RpcReply& reply) {
+  if (!reply.send || reply.accept_stat != 0u) return -1;
+  // Cookie: length word and 6 bytes padded to 8.
+  const size_t at = reply.results_offset + 4 + 8;
+  if (reply.message.size() < at + 4) return -1;
+  const uint8_t* p = reply.message.data() + at;
+  return (int64_t{p[0]} << 24) | (int64_t{p[1]} << 16) | (int64_t{p[2]} << 8) | p[3];
+}
+
+std::vector<HeldLock> ConflictsOnFh(LockService& service) {
+  std::promise<std::vector<HeldLock>> held;
+  service.FindConflicts({"fh", {0, 0}, true, std::nullopt},
+                        [&held](std::vector<HeldLock> h) { held.set_value(std::move(h)); });
+  return held.get_future().get();
+}
+
+TEST(LockService, HandleCallCopiesTheCallBeforeItReturns) {
+  LockService service(MemoryOptions());
+  service.Start();
+  rpc::AuthSys auth{1, "client", 1000, 100, {100, 4}};
+  std::vector<uint8_t> cred;
+  xdr::Encoder enc(cred);
+  rpc::EncodeAuthSys(enc, auth);
+  std::vector<uint8_t> args = Nlm4LockArgs();
+  std::string peer = "192.0.2.7";
+  RpcCall call = NullCall(kNlmProgram, 4);
+  call.procedure = 2;  // LOCK
+  call.cred_flavor = 1;
+  call.cred_body = cred;
+  call.args = args;
+  call.peer_address = peer;
+  std::promise<RpcReply> reply;
+  service.HandleCall(call, [&reply](RpcReply r) { reply.set_value(std::move(r)); });
+  // The host reuses its buffers at once.
+  std::fill(cred.begin(), cred.end(), 0xff);
+  std::fill(args.begin(), args.end(), 0xff);
+  peer.assign(peer.size(), 'x');
+  RpcReply answer = reply.get_future().get();
+  EXPECT_EQ(Nlm4Stat(answer), 0) << "granted";
+  EXPECT_EQ(answer.message.size() - answer.results_offset, 16u);  // cookie, stat
+  std::vector<HeldLock> held = ConflictsOnFh(service);
+  ASSERT_EQ(held.size(), 1u);
+  EXPECT_EQ(held[0].owner.host, "192.0.2.7");
+  EXPECT_EQ(held[0].owner.svid, 1);
+  service.Shutdown();
+}
+
+TEST(LockService, CallersAreKnownByTheirNormalisedAddress) {
+  for (auto [given, known] :
+       {std::pair{"::ffff:192.0.2.9", "192.0.2.9"}, std::pair{"2001:DB8:0:0::7", "2001:db8::7"},
+        std::pair{"10.1.2.3", "10.1.2.3"}}) {
+    LockService service(MemoryOptions());
+    service.Start();
+    const std::vector<uint8_t> args = Nlm4LockArgs();
+    RpcCall call = NullCall(kNlmProgram, 4);
+    call.procedure = 2;
+    call.args = args;
+    call.peer_address = given;
+    EXPECT_EQ(Nlm4Stat(Handle(service, call)), 0) << given;
+    std::vector<HeldLock> held = ConflictsOnFh(service);
+    ASSERT_EQ(held.size(), 1u) << given;
+    EXPECT_EQ(held[0].owner.host, known);
+    service.Shutdown();
+  }
+}
+
+// Locks "fh" through AsyncHandleCall, records the reply and the thread it resumed on, then
+// shuts the service down and stops `io`.
+asio::awaitable<void> LockThroughAsio(asio::io_context& io, LockService& service,
+                                      std::optional<RpcReply>& reply, std::thread::id& thread) {
+  const std::vector<uint8_t> args = Nlm4LockArgs();
+  RpcCall call = NullCall(kNlmProgram, 4);
+  call.procedure = 2;
+  call.args = args;
+  reply = co_await AsyncHandleCall(service, call, asio::use_awaitable);
+  thread = std::this_thread::get_id();
+  service.AsyncShutdown([&io] { io.stop(); });
+}
+
+// On a host io_context made for one thread (no strand in between), the awaiting coroutine
+// resumes on that thread with the reply.
+TEST(LockService, AsyncHandleCallResumesTheAwaitingCoroutine) {
+  asio::io_context io(1);
+  LockService service(MemoryOptions(), io);
+  service.Start();
+  std::optional<RpcReply> reply;
+  std::thread::id resumed_on;
+  asio::co_spawn(io, LockThroughAsio(io, service, reply, resumed_on), [](std::exception_ptr error) {
+    if (error) std::rethrow_exception(error);
+  });
+  io.run();
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(Nlm4Stat(*reply), 0);
+  EXPECT_EQ(resumed_on, std::this_thread::get_id());
 }
 
 TEST(LockService, ServesNlmNullOnSocketsTheHostBound) {
@@ -151,9 +270,8 @@ TEST(LockService, ReportsGraceAndTheAdminApiWithoutHttp) {
   LockService service(options);
   std::promise<GraceStarted> started;
   std::promise<GraceEnded> ended_event;
-  service.SetEventHandlers(
-      {nullptr, [&started](const GraceStarted& e) { started.set_value(e); },
-       [&ended_event](const GraceEnded& e) { ended_event.set_value(e); }});
+  service.SetEventHandlers({nullptr, [&started](const GraceStarted& e) { started.set_value(e); },
+                            [&ended_event](const GraceEnded& e) { ended_event.set_value(e); }});
   service.Start();
   // A memory store proves nothing about earlier locks: classic grace.
   EXPECT_EQ(started.get_future().get().mode, GraceMode::kClassic);

@@ -28,8 +28,8 @@ std::string_view OutcomeName(HandlerStatus status) {
 
 }  // namespace
 
-void Dispatcher::Register(uint32_t program, uint32_t version, uint32_t procedure,
-                          std::string name, Handler handler, ProcedureOptions options) {
+void Dispatcher::Register(uint32_t program, uint32_t version, uint32_t procedure, std::string name,
+                          Handler handler, ProcedureOptions options) {
   NLOCKD_REQUIRE(!name.empty() && handler);
   auto prog_it = std::find_if(programs_.begin(), programs_.end(),
                               [&](const Program& p) { return p.program == program; });
@@ -53,9 +53,8 @@ void Dispatcher::Register(uint32_t program, uint32_t version, uint32_t procedure
 
 bool Dispatcher::Serves(uint32_t program, uint32_t version) const {
   const Program* prog = FindProgram(program);
-  return prog != nullptr &&
-         std::any_of(prog->versions.begin(), prog->versions.end(),
-                     [&](const Version& v) { return v.version == version; });
+  return prog != nullptr && std::any_of(prog->versions.begin(), prog->versions.end(),
+                                        [&](const Version& v) { return v.version == version; });
 }
 
 std::vector<std::pair<uint32_t, uint32_t>> Dispatcher::ProgramVersions() const {
@@ -85,8 +84,28 @@ void Dispatcher::Observe(const CallContext& context, std::string_view name,
 
 asio::awaitable<bool> Dispatcher::Dispatch(CallContext context, std::span<const uint8_t> message,
                                            std::vector<uint8_t>& reply) const {
+  return Answer(std::move(context), DecodeCall(message), message.size(), reply);
+}
+
+asio::awaitable<bool> Dispatcher::Dispatch(CallContext context, const CallHeader& header,
+                                           std::span<const uint8_t> args,
+                                           std::vector<uint8_t>& reply) const {
+  DecodedCall call;
+  if (header.rpc_version != kRpcVersion) {
+    call.status = CallDecodeStatus::kRpcMismatch;
+  } else if (header.cred.body.size() > kMaxAuthBytes || header.verf.body.size() > kMaxAuthBytes) {
+    call.status = CallDecodeStatus::kMalformed;  // As DecodeCall has it.
+  } else {
+    call.status = CallDecodeStatus::kOk;
+  }
+  call.header = header;
+  call.args = args;
+  return Answer(std::move(context), call, args.size(), reply);
+}
+
+asio::awaitable<bool> Dispatcher::Answer(CallContext context, DecodedCall call, size_t message_size,
+                                         std::vector<uint8_t>& reply) const {
   auto start = std::chrono::steady_clock::now();
-  DecodedCall call = DecodeCall(message);
   xdr::Encoder out(reply);
   context.xid = call.header.xid;
   switch (call.status) {
@@ -95,7 +114,7 @@ asio::awaitable<bool> Dispatcher::Dispatch(CallContext context, std::span<const 
     case CallDecodeStatus::kMalformed:
       spdlog::debug("rpc malformed call header peer={} transport={} bytes={}",
                     AddressToString(context.peer_address), ToString(context.transport),
-                    message.size());
+                    message_size);
       Observe(context, "", "malformed", start);
       co_return false;
     case CallDecodeStatus::kRpcMismatch:
@@ -183,9 +202,9 @@ asio::awaitable<bool> Dispatcher::Dispatch(CallContext context, std::span<const 
     // A fault of the machinery (the store, an allocation) or a caller's broken contract
     // (NLOCKD_REQUIRE): this call fails, the next is served. A broken invariant of our own
     // (NLOCKD_ASSERT) never gets here: it aborts the process.
-    spdlog::error("rpc handler failed prog={} vers={} proc={} peer={} xid={}: {}",
-                  context.program, context.version, procedure.name,
-                  AddressToString(context.peer_address), context.xid, e.what());
+    spdlog::error("rpc handler failed prog={} vers={} proc={} peer={} xid={}: {}", context.program,
+                  context.version, procedure.name, AddressToString(context.peer_address),
+                  context.xid, e.what());
     status = HandlerStatus::kSystemErr;
   }
   if (status == HandlerStatus::kGarbageArgs && args.failure()) {
@@ -217,10 +236,10 @@ asio::awaitable<bool> Dispatcher::Dispatch(CallContext context, std::span<const 
     case HandlerStatus::kGarbageArgs:
     case HandlerStatus::kSystemErr:
       reply.resize(body_start);
-      out.PatchU32(reply_start + kAcceptStatOffset,
-                   static_cast<uint32_t>(status == HandlerStatus::kGarbageArgs
-                                             ? AcceptStat::kGarbageArgs
-                                             : AcceptStat::kSystemErr));
+      out.PatchU32(
+          reply_start + kAcceptStatOffset,
+          static_cast<uint32_t>(status == HandlerStatus::kGarbageArgs ? AcceptStat::kGarbageArgs
+                                                                      : AcceptStat::kSystemErr));
       co_return true;
   }
   co_return true;

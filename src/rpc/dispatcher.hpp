@@ -70,8 +70,15 @@ class Dispatcher {
   // Answers one RPC message. `transport_context` carries the transport fields (transport,
   // addresses); the call fields are filled in here. Appends the reply (without record mark)
   // to `reply`, or nothing when no reply must be sent; returns whether a reply was appended.
+  // REQUIRES: `message` and `reply` outlive the awaitable.
   asio::awaitable<bool> Dispatch(CallContext transport_context, std::span<const uint8_t> message,
                                  std::vector<uint8_t>& reply) const;
+  // The same for a call whose header a transport has already read (an embedding host's), so
+  // that it is not encoded again to be decoded here: `header.rpc_version` is checked, the
+  // credential used, the verifier ignored; `args` are the bytes after the header.
+  // REQUIRES: what `header` points to, `args` and `reply` outlive the awaitable.
+  asio::awaitable<bool> Dispatch(CallContext transport_context, const CallHeader& header,
+                                 std::span<const uint8_t> args, std::vector<uint8_t>& reply) const;
 
  private:
   struct Procedure {
@@ -90,6 +97,10 @@ class Dispatcher {
     uint32_t high_version;
   };
 
+  // Both Dispatch forms, once the header is read. Not a coroutine of its own per form: the
+  // public ones return this one's awaitable, so a call costs one coroutine frame here.
+  asio::awaitable<bool> Answer(CallContext context, DecodedCall call, size_t message_size,
+                               std::vector<uint8_t>& reply) const;
   const Program* FindProgram(uint32_t program) const;
   void Observe(const CallContext& context, std::string_view name, std::string_view outcome,
                std::chrono::steady_clock::time_point start) const;

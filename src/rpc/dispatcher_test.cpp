@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <asio/io_context.hpp>
@@ -251,6 +252,37 @@ TEST_F(DispatcherTest, RetransmissionIsAnsweredFromTheReplyCacheNotExecutedAgain
   EXPECT_EQ(executions, 3);
   EXPECT_EQ(outcomes_.back(), "UNCACHED:success");
   EXPECT_EQ(outcomes_[1], "COUNTING:duplicate_replayed");
+}
+
+// What an embedding host's transport hands in: the header it read and the bytes after it.
+TEST_F(DispatcherTest, ADecodedHeaderIsAnsweredAsTheWholeMessageIs) {
+  Bytes wrong_rpc_version = Call(4, 1, {1});
+  wrong_rpc_version[11] = 3;
+  Bytes unknown_flavour = Call(4, 1, {1});
+  unknown_flavour[27] = 6;
+  const std::vector<Bytes> messages{
+      Call(4, 1, {41}),                                   // success
+      Call(4, 1, {}),                                     // garbage args
+      Call(4, 5, {}, AuthSys{1, "m", 1000, 10, {7, 8}}),  // AUTH_SYS to the handler
+      Call(4, 8, {1}),                                    // a protocol status recorded
+      Call(2, 1, {1}),                                    // prog mismatch
+      Call(4, 4, {}),                                     // proc unavail
+      Call(4, 3, {}),                                     // no reply
+      wrong_rpc_version,
+      unknown_flavour,
+  };
+  for (const Bytes& message : messages) {
+    std::optional<Bytes> whole = Dispatch(message);
+    const std::vector<std::string> whole_outcomes = std::exchange(outcomes_, {});
+    const DecodedCall call = DecodeCall(message);
+    ASSERT_NE(call.status, CallDecodeStatus::kMalformed);
+    Bytes reply;
+    const bool has_reply =
+        RunCoroutine(io_, dispatcher_.Dispatch(CallContext{}, call.header, call.args, reply));
+    EXPECT_EQ(has_reply, whole.has_value());
+    EXPECT_EQ(reply, whole.value_or(Bytes{}));
+    EXPECT_EQ(std::exchange(outcomes_, {}), whole_outcomes);
+  }
 }
 
 TEST_F(DispatcherTest, ListsProgramVersionsForRpcbind) {

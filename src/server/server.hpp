@@ -85,10 +85,11 @@ class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
   // clean stop is recorded in the store. Idempotent (a second call returns at once).
   asio::awaitable<void> ShutDown();
 
-  // One call from the host's transport: `message` is the whole RPC call message. Appends the
-  // reply to `reply`; returns whether there is one to send.
-  asio::awaitable<bool> Handle(rpc::CallContext context, std::vector<uint8_t> message,
-                               std::vector<uint8_t>& reply);
+  // One call from the host's transport, its header already read. Appends the reply to
+  // `reply`; returns whether there is one to send. REQUIRES: what `header` points to, `args`
+  // and `reply` outlive the awaitable.
+  asio::awaitable<bool> Handle(rpc::CallContext context, const rpc::CallHeader& header,
+                               std::span<const uint8_t> args, std::vector<uint8_t>& reply);
 
   std::vector<std::pair<uint32_t, uint32_t>> ProgramVersions() const {
     return dispatcher_.ProgramVersions();

@@ -35,6 +35,7 @@ if find "$prefix/include" -name '*.hpp' | grep -v '/include/nlockd/' | grep -q .
   echo "consumer: headers outside include/nlockd were installed" >&2
   exit 1
 fi
+"$here/check-exports.sh" "$prefix"/lib/libnlockd.so >/dev/null
 soname=$(objdump -p "$prefix"/lib/libnlockd.so | sed -n 's/ *SONAME *//p')
 [[ "$soname" =~ ^libnlockd\.so\.[0-9]+$ ]] || { echo "consumer: bad SONAME '$soname'" >&2; exit 1; }
 
