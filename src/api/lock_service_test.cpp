@@ -364,6 +364,7 @@ TEST(LockService, ANewStoreContinuesFromRpcStatdsStateNumber) {
   Options options = MemoryOptions();
   options.serve_nlm = false;
   options.store = "sqlite:" + db;
+  setenv("NLOCKD_BOOT_ID", "statd-state-boot-1", 1);
   {
     LockService service(options);
     service.Start();
@@ -371,10 +372,17 @@ TEST(LockService, ANewStoreContinuesFromRpcStatdsStateNumber) {
     EXPECT_EQ(service.GetStatus().state_number, 43);
   }
   {
-    LockService again(options);  // Not a new store: its own number goes on.
+    LockService again(options);  // Restarted on the same boot: the number stays.
     again.Start();
-    EXPECT_EQ(again.GetStatus().state_number, 45);
+    EXPECT_EQ(again.GetStatus().state_number, 43);
   }
+  setenv("NLOCKD_BOOT_ID", "statd-state-boot-2", 1);
+  {
+    LockService rebooted(options);  // Not a new store: its own number goes on.
+    rebooted.Start();
+    EXPECT_EQ(rebooted.GetStatus().state_number, 45);
+  }
+  unsetenv("NLOCKD_BOOT_ID");
   unsetenv("NLOCKD_STATD_STATE_FILE");
   unlink(path);
   std::filesystem::remove_all(dir);
