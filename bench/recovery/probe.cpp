@@ -12,7 +12,9 @@
 #include <cstdlib>
 #include <iostream>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -22,6 +24,9 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include "xdr/decoder.hpp"
+#include "xdr/encoder.hpp"
 
 namespace {
 
@@ -33,31 +38,11 @@ int64_t RealtimeMicros() {
       .count();
 }
 
-class Xdr {
- public:
-  Xdr& U32(uint32_t v) {
-    for (int shift = 24; shift >= 0; shift -= 8) bytes.push_back(static_cast<uint8_t>(v >> shift));
-    return *this;
-  }
-  Xdr& U64(uint64_t v) { return U32(static_cast<uint32_t>(v >> 32)).U32(static_cast<uint32_t>(v)); }
-  Xdr& Str(const std::string& s) {
-    U32(static_cast<uint32_t>(s.size()));
-    bytes.insert(bytes.end(), s.begin(), s.end());
-    while (bytes.size() % 4) bytes.push_back(0);
-    return *this;
-  }
-  std::vector<uint8_t> bytes;
-};
-
-uint32_t Word(const uint8_t* p) {
-  return static_cast<uint32_t>(p[0]) << 24 | static_cast<uint32_t>(p[1]) << 16 |
-         static_cast<uint32_t>(p[2]) << 8 | p[3];
-}
-
 // One UDP call on a connected socket: the result words after an accepted SUCCESS reply header
 // (AUTH_NONE verifier), or nullopt on silence within `wait`, a refused port or another reply.
 std::optional<std::vector<uint8_t>> Call(const std::string& host, uint16_t port, uint32_t prog,
-                                         uint32_t vers, uint32_t proc, const Xdr& args,
+                                         uint32_t vers, uint32_t proc,
+                                         const std::vector<uint8_t>& args,
                                          std::chrono::milliseconds wait) {
   static uint32_t xid = static_cast<uint32_t>(::getpid()) << 16;
   int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
@@ -65,13 +50,15 @@ std::optional<std::vector<uint8_t>> Call(const std::string& host, uint16_t port,
   to.sin_family = AF_INET;
   to.sin_port = htons(port);
   ::inet_pton(AF_INET, host.c_str(), &to.sin_addr);
-  std::optional<std::vector<uint8_t>> out;
+  std::optional<std::vector<uint8_t>> result;
   if (::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0) {
-    Xdr call;
+    std::vector<uint8_t> call;
+    nlockd::xdr::Encoder out(call);
     const uint32_t id = ++xid;
-    call.U32(id).U32(0).U32(2).U32(prog).U32(vers).U32(proc).U32(0).U32(0).U32(0).U32(0);
-    call.bytes.insert(call.bytes.end(), args.bytes.begin(), args.bytes.end());
-    if (::send(fd, call.bytes.data(), call.bytes.size(), 0) > 0) {
+    // xid, CALL, RPC version 2, program, version, procedure, AUTH_NONE credential and verifier.
+    for (uint32_t word : {id, 0u, 2u, prog, vers, proc, 0u, 0u, 0u, 0u}) out.U32(word);
+    call.insert(call.end(), args.begin(), args.end());
+    if (::send(fd, call.data(), call.size(), 0) > 0) {
       auto deadline = std::chrono::steady_clock::now() + wait;
       for (;;) {
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -82,17 +69,21 @@ std::optional<std::vector<uint8_t>> Call(const std::string& host, uint16_t port,
         ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
         if (n < 0) break;  // ECONNREFUSED: nothing listens there (yet).
         // xid, REPLY, MSG_ACCEPTED, verifier (flavor, length 0), SUCCESS
-        if (n < 24 || Word(buffer) != id || Word(buffer + 4) != 1 || Word(buffer + 8) != 0 ||
-            Word(buffer + 16) != 0 || Word(buffer + 20) != 0) {
+        nlockd::xdr::Decoder in(std::span<const uint8_t>(buffer, static_cast<size_t>(n)));
+        uint32_t header[6];
+        bool ok = true;
+        for (uint32_t& word : header) ok = ok && in.U32(word, "reply header");
+        if (!ok || header[0] != id || header[1] != 1 || header[2] != 0 || header[4] != 0 ||
+            header[5] != 0) {
           continue;
         }
-        out.emplace(buffer + 24, buffer + n);
+        result.emplace(buffer + 24, buffer + n);
         break;
       }
     }
   }
   ::close(fd);
-  return out;
+  return result;
 }
 
 }  // namespace
@@ -125,11 +116,13 @@ int main(int argc, char** argv) {
   while (std::chrono::steady_clock::now() < give_up) {
     if (port == 0) {
       ++getports;
-      Xdr args;
-      args.U32(kNlmProg).U32(4).U32(17).U32(0);
+      std::vector<uint8_t> args;
+      nlockd::xdr::Encoder out(args);
+      for (uint32_t word : {kNlmProg, 4u, 17u, 0u}) out.U32(word);  // mapping: NLM 4, UDP
       auto reply = Call(server, 111, kPmapProg, 2, 3, args, wait);
-      if (reply && reply->size() >= 4 && Word(reply->data()) != 0) {
-        port = static_cast<uint16_t>(Word(reply->data()));
+      uint32_t found = 0;
+      if (reply && nlockd::xdr::Decoder(*reply).U32(found, "port") && found != 0) {
+        port = static_cast<uint16_t>(found);
         if (port_at == 0) port_at = RealtimeMicros();
       } else {
         std::this_thread::sleep_for(pause);
@@ -137,10 +130,17 @@ int main(int argc, char** argv) {
       }
     }
     ++locks;
-    Xdr args;
-    args.Str("probe").U32(0).U32(1);  // cookie, block=false, exclusive=true
-    args.Str(caller).Str(fh).Str(oh).U32(static_cast<uint32_t>(svid)).U64(offset).U64(length);
-    args.U32(0).U32(static_cast<uint32_t>(state));  // reclaim=false, state
+    std::vector<uint8_t> args;
+    nlockd::xdr::Encoder out(args);
+    out.Opaque(std::string_view("probe"));  // cookie
+    out.Bool(false);                        // block
+    out.Bool(true);                         // exclusive
+    for (const std::string& text : {caller, fh, oh}) out.Opaque(std::string_view(text));
+    out.I32(svid);
+    out.U64(offset);
+    out.U64(length);
+    out.Bool(false);  // reclaim
+    out.I32(state);
     auto reply = Call(server, port, kNlmProg, 4, 2, args, wait);
     if (!reply) {
       port = 0;  // Not (yet) served there: ask rpcbind again.
@@ -148,18 +148,17 @@ int main(int argc, char** argv) {
       continue;
     }
     // nlm4_res: cookie (opaque<>), stat.
-    if (reply->size() >= 4) {
-      size_t cookie = (Word(reply->data()) + 3) / 4 * 4;
-      if (reply->size() >= 8 + cookie) {
-        uint32_t stat = Word(reply->data() + 4 + cookie);
-        if (stat == 0) {
-          std::cout << "granted at_us=" << RealtimeMicros() << " port_at_us=" << port_at
-                    << " getports=" << getports << " locks=" << locks
-                    << " last_denial=" << last_denial << std::endl;
-          return EXIT_SUCCESS;
-        }
-        last_denial = std::to_string(stat);
+    nlockd::xdr::Decoder in(*reply);
+    std::string cookie;
+    uint32_t stat = 0;
+    if (in.Opaque(cookie, 1024, "cookie") && in.U32(stat, "stat")) {
+      if (stat == 0) {
+        std::cout << "granted at_us=" << RealtimeMicros() << " port_at_us=" << port_at
+                  << " getports=" << getports << " locks=" << locks
+                  << " last_denial=" << last_denial << std::endl;
+        return EXIT_SUCCESS;
       }
+      last_denial = std::to_string(stat);
     }
     std::this_thread::sleep_for(pause);
   }
