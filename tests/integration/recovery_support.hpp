@@ -20,6 +20,7 @@
 #include "integration/loopback_peers.hpp"
 #include "integration/nlockd_process.hpp"
 #include "integration/nsm_rpcgen.hpp"
+#include "integration/scoped_boot_id.hpp"
 
 namespace nlockd::integration::recovery {
 
@@ -42,28 +43,24 @@ class TempDir {
   std::string path_;
 };
 
-// NLOCKD_BOOT_ID for the nlockd processes started in its scope: a different value between two
-// runs is what a reboot of the host looks like to nlockd.
-class ScopedBootId {
- public:
-  explicit ScopedBootId(const std::string& id) { Set(id); }
-  ~ScopedBootId() { unsetenv("NLOCKD_BOOT_ID"); }
-  ScopedBootId(const ScopedBootId&) = delete;
-  ScopedBootId& operator=(const ScopedBootId&) = delete;
-  void Set(const std::string& id) { setenv("NLOCKD_BOOT_ID", id.c_str(), 1); }
-};
+using integration::ScopedBootId;
 
 // nlockd on 127.0.0.1 with a SQLite store, the peers' status monitors at `statd_port`, no
 // rpcbind, and `extra` flags.
 inline std::unique_ptr<NlockdProcess> StartNlockd(const std::string& store, uint16_t statd_port,
                                                   int grace_seconds,
                                                   const std::vector<std::string>& extra = {}) {
-  std::vector<std::string> args{"--store",        store,
-                                "--listen",       "127.0.0.1:0",
+  std::vector<std::string> args{"--store",
+                                store,
+                                "--listen",
+                                "127.0.0.1:0",
                                 "--rpcbind-register=false",
-                                "--name",         "server.test",
-                                "--grace",        std::to_string(grace_seconds),
-                                "--notify-statd-port", std::to_string(statd_port)};
+                                "--name",
+                                "server.test",
+                                "--grace",
+                                std::to_string(grace_seconds),
+                                "--notify-statd-port",
+                                std::to_string(statd_port)};
   args.insert(args.end(), extra.begin(), extra.end());
   return std::make_unique<NlockdProcess>(args);
 }
@@ -108,7 +105,9 @@ class Admin {
   }
   // The JSON body of a 200 answer; null (with a test failure) otherwise.
   json Get(const std::string& path) { return Of(client_.Get(path), path); }
-  json Post(const std::string& path) { return Of(client_.Post(path, "{}", "application/json"), path); }
+  json Post(const std::string& path) {
+    return Of(client_.Post(path, "{}", "application/json"), path);
+  }
 
   // Every held lock as "host file svid owner offset+length type awaiting", sorted: the lock
   // table as a value to compare across a restart.
@@ -163,8 +162,8 @@ inline std::string LockAll(size_t host, uint16_t port, bool reclaim, int32_t nsm
   std::string out;
   for (const NlmLock& lock : LocksOf(host)) {
     NlmLockFlags flags{IsExclusive(lock), false, reclaim, nsm_state};
-    out += (out.empty() ? "" : " ") + StatOf(LoopbackPeers::Lock(LoopbackPeers::Address(host),
-                                                                 port, lock, flags));
+    out += (out.empty() ? "" : " ") +
+           StatOf(LoopbackPeers::Lock(LoopbackPeers::Address(host), port, lock, flags));
   }
   return out;
 }

@@ -6,7 +6,6 @@
 // privileged port) so that the lock goes.
 #include <chrono>
 #include <csignal>
-#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <regex>
@@ -16,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include "integration/scoped_boot_id.hpp"
 #include "integration/test_hosts.hpp"
 #include "testutil/netns.hpp"
 
@@ -109,6 +109,33 @@ class Roles : public ::testing::Test {
               (std::vector<std::string>{"test stat=granted"}));
   }
 
+  // The client's lock manager (prints each status callback) and its rpc.statd in `statd_dir`,
+  // watching the server as a kernel lockd has it do: SM_MON(server, callback 100021/4/16,
+  // priv[0] = `priv0`). Returns the lock manager.
+  testutil::Subprocess* ClientStatdWatchesTheServer(const TempDir& statd_dir, int priv0) {
+    std::filesystem::create_directory(statd_dir.path() + "/sm");
+    std::filesystem::create_directory(statd_dir.path() + "/sm.bak");
+    testutil::Subprocess* lock_manager =
+        hosts_->Start(kClient, {NSM_STATUS_SERVER_BINARY, "100021", "4"});
+    EXPECT_TRUE(lock_manager->WaitForLine(std::regex("^ready udp="), kWait))
+        << lock_manager->output();
+    testutil::Subprocess* statd =
+        hosts_->Start(kClient, {"rpc.statd", "-F", "-L", "-d", "-P", statd_dir.path()});
+    auto deadline = std::chrono::steady_clock::now() + kWait;
+    while (hosts_->Run(kClient, {"rpcinfo", "-T", "udp", "127.0.0.1", "100024", "1"}).first != 0 &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    auto [status, mon] = hosts_->Run(
+        kClient, {NSM_CLIENT_BINARY, "--server", "127.0.0.1",
+                  "mon name=" + Server() + " my_name=127.0.0.1 prog=100021 vers=4 proc=16 priv0=" +
+                      std::to_string(priv0)});
+    EXPECT_EQ(mon.size(), 1u) << status;
+    EXPECT_TRUE(!mon.empty() && mon[0].rfind("mon res=succ", 0) == 0)
+        << ::testing::PrintToString(mon) << statd->output();
+    return lock_manager;
+  }
+
   TempDir dir_;
   std::unique_ptr<TestHosts> hosts_;
 };
@@ -175,29 +202,15 @@ TEST_F(Roles, NlmAloneBesideNlockdServingNsmAlone) {
 TEST_F(Roles, NlmAloneRestartReachesTheClientsStatd) {
   TempDir server_statd;
   TempDir client_statd;
-  for (const auto* dir : {&server_statd, &client_statd}) {
-    std::filesystem::create_directory(dir->path() + "/sm");
-    std::filesystem::create_directory(dir->path() + "/sm.bak");
-  }
+  std::filesystem::create_directory(server_statd.path() + "/sm");
+  std::filesystem::create_directory(server_statd.path() + "/sm.bak");
   hosts_->StartOnServer({"rpc.statd", "-F", "-L", "-d", "-P", server_statd.path()});
-  testutil::Subprocess* lock_manager =
-      hosts_->Start(kClient, {NSM_STATUS_SERVER_BINARY, "100021", "4"});
-  ASSERT_TRUE(lock_manager->WaitForLine(std::regex("^ready udp="), kWait))
-      << lock_manager->output();
-  testutil::Subprocess* statd =
-      hosts_->Start(kClient, {"rpc.statd", "-F", "-L", "-d", "-P", client_statd.path()});
   auto deadline = std::chrono::steady_clock::now() + kWait;
-  while ((RegisteredPort(100024, 1) == 0 ||
-          hosts_->Run(kClient, {"rpcinfo", "-T", "udp", "127.0.0.1", "100024", "1"}).first != 0) &&
-         std::chrono::steady_clock::now() < deadline) {
+  while (RegisteredPort(100024, 1) == 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  // The client's lock manager has its statd watch the server, as a kernel lockd would.
-  auto [status, mon] = hosts_->Run(
-      kClient, {NSM_CLIENT_BINARY, "--server", "127.0.0.1",
-                "mon name=" + Server() + " my_name=127.0.0.1 prog=100021 vers=4 proc=16 priv0=42"});
-  ASSERT_EQ(mon.size(), 1u) << status;
-  ASSERT_EQ(mon[0].rfind("mon res=succ", 0), 0u) << mon[0] << statd->output();
+  testutil::Subprocess* lock_manager = ClientStatdWatchesTheServer(client_statd, 42);
+  ASSERT_FALSE(HasFailure());
 
   const std::vector<std::string> args{
       "--serve", "nlm", "--listen", "0.0.0.0:4045", "--store", "sqlite:" + dir_.path() + "/nlm.db"};
@@ -208,7 +221,7 @@ TEST_F(Roles, NlmAloneRestartReachesTheClientsStatd) {
   nlm = StartNlockd(args, 3);
   std::regex callback("^STATUS proc=16 mon_name=(\\S+) state=(-?\\d+) priv0=42");
   auto told = lock_manager->WaitForLine(callback, kWait);
-  ASSERT_TRUE(told) << lock_manager->output() << statd->output() << nlm->output();
+  ASSERT_TRUE(told) << lock_manager->output() << nlm->output();
   EXPECT_EQ((*told)[1].str(), Server());
   EXPECT_EQ(nlm->Stop(SIGTERM, std::chrono::seconds(20)), 0) << nlm->output();
 }
@@ -218,27 +231,11 @@ TEST_F(Roles, NlmAloneRestartReachesTheClientsStatd) {
 // tells no peer, for the host's kernel still holds its locks. A restart on a new boot notifies.
 TEST_F(Roles, NsmAloneRestartOnTheSameBootKeepsItsStateAndTellsNoOne) {
   TempDir client_statd;
-  std::filesystem::create_directory(client_statd.path() + "/sm");
-  std::filesystem::create_directory(client_statd.path() + "/sm.bak");
-  testutil::Subprocess* lock_manager =
-      hosts_->Start(kClient, {NSM_STATUS_SERVER_BINARY, "100021", "4"});
-  ASSERT_TRUE(lock_manager->WaitForLine(std::regex("^ready udp="), kWait))
-      << lock_manager->output();
-  testutil::Subprocess* statd =
-      hosts_->Start(kClient, {"rpc.statd", "-F", "-L", "-d", "-P", client_statd.path()});
-  auto deadline = std::chrono::steady_clock::now() + kWait;
-  while (hosts_->Run(kClient, {"rpcinfo", "-T", "udp", "127.0.0.1", "100024", "1"}).first != 0 &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
   // The client watches the server (its statd calls the lock manager back on SM_NOTIFY)...
-  auto [client_status, client_mon] = hosts_->Run(
-      kClient, {NSM_CLIENT_BINARY, "--server", "127.0.0.1",
-                "mon name=" + Server() + " my_name=127.0.0.1 prog=100021 vers=4 proc=16 priv0=7"});
-  ASSERT_EQ(client_mon.size(), 1u) << client_status;
-  ASSERT_EQ(client_mon[0].rfind("mon res=succ", 0), 0u) << client_mon[0] << statd->output();
+  testutil::Subprocess* lock_manager = ClientStatdWatchesTheServer(client_statd, 7);
+  ASSERT_FALSE(HasFailure());
 
-  setenv("NLOCKD_BOOT_ID", "roles-boot-a", 1);
+  ScopedBootId boot("roles-boot-a");
   const std::vector<std::string> args{
       "--serve", "nsm", "--listen", "0.0.0.0:4046", "--store", "sqlite:" + dir_.path() + "/nsm.db"};
   testutil::Subprocess* nsm = StartNlockd(args, 1);
@@ -260,12 +257,11 @@ TEST_F(Roles, NsmAloneRestartOnTheSameBootKeepsItsStateAndTellsNoOne) {
   EXPECT_EQ(nsm->output().find("nsm notifying"), std::string::npos) << nsm->output();
   ASSERT_EQ(nsm->Stop(SIGTERM, std::chrono::seconds(20)), 0) << nsm->output();
 
-  setenv("NLOCKD_BOOT_ID", "roles-boot-b", 1);
+  boot.Set("roles-boot-b");
   nsm = StartNlockd(args, 1);
   std::regex callback("^STATUS proc=16 mon_name=(\\S+) state=(-?\\d+) priv0=7");
   auto told = lock_manager->WaitForLine(callback, kWait);
-  unsetenv("NLOCKD_BOOT_ID");
-  ASSERT_TRUE(told) << lock_manager->output() << statd->output() << nsm->output();
+  ASSERT_TRUE(told) << lock_manager->output() << nsm->output();
   EXPECT_EQ((*told)[1].str(), Server());
   EXPECT_EQ(std::stoi((*told)[2].str()), state + 2) << "one bump: the new boot's";
   // The same-boot restart told the client nothing: this is its only callback.
