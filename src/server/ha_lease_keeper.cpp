@@ -75,8 +75,8 @@ void RunHook(const std::string& command, const std::string& what) {
   if (command.empty()) return;
   const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
   pid_t pid = 0;
-  const int error = posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv),
-                                environ);
+  const int error =
+      posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ);
   if (error != 0) {
     spdlog::error("ha: cannot run the {} hook: {}", what, std::strerror(error));
     return;
@@ -93,8 +93,7 @@ void RunHook(const std::string& command, const std::string& what) {
   }).detach();
 }
 
-HaLeaseKeeper::HaLeaseKeeper(HaOptions options)
-    : options_(std::move(options)), holder_(Holder()) {
+HaLeaseKeeper::HaLeaseKeeper(HaOptions options) : options_(std::move(options)), holder_(Holder()) {
   const milliseconds poll = PollEvery(options_.lease);
   std::string last_seen;
   for (;;) {
@@ -103,8 +102,10 @@ HaLeaseKeeper::HaLeaseKeeper(HaOptions options)
         lease_ = std::make_unique<store::PgLease>(options_.conninfo, options_.connect_timeout,
                                                   options_.service, holder_);
       }
+      const Clock::time_point sent = Clock::now();
       if (std::optional<int64_t> epoch = lease_->TryAcquire(options_.lease)) {
         epoch_ = *epoch;
+        valid_until_ = sent + options_.lease - SafetyMargin(options_.lease);
         break;
       }
       const std::optional<store::LeaseView> view = lease_->Read();
@@ -129,6 +130,7 @@ HaLeaseKeeper::HaLeaseKeeper(HaOptions options)
   spdlog::info("ha: took the lease of service '{}' at epoch {} ({} ms)", options_.service, epoch_,
                options_.lease.count());
   renewer_ = std::thread([this] { RenewLoop(); });
+  deadline_watcher_ = std::thread([this] { WatchDeadline(); });
 }
 
 HaLeaseKeeper::~HaLeaseKeeper() {
@@ -138,6 +140,7 @@ HaLeaseKeeper::~HaLeaseKeeper() {
   }
   wake_.notify_all();
   if (renewer_.joinable()) renewer_.join();
+  if (deadline_watcher_.joinable()) deadline_watcher_.join();
 }
 
 void HaLeaseKeeper::BecameActive() { RunHook(options_.on_active, "ha_on_active"); }
@@ -150,6 +153,7 @@ void HaLeaseKeeper::Release() {
   }
   wake_.notify_all();
   if (renewer_.joinable()) renewer_.join();
+  if (deadline_watcher_.joinable()) deadline_watcher_.join();
   try {
     lease_->Release(epoch_);
     spdlog::info("ha: released the lease of service '{}' (epoch {})", options_.service, epoch_);
@@ -163,29 +167,40 @@ void HaLeaseKeeper::Release() {
 void HaLeaseKeeper::RenewLoop() {
   const milliseconds every = options_.lease / 3;
   const milliseconds retry = PollEvery(options_.lease);
-  // The lease is ours until then by this node's clock: the database computed its expiry after
-  // we sent the request, from a later instant.
-  Clock::time_point valid_until = Clock::now() + options_.lease - SafetyMargin(options_.lease);
   Clock::time_point next = Clock::now() + every;
   for (;;) {
     {
       std::unique_lock lock(mutex_);
-      const Clock::time_point wake = std::min(next, valid_until);
-      if (wake_.wait_until(lock, wake, [this] { return stop_; })) return;
+      if (wake_.wait_until(lock, next, [this] { return stop_; })) return;
     }
-    if (Clock::now() >= valid_until) {
-      FailClosed("could not renew the lease before it could expire");
-    }
+    // The database computes the new expiry after it receives the request, so the lease is
+    // ours at least until `sent` + lease by this node's clock.
     const Clock::time_point sent = Clock::now();
     try {
       if (!lease_->Renew(epoch_, options_.lease)) {
         FailClosed("the database says the lease is no longer ours");
       }
-      valid_until = sent + options_.lease - SafetyMargin(options_.lease);
+      {
+        std::lock_guard lock(mutex_);
+        valid_until_ = sent + options_.lease - SafetyMargin(options_.lease);
+      }
       next = sent + every;
     } catch (const Error& e) {
       spdlog::warn("ha: renewing the lease failed, retrying: {}", e.what());
       next = Clock::now() + retry;
+    }
+  }
+}
+
+void HaLeaseKeeper::WatchDeadline() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    // Wakes at the deadline known now; a renewal meanwhile moved it, and the wait goes on.
+    wake_.wait_until(lock, valid_until_, [this] { return stop_ || Clock::now() >= valid_until_; });
+    if (stop_) return;
+    if (Clock::now() >= valid_until_) {
+      lock.unlock();
+      FailClosed("could not renew the lease before it could expire");
     }
   }
 }

@@ -14,8 +14,8 @@
 namespace nlockd::server {
 
 struct HaOptions {
-  std::string conninfo;     // the PostgreSQL store URI
-  std::string service;      // the service name (Options::name), the lease's key
+  std::string conninfo;  // the PostgreSQL store URI
+  std::string service;   // the service name (Options::name), the lease's key
   std::chrono::milliseconds lease{5000};
   std::chrono::seconds connect_timeout{5};
   std::string on_active;   // /bin/sh -c command, or ""
@@ -50,6 +50,9 @@ class HaLeaseKeeper {
 
  private:
   void RenewLoop();
+  // Ends the process once valid_until_ passes without a renewal, even while a renewal hangs in
+  // the database client (a partition): serving must stop before the lease can expire.
+  void WatchDeadline();
   [[noreturn]] void FailClosed(const std::string& why);
 
   const HaOptions options_;
@@ -60,7 +63,10 @@ class HaLeaseKeeper {
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stop_ = false;  // guarded by mutex_
+  // The end of the lease by this node's clock, counted from before the request that set it.
+  std::chrono::steady_clock::time_point valid_until_;  // guarded by mutex_
   std::thread renewer_;
+  std::thread deadline_watcher_;
 };
 
 // Runs command with /bin/sh -c without waiting for it (a thread of its own reaps it and logs

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "integration/recovery_support.hpp"
+#include "store/postgres/pg_conn.hpp"
 #include "store/testing/store_test_util.hpp"
 #include "testutil/subprocess.hpp"
 
@@ -204,6 +205,26 @@ TEST_F(HaTest, AnActiveWhoseLeaseWasTakenStopsBeforeTheStandbyServes) {
   ExpectTakenOver();
 }
 
+// A renewal that hangs in the database (its row locked here, as a partition would leave it
+// waiting) does not keep the active serving: it stops when its lease could expire.
+TEST_F(HaTest, AnActiveWhoseRenewalHangsStopsBeforeItsLeaseCouldExpire) {
+  StartPair();
+  ASSERT_FALSE(HasFatalFailure());
+  store::PgConn blocker(*store::testutil::PgTestUri(), std::chrono::seconds(5));
+  blocker.Exec("BEGIN");
+  blocker.Exec(
+      fmt::format("SELECT 1 FROM service_lease WHERE service = '{}' FOR UPDATE", service_));
+  const std::optional<int> status = a_->process().Wait(std::chrono::seconds(kLeaseSeconds + 3));
+  blocker.Exec("ROLLBACK");
+  ASSERT_TRUE(status.has_value()) << "A kept serving while its renewal hung";
+  EXPECT_EQ(*status, 75) << a_->process().output();
+  EXPECT_NE(a_->process().output().find("could not renew the lease before it could expire"),
+            std::string::npos)
+      << a_->process().output();
+  ASSERT_TRUE(b_->WaitActive(std::chrono::seconds(kLeaseSeconds + 5))) << b_->process().output();
+  ExpectTakenOver();
+}
+
 TEST(Ha, IsRefusedWithASqliteStore) {
   TempDir dir;
   testutil::Subprocess nlockd({NLOCKD_BINARY, "--store", "sqlite:" + dir.path() + "/nlockd.db",
@@ -226,9 +247,10 @@ TEST_F(HaTest, AStandbyStopsAtOnceOnSigterm) {
 }
 
 TEST_F(HaTest, WithoutHaASecondProcessOfTheServiceRefusesToStartNamingTheHolder) {
-  const std::vector<std::string> args{NLOCKD_BINARY, "--store", *store::testutil::PgTestUri(),
-                                      "--listen", "127.0.0.1:0", "--rpcbind-register=false",
-                                      "--name", service_, "--admin-listen", "off"};
+  const std::vector<std::string> args{NLOCKD_BINARY, "--store",     *store::testutil::PgTestUri(),
+                                      "--listen",    "127.0.0.1:0", "--rpcbind-register=false",
+                                      "--name",      service_,      "--admin-listen",
+                                      "off"};
   testutil::Subprocess first(args);
   ASSERT_TRUE(first.WaitForLine(std::regex("nlockd listening"), std::chrono::seconds(20)))
       << first.output();
