@@ -157,8 +157,7 @@ class WithRpcbind : public ::testing::Test {
 
 TEST_F(WithRpcbind, RegistersEveryProgramVersionAndUnregistersOnShutdown) {
   NlockdProcess nlockd({"--listen", "127.0.0.1:4045"}, host_.get());
-  ASSERT_TRUE(nlockd.process().WaitForLine(std::regex("registered 4 programs with rpcbind"),
-                                           std::chrono::seconds(10)))
+  ASSERT_TRUE(nlockd.process().LoggedOrWaitFor(std::regex("registered 4 programs with rpcbind")))
       << nlockd.process().output();
   auto [rc, listing] = Rpcinfo({"-p", "127.0.0.1"});
   ASSERT_EQ(rc, 0);
@@ -192,13 +191,11 @@ TEST_F(WithRpcbind, RegistersEveryProgramVersionAndUnregistersOnShutdown) {
 TEST_F(WithRpcbind, ReplacesAStaleRegistrationFromAnEarlierRun) {
   {
     NlockdProcess crashed({"--listen", "127.0.0.1:0"}, host_.get());
-    ASSERT_TRUE(crashed.process().WaitForLine(std::regex("registered 4 programs"),
-                                              std::chrono::seconds(10)));
+    ASSERT_TRUE(crashed.process().LoggedOrWaitFor(std::regex("registered 4 programs")));
     crashed.process().Stop(SIGKILL, std::chrono::seconds(5));  // Leaves its mappings behind.
   }
   NlockdProcess nlockd({"--listen", "127.0.0.1:4045"}, host_.get());
-  ASSERT_TRUE(nlockd.process().WaitForLine(std::regex("registered 4 programs"),
-                                           std::chrono::seconds(10)))
+  ASSERT_TRUE(nlockd.process().LoggedOrWaitFor(std::regex("registered 4 programs")))
       << nlockd.process().output();
   auto [rc, out] = Rpcinfo({"-t", "127.0.0.1", "nlockmgr", "1"});
   EXPECT_EQ(rc, 0) << out;

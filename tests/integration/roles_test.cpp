@@ -56,7 +56,7 @@ class Roles : public ::testing::Test {
     argv.insert(argv.end(), args.begin(), args.end());
     testutil::Subprocess* process = hosts_->StartOnServer(argv);
     EXPECT_TRUE(process->WaitForLine(std::regex("nlockd listening"), kWait)) << process->output();
-    EXPECT_TRUE(process->WaitForLine(
+    EXPECT_TRUE(process->LoggedOrWaitFor(
         std::regex("registered " + std::to_string(pairs) + " programs with rpcbind"), kWait))
         << process->output();
     return process;

@@ -28,11 +28,6 @@ using testutil::Subprocess;
 
 // Registration runs in a detached coroutine, so its outcome may be logged before the
 // "listening" line that starting nlockd waited for (and read past): look at what was read too.
-bool LoggedOrWaitFor(testutil::Subprocess& process, const std::regex& pattern) {
-  return std::regex_search(process.output(), pattern) ||
-         process.WaitForLine(pattern, std::chrono::seconds(20)).has_value();
-}
-
 class RpcbindRegistrationTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -72,8 +67,7 @@ class RpcbindRegistrationTest : public ::testing::Test {
 TEST_F(RpcbindRegistrationTest, RpcinfoListsV4EntriesWithNetidsAndOwnerUntilShutdown) {
   StartRpcbind();
   NlockdProcess nlockd({"--listen", "127.0.0.1:4045"}, host_.get());
-  ASSERT_TRUE(LoggedOrWaitFor(
-      nlockd.process(),
+  ASSERT_TRUE(nlockd.process().LoggedOrWaitFor(
       std::regex("registered 4 programs with rpcbind at 127.0.0.1:111 \\(rpcbind v4")))
       << nlockd.process().output();
   auto [rc_p, pmap] = Rpcinfo({"-p", "127.0.0.1"});
@@ -135,7 +129,7 @@ TEST_F(RpcbindRegistrationTest, LeavesTheMappingOfAnotherLiveProcess) {
 
   NlockdProcess nlockd({"--listen", "127.0.0.1:4045"}, host_.get());
   ASSERT_TRUE(
-      LoggedOrWaitFor(nlockd.process(), std::regex("except 2 mappings that other processes hold")))
+      nlockd.process().LoggedOrWaitFor(std::regex("except 2 mappings that other processes hold")))
       << nlockd.process().output();
   const std::string& log = nlockd.process().output();
   EXPECT_TRUE(Lists(log,
@@ -156,8 +150,7 @@ TEST_F(RpcbindRegistrationTest, LeavesTheMappingOfAnotherLiveProcess) {
 
 TEST_F(RpcbindRegistrationTest, RegistersWhenRpcbindComesUpLater) {
   NlockdProcess nlockd({"--listen", "127.0.0.1:4045"}, host_.get());
-  ASSERT_TRUE(LoggedOrWaitFor(
-      nlockd.process(),
+  ASSERT_TRUE(nlockd.process().LoggedOrWaitFor(
       std::regex("level=warn.*not registered with rpcbind at 127.0.0.1:111: nothing answers")))
       << nlockd.process().output();
   StartRpcbind();
@@ -176,8 +169,8 @@ TEST_F(RpcbindRegistrationTest, AFailedRegistrationNamesTheRpcbindAsked) {
   NlockdProcess nlockd(
       {"--listen", "127.0.0.1:0", "--rpcbind-host", "127.0.0.2", "--rpcbind-port", "1111"},
       host_.get());
-  EXPECT_TRUE(LoggedOrWaitFor(
-      nlockd.process(), std::regex("level=warn.*not registered with rpcbind at 127.0.0.2:1111")))
+  EXPECT_TRUE(nlockd.process().LoggedOrWaitFor(
+      std::regex("level=warn.*not registered with rpcbind at 127.0.0.2:1111")))
       << nlockd.process().output();
   EXPECT_EQ(nlockd.Stop(), 0);
 }

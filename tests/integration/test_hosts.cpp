@@ -64,10 +64,10 @@ bool TestHosts::StartNlockd(const std::vector<std::string>& extra_args) {
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   nlockd_ = std::make_unique<NlockdProcess>(args, server_.get());
   if (nlockd_->port() == 0) return false;
-  auto registered = nlockd_->process().WaitForLine(std::regex("registered 4 programs with rpcbind"),
-                                                   std::chrono::seconds(20));
+  const bool registered =
+      nlockd_->process().LoggedOrWaitFor(std::regex("registered 4 programs with rpcbind"));
   if (!registered) ADD_FAILURE() << "nlockd did not register:\n" << nlockd_->process().output();
-  return registered.has_value();
+  return registered;
 }
 
 std::pair<int, std::vector<std::string>> TestHosts::Run(int client,

@@ -1,14 +1,14 @@
 #include "testutil/subprocess.hpp"
 
+#include <stdexcept>
+#include <thread>
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <stdexcept>
-#include <thread>
 
 extern char** environ;
 
@@ -77,6 +77,11 @@ std::optional<std::smatch> Subprocess::WaitForLine(const std::regex& pattern,
       }
     }
   }
+}
+
+bool Subprocess::LoggedOrWaitFor(const std::regex& pattern, std::chrono::milliseconds timeout) {
+  return std::regex_search(output_.substr(0, scanned_), pattern) ||
+         WaitForLine(pattern, timeout).has_value();
 }
 
 std::optional<int> Subprocess::Wait(std::chrono::milliseconds timeout) {

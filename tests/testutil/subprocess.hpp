@@ -1,12 +1,12 @@
 #pragma once
 
-#include <sys/types.h>
-
 #include <chrono>
 #include <optional>
 #include <regex>
 #include <string>
 #include <vector>
+
+#include <sys/types.h>
 
 namespace nlockd::testutil {
 
@@ -23,6 +23,11 @@ class Subprocess {
   // Reads output until a line matches; returns the match, or nullopt at EOF or timeout.
   std::optional<std::smatch> WaitForLine(const std::regex& pattern,
                                          std::chrono::milliseconds timeout);
+  // True when any line read so far matches (even one an earlier wait passed over), else waits
+  // as WaitForLine does. For events whose order against other lines is not fixed, such as a
+  // registration logged by the io thread while the main thread logs "listening".
+  bool LoggedOrWaitFor(const std::regex& pattern,
+                       std::chrono::milliseconds timeout = std::chrono::seconds(20));
   // Sends a signal and waits for the exit; returns the exit status (128+signal if killed), or
   // nullopt if it did not exit within the timeout.
   std::optional<int> Stop(int signal, std::chrono::milliseconds timeout);
@@ -44,8 +49,8 @@ class Subprocess {
 };
 
 // Runs a command to completion; returns (exit status, merged output).
-std::pair<int, std::string> RunCommand(const std::vector<std::string>& argv,
-                                       std::chrono::milliseconds timeout =
-                                           std::chrono::seconds(30));
+std::pair<int, std::string> RunCommand(
+    const std::vector<std::string>& argv,
+    std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
 }  // namespace nlockd::testutil
