@@ -86,6 +86,15 @@ class NLOCKD_EXPORT LockService {
   // already shut down).
   void AsyncShutdown(std::function<void()> done);
 
+  // Applies what may change while serving, from `options` (the rest of it is ignored: it needs
+  // a new LockService): the NSM caller rules (nsm_allowlist, nsm_callback_programs,
+  // nsm_check_notifier_address) for the calls served from now on, and the notification timing
+  // and ports (notify_timeout, notify_backoff, notify_budget, notify_statd_port,
+  // notify_rpcbind_port) for the attempts begun from now on; a host already owed a
+  // notification keeps the give-up time its round gave it. Returns at once; calls handed in
+  // after it returns see the change. nlockd's SIGHUP uses it.
+  void Reload(const Options& options);
+
   // --- RPC --------------------------------------------------------------------------------
 
   // Serves one NLM or NSM call that the host's transport received (any program may be passed;

@@ -336,6 +336,13 @@ Metrics::Metrics() : registry_(std::make_shared<Registry>()) {
                                   .Help("Writes carried by one store group commit.")
                                   .Register(registry)
                                   .Add({}, BatchBuckets());
+  store_write_errors_ = &BuildCounter()
+                             .Name("store_write_errors_total")
+                             .Help(
+                                 "Store writes that failed: their lock, registration or state "
+                                 "change was refused or not made durable.")
+                             .Register(registry)
+                             .Add({});
   uptime_ = &BuildGauge()
                  .Name("nlockd_uptime_seconds")
                  .Help("Seconds since nlockd started.")
@@ -400,6 +407,10 @@ void Metrics::MalformedRequest(MalformedReason reason) {
 void Metrics::ObserveStoreCommit(double seconds, size_t batch_size) {
   store_commit_duration_->Observe(seconds);
   store_commit_batch_size_->Observe(static_cast<double>(batch_size));
+}
+
+void Metrics::StoreWritesFailed(size_t writes) {
+  store_write_errors_->Increment(static_cast<double>(writes));
 }
 
 void Metrics::SetServiceCountsSource(ServiceCountsSource source) {

@@ -175,6 +175,8 @@ class Metrics {
   void MalformedRequest(MalformedReason reason);
   // One group commit of the store: its latency and how many writes it carried.
   void ObserveStoreCommit(double seconds, size_t batch_size);
+  // Store writes that failed (each one's caller got the error).
+  void StoreWritesFailed(size_t writes);
 
   // Reads the owners' counters (on whatever thread and executor they need; may throw, and
   // Refresh() then throws the same). An empty function removes the source: the counters keep
@@ -211,6 +213,7 @@ class Metrics {
 
   prometheus::Histogram* store_commit_duration_;
   prometheus::Histogram* store_commit_batch_size_;
+  prometheus::Counter* store_write_errors_;
 
   // Snapshot gauges.
   prometheus::Gauge* state_number_;

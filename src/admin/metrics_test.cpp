@@ -54,6 +54,7 @@ void UpdateEverything(Metrics& metrics) {
   metrics.ObserveNotification(NotificationResult::kGaveUp, 5);
   metrics.MalformedRequest(MalformedReason::kGarbageArgs);
   metrics.ObserveStoreCommit(0.002, 12);
+  metrics.StoreWritesFailed(3);
   metrics.SetServiceCountsSource([] { return SomeServiceCounts(); });
   StatusView status;
   status.state_number = 9;
@@ -119,6 +120,7 @@ TEST(Metrics, ExposesEveryFamilyWithItsValues) {
            "store_commit_duration_seconds_count 1",
            "store_commit_batch_size_bucket{le=\"16\"} 1",
            "store_commit_batch_size_bucket{le=\"8\"} 0",
+           "store_write_errors_total 3",
            "nsm_state_number 9",
            "nsm_monitored_hosts 2",
            "nlockd_uptime_seconds 60",

@@ -213,6 +213,8 @@ void LockService::AsyncShutdown(std::function<void()> done) {
   impl_->AsyncShutdown(std::move(done));
 }
 
+void LockService::Reload(const Options& options) { impl_->core().Reload(options); }
+
 void LockService::HandleCall(const RpcCall& call, std::function<void(RpcReply)> done) {
   rpc::CallContext context;
   context.transport =

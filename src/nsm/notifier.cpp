@@ -40,6 +40,11 @@ void LogSpawnFailure(std::exception_ptr error) {
   }
 }
 
+NotifyScheduleOptions ScheduleOptionsFrom(const NotifierOptions& options) {
+  return NotifyScheduleOptions{options.initial_backoff, options.max_backoff,
+                               options.rpcbind_requery_after, options.total_budget};
+}
+
 // Done of the owed-row writes. Runs on the store's thread, so it only logs (spdlog is
 // thread-safe) and touches nothing of the Notifier, which may be gone by then.
 store::Done LogStoreFailure(std::string what) {
@@ -62,13 +67,23 @@ Notifier::Notifier(asio::any_io_executor executor, rpc::Client& client, store::S
       store_(store),
       clock_(clock),
       options_(options),
-      schedule_(NotifyScheduleOptions{options.initial_backoff, options.max_backoff,
-                                      options.rpcbind_requery_after, options.total_budget}),
+      schedule_(ScheduleOptionsFrom(options)),
       gate_(executor),
       channel_gate_(executor),
       channel_(executor, channel_gate_, options.source_port),
       wake_(executor) {
   NLOCKD_REQUIRE(options.max_in_flight > 0 && options.max_open_attempts > 0);
+}
+
+void Notifier::SetTiming(const NotifierOptions& timing) {
+  options_.attempt_deadline = timing.attempt_deadline;
+  options_.initial_backoff = timing.initial_backoff;
+  options_.max_backoff = timing.max_backoff;
+  options_.total_budget = timing.total_budget;
+  options_.statd_port = timing.statd_port;
+  options_.statd_transport = timing.statd_transport;
+  options_.rpcbind_port = timing.rpcbind_port;
+  schedule_.set_options(ScheduleOptionsFrom(options_));
 }
 
 Notifier::~Notifier() {

@@ -136,6 +136,10 @@ class Notifier {
   }
 
   NotifierStats stats() const;
+  // A configuration reload: the attempt deadline, backoff, budget and the peers' statd and
+  // rpcbind ports apply to attempts begun from now on (see NotifySchedule::set_options).
+  // The concurrency limits, retransmission timing and source port are kept.
+  void SetTiming(const NotifierOptions& timing);
   bool RoundActive() const { return round_start_.has_value(); }
   size_t Pending() const { return schedule_.size(); }
 
@@ -166,7 +170,7 @@ class Notifier {
   rpc::Client& client_;
   store::Store& store_;
   const Clock& clock_;
-  const NotifierOptions options_;
+  NotifierOptions options_;  // SetTiming changes some; see there
   NotifySchedule schedule_;
   rpc::TaskGate gate_;          // the pump and the attempts
   rpc::TaskGate channel_gate_;  // the channel's receive loops

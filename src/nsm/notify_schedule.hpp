@@ -96,6 +96,10 @@ class NotifySchedule {
   // Delay after the n-th consecutive failure (n >= 1): 2, 4, 8, ..., 120, 120 s by default.
   std::chrono::milliseconds BackoffAfter(uint32_t failures) const;
 
+  // A configuration reload: later retries use the new backoff, hosts added later the new
+  // budget; a host already owed keeps the give-up time its round gave it.
+  void set_options(NotifyScheduleOptions options) { options_ = options; }
+
   bool empty() const { return hosts_.empty(); }
   size_t size() const { return hosts_.size(); }
   size_t in_flight() const { return in_flight_; }

@@ -61,6 +61,29 @@ TEST_F(NotifyScheduleTest, BackoffDoublesFromTwoSecondsToACapOf120) {
   EXPECT_EQ(schedule_.View("client-a")->failures, 9u);
 }
 
+TEST_F(NotifyScheduleTest, NewOptionsApplyToTheNextRetryAndTheNextHostsBudget) {
+  schedule_.Add("client-a", "", "server", 1, clock_.Now());
+  EXPECT_EQ(FailAndWait("client-a"), 2);
+  EXPECT_EQ(FailAndWait("client-a"), 4);
+  auto a = schedule_.PopDue(clock_.Now());
+  ASSERT_TRUE(a.has_value());
+  // A reload: 10 s backoff, a 1 s budget for hosts added from now on.
+  schedule_.set_options(
+      NotifyScheduleOptions{milliseconds(10000), milliseconds(120000), 4, milliseconds(1000)});
+  schedule_.Add("client-b", "", "server", 1, clock_.Now());
+  auto b = schedule_.PopDue(clock_.Now());
+  ASSERT_TRUE(b.has_value());
+  ASSERT_EQ(b->mon_name, "client-b");
+  EXPECT_EQ(schedule_.Failed("client-b", b->generation, clock_.Now(), std::nullopt),
+            Outcome::kGiveUp);
+  // client-a's third failure: 10 s doubled twice; it keeps the 15 minutes its round gave it.
+  ASSERT_EQ(schedule_.Failed("client-a", a->generation, clock_.Now(), std::nullopt),
+            Outcome::kRetry);
+  EXPECT_EQ(*schedule_.NextDue() - clock_.Now(), seconds(40));
+  clock_.Set(*schedule_.NextDue());
+  EXPECT_EQ(FailAndWait("client-a"), 80);
+}
+
 TEST_F(NotifyScheduleTest, OneHostsBackoffDoesNotDelayAnother) {
   schedule_.Add("slow", "", "server", 1, clock_.Now());
   FailAndWait("slow");  // now at t = 2 s, slow due at t = 2 s

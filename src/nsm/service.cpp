@@ -71,6 +71,12 @@ NsmService::NsmService(asio::any_io_executor executor, store::Store& store, Stat
 
 NsmService::~NsmService() { worker_.join(); }
 
+void NsmService::SetCallerRules(const NsmOptions& options) {
+  options_.allowlist = options.allowlist;
+  options_.callback_programs = options.callback_programs;
+  options_.check_notifier_address = options.check_notifier_address;
+}
+
 void NsmService::Load(int32_t state, const std::vector<store::Registration>& registrations) {
   state_ = state;
   registry_.Clear();

@@ -105,6 +105,11 @@ class NsmService {
   // Stops spawning callbacks and waits (bounded) for those in flight.
   asio::awaitable<void> Shutdown();
 
+  // A configuration reload: the caller rules (allowlist, callback programs, the notifier
+  // address check) apply to the calls served from now on. max_registrations is kept: the
+  // registry is sized once. Registrations already made stay, whatever their callback program.
+  void SetCallerRules(const NsmOptions& options);
+
   int32_t state() const { return state_; }
   const Registry& registry() const { return registry_; }
   const NsmStats& stats() const { return stats_; }

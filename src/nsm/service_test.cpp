@@ -148,6 +148,26 @@ TEST(NsmServiceAllowlist, AllowlistedAddressMayMonitor) {
   EXPECT_EQ(res.res_stat, stat_succ);
 }
 
+TEST_F(NsmServiceTest, NewCallerRulesApplyToTheNextCallsAndKeepRegistrations) {
+  EXPECT_EQ(CallMon(Mon("client"), "192.0.2.9").res_stat, stat_fail);
+  EXPECT_EQ(CallMon(Mon("client", 0, 300100)).res_stat, stat_fail);
+  EXPECT_EQ(CallMon(Mon("kept")).res_stat, stat_succ);
+
+  NsmOptions reloaded;
+  reloaded.allowlist = {"192.0.2.9"};
+  reloaded.callback_programs = {100021, 300100};
+  service_->SetCallerRules(reloaded);
+  EXPECT_EQ(CallMon(Mon("client"), "192.0.2.9").res_stat, stat_succ);
+  EXPECT_EQ(CallMon(Mon("other", 0, 300100)).res_stat, stat_succ);
+  EXPECT_EQ(service_->registry().size(), 3u);
+
+  // Taken away again: refused from now on; what was registered stays.
+  service_->SetCallerRules(NsmOptions{});
+  EXPECT_EQ(CallMon(Mon("third"), "192.0.2.9").res_stat, stat_fail);
+  EXPECT_EQ(CallMon(Mon("fourth", 0, 300100)).res_stat, stat_fail);
+  EXPECT_EQ(service_->registry().size(), 3u);
+}
+
 TEST(NsmServiceLimit, PastTheLimitMonAnswersStatFailButUpdatesStillWork) {
   asio::io_context io;
   auto store = store::OpenStore("memory:", store::StoreOptions{});

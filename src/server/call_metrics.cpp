@@ -82,6 +82,10 @@ admin::RequestMetrics* CallMetrics::Resolve(const rpc::CallRecord& record) {
 EventMetrics::EventMetrics(store::Store& store, nsm::Notifier& notifier, admin::Metrics& metrics)
     : store_(store), notifier_(notifier) {
   store_.SetCommitObserver([&metrics](const store::CommitRecord& commit) {
+    if (commit.failed) {
+      metrics.StoreWritesFailed(commit.writes);
+      return;
+    }
     metrics.ObserveStoreCommit(std::chrono::duration<double>(commit.duration).count(),
                                commit.writes);
   });

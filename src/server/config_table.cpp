@@ -187,7 +187,7 @@ const Setting kSettings[] = {
          c.nsm_allowlist.push_back(ParseAllowedAddress(text));
        }
      },
-     [](const Config& c) -> SettingValue { return c.nsm_allowlist; }, false, false, "ADDR"},
+     [](const Config& c) -> SettingValue { return c.nsm_allowlist; }, false, true, "ADDR"},
     {"nsm.callback_programs", "--nsm-callback-programs", SettingType::kIntegerList, 1, INT32_MAX,
      "Programs an SM_MON may name as its status callback (my_prog); 100021 is NLM, as "
      "rpc.statd allows. Others are refused so that a registration cannot aim nlockd at an "
@@ -201,13 +201,13 @@ const Setting kSettings[] = {
      [](const Config& c) -> SettingValue {
        return std::vector<int64_t>(c.nsm_callback_programs.begin(), c.nsm_callback_programs.end());
      },
-     false, false, "PROGRAM"},
+     false, true, "PROGRAM"},
     {"nsm.check_notifier_address", "--nsm-check-notifier-address", SettingType::kBoolean, 0, 0,
      "Act on an SM_NOTIFY only when it comes from an address the monitored host is known by "
      "(its IP-literal name or the address it locked from), so a spoofed notification cannot drop "
      "another host's locks.",
      [](const SettingValue& v, Config& c) { c.nsm_check_notifier_address = Bool(v); },
-     [](const Config& c) -> SettingValue { return c.nsm_check_notifier_address; }},
+     [](const Config& c) -> SettingValue { return c.nsm_check_notifier_address; }, false, true},
     {"nsm.callback_timeout", "--nsm-callback-timeout", SettingType::kInteger, 1, 300,
      "Seconds: each status callback attempt's total deadline (portmapper lookup plus the call).",
      [](const SettingValue& v, Config& c) { c.nsm_callback_timeout = seconds(Int(v)); },
@@ -216,26 +216,26 @@ const Setting kSettings[] = {
     {"notify.statd_port", "--notify-statd-port", SettingType::kInteger, 0, kU16,
      "The peers' statd port; 0 asks each peer's portmapper (GETPORT 100024 v1, UDP then TCP).",
      [](const SettingValue& v, Config& c) { c.notify_statd_port = static_cast<uint16_t>(Int(v)); },
-     [](const Config& c) -> SettingValue { return int64_t{c.notify_statd_port}; }},
+     [](const Config& c) -> SettingValue { return int64_t{c.notify_statd_port}; }, false, true},
     {"notify.rpcbind_port", "--notify-rpcbind-port", SettingType::kInteger, 1, kU16,
      "Where peers' portmappers listen.",
      [](const SettingValue& v, Config& c) {
        c.notify_rpcbind_port = static_cast<uint16_t>(Int(v));
      },
-     [](const Config& c) -> SettingValue { return int64_t{c.notify_rpcbind_port}; }},
+     [](const Config& c) -> SettingValue { return int64_t{c.notify_rpcbind_port}; }, false, true},
     {"notify.timeout", "--notify-timeout", SettingType::kInteger, 1, 300,
      "Seconds: each attempt's total deadline (name lookup, GETPORT, SM_NOTIFY and its reply).",
      [](const SettingValue& v, Config& c) { c.notify_timeout = seconds(Int(v)); },
-     [](const Config& c) { return Secs(c.notify_timeout); }},
+     [](const Config& c) { return Secs(c.notify_timeout); }, false, true},
     {"notify.backoff", "--notify-backoff", SettingType::kInteger, 1, 120,
      "Seconds before the first retry of an unanswered host; doubles each time, up to 120.",
      [](const SettingValue& v, Config& c) { c.notify_backoff = seconds(Int(v)); },
-     [](const Config& c) { return Secs(c.notify_backoff); }},
+     [](const Config& c) { return Secs(c.notify_backoff); }, false, true},
     {"notify.budget", "--notify-budget", SettingType::kInteger, 1, 86400,
      "Seconds after the round began when an unanswered host is given up (sm-notify: 15 "
      "minutes).",
      [](const SettingValue& v, Config& c) { c.notify_budget = seconds(Int(v)); },
-     [](const Config& c) { return Secs(c.notify_budget); }},
+     [](const Config& c) { return Secs(c.notify_budget); }, false, true},
     {"notify.drop_unreachable", "--notify-drop-unreachable", SettingType::kBoolean, 0, 0,
      "A host given up on is treated as crashed: its locks restored from before the restart are "
      "dropped and the waiters they blocked are served. false: they wait for the grace timer.",
@@ -285,7 +285,8 @@ const Setting kSettings[] = {
      [](const Config& c) -> SettingValue { return c.admin_token_file; }, false, true, "PATH"},
     {"admin.open_writes", "--admin-open-writes", SettingType::kBoolean, 0, 0,
      "Serve the admin requests that change state (grace end, host release, notify, "
-     "registration delete: every method but GET and HEAD) without a token. false: they need admin.token or admin.token_file, and without one "
+     "registration delete: every method but GET and HEAD) without a token. false: they need "
+     "admin.token or admin.token_file, and without one "
      "they are refused (403), so that anyone who can reach the admin port cannot drop locks. "
      "Reads (GET, HEAD) need a token only when one is set.",
      [](const SettingValue& v, Config& c) { c.admin_open_writes = Bool(v); },

@@ -615,4 +615,11 @@ size_t Core::ReleaseHost(const std::string& host) {
   return nlm_.HostRebooted(host);
 }
 
+void Core::Reload(const nlockd::Options& next) {
+  asio::post(executor_, [this, nsm = NsmOptionsFrom(next), notify = NotifierOptionsFrom(next)] {
+    nsm_.SetCallerRules(nsm);
+    notifier_.SetTiming(notify);
+  });
+}
+
 }  // namespace nlockd::server

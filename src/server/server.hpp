@@ -104,6 +104,10 @@ class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
                                                   nlockd::ByteRange range);
   size_t ReleaseHost(const std::string& host);
 
+  // A configuration reload (nlockd::LockService::Reload): applies, on the executor, the NSM
+  // caller rules and the notification timing of `next`; its other fields are ignored.
+  void Reload(const nlockd::Options& next);
+
   AdminBackend& admin_backend() { return admin_backend_; }
   admin::Metrics& metrics() { return metrics_; }
 

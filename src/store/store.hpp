@@ -28,12 +28,16 @@ class LeaseLost : public Error {
   explicit LeaseLost(const std::string& message) : Error(ErrorKind::kFailed, message) {}
 };
 
-// One write transaction of a SQL store's writer thread (its group commit).
+// One write transaction of a SQL store's writer thread (its group commit), or writes that
+// failed: their Done gets an error (the transaction failed, the queue was full, the lock log
+// could not be written).
 struct CommitRecord {
   std::chrono::steady_clock::duration duration{};  // Applying the batch and committing it.
   size_t writes = 0;                               // The writes it carried: the batch size.
+  bool failed = false;                             // Its writes failed.
 };
-// Called on the writer thread after each committed transaction, before the Done of its writes;
+// Called after each committed transaction, before the Done of its writes, and for writes that
+// failed (on the writer thread, or the submitting thread when a write is refused at once);
 // must be cheap and must not throw (e.g. update thread-safe metrics).
 using CommitObserver = std::function<void(const CommitRecord&)>;
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -251,6 +252,26 @@ TEST_F(NsmBetweenHosts, OnlyLoopbackOrTheAllowlistMayMonitorButAnyoneMayStatAndN
       Nsm(2, {"mon name=victim", "simu_crash", "stat name=x"}),
       (std::vector<std::string>{"mon res=succ state=1", "simu_crash ok", "stat res=succ state=3"}));
   EXPECT_EQ(Nsm(1, {"notify name=nobody state=3"}), (std::vector<std::string>{"notify ok"}));
+  EXPECT_EQ(hosts().nlockd().Stop(), 0);
+}
+
+// SIGHUP applies a changed allowlist to the next calls: no restart, no state change.
+TEST_F(NsmBetweenHosts, SighupAppliesANewAllowlistWithoutARestart) {
+  TempDir dir;
+  const std::string config = dir.path() + "/nlockd.toml";
+  std::ofstream(config) << "[nsm]\nallowlist = []\n";
+  ASSERT_TRUE(hosts().StartNlockd({"--store", "memory:", "--config", config}));
+  EXPECT_EQ(Nsm(1, {"mon name=victim"}), (std::vector<std::string>{"mon res=fail state=-1"}));
+
+  std::ofstream(config) << "[nsm]\nallowlist = [\"" << NsmHosts::ClientAddress(1) << "\"]\n";
+  ASSERT_EQ(kill(hosts().nlockd().process().pid(), SIGHUP), 0);
+  auto reloaded = hosts().nlockd().process().WaitForLine(
+      std::regex(R"(nlockd reloaded config=\S+ applied=(\S*) needs_restart=(\S*))"), kWait);
+  ASSERT_TRUE(reloaded) << hosts().nlockd().process().output();
+  EXPECT_EQ((*reloaded)[1], "nsm.allowlist");
+  EXPECT_EQ((*reloaded)[2], "\"\"") << "an empty value is quoted";
+  EXPECT_EQ(Nsm(1, {"mon name=victim", "stat name=x"}),
+            (std::vector<std::string>{"mon res=succ state=1", "stat res=succ state=1"}));
   EXPECT_EQ(hosts().nlockd().Stop(), 0);
 }
 

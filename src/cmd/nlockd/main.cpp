@@ -157,9 +157,11 @@ std::unique_ptr<nlockd::admin::AdminServer> StartAdmin(const Config& config,
 }
 
 // SIGHUP: reads the file (and the flags over it) again, applies what can change while running
-// and logs the rest as needing a restart. A file that no longer loads changes nothing.
+// (the settings marked reloadable: the daemon's own here, the service's through
+// LockService::Reload) and logs the rest as needing a restart. A file that no longer loads
+// changes nothing.
 void Reload(const std::string& config_file, const Flags& flags, Config& current,
-            AdminPolicy& policy) {
+            AdminPolicy& policy, nlockd::LockService& service) {
   Config next;
   try {
     next = LoadConfig(config_file, flags);
@@ -180,16 +182,17 @@ void Reload(const std::string& config_file, const Flags& flags, Config& current,
   if (token_changed && std::find(applied.begin(), applied.end(), "admin.token") == applied.end()) {
     applied.emplace_back("admin.token");
   }
-  if (next.log_level != current.log_level) {
-    spdlog::set_level(next.log_level);
-    current.log_level = next.log_level;
-  }
+  if (next.log_level != current.log_level) spdlog::set_level(next.log_level);
   if (token_changed || next.admin_open_writes != current.admin_open_writes) {
     policy.Set(next.admin_token, next.admin_open_writes);
-    current.admin_token = next.admin_token;
-    current.admin_open_writes = next.admin_open_writes;
   }
-  current.admin_token_file = next.admin_token_file;
+  current.admin_token = next.admin_token;
+  // The running configuration takes the reloadable values (already checked); the keys that
+  // need a restart keep theirs. The service applies its part.
+  for (const Setting& setting : nlockd::server::Settings()) {
+    if (setting.reloadable) setting.apply(setting.get(next), current);
+  }
+  service.Reload(current);
   spdlog::info("nlockd reloaded config={} applied={} needs_restart={}",
                nlockd::LogValue(config_file),
                nlockd::LogValue(fmt::format("{}", fmt::join(applied, ","))),
@@ -249,7 +252,7 @@ void Run(Config config, const std::string& config_file, const Flags& flags) {
     sigwait(&signals, &signal);
     if (signal == SIGHUP) {
       systemd.Reloading();
-      Reload(config_file, flags, config, policy);
+      Reload(config_file, flags, config, policy, service);
       systemd.Ready();
       continue;
     }

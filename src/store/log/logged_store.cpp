@@ -198,6 +198,15 @@ void LoggedStore::Submit(WriteOp op, Done done) {
   }
 }
 
+void LoggedStore::SetCommitObserver(CommitObserver observer) {
+  AwaitApplied();
+  {
+    std::lock_guard lock(observer_mu_);
+    observer_ = observer;
+  }
+  inner_->SetCommitObserver(std::move(observer));
+}
+
 void LoggedStore::SubmitLogged(LoggedOp op, Done done) {
   std::exception_ptr error;
   {
@@ -224,6 +233,10 @@ void LoggedStore::SubmitLogged(LoggedOp op, Done done) {
         segment_ = std::make_unique<LogSegment>(SegmentPath(++segment_number_));
       }
     }
+  }
+  if (error) {
+    std::lock_guard lock(observer_mu_);
+    if (observer_) observer_(CommitRecord{{}, 1, /*failed=*/true});
   }
   done(error);
 }

@@ -47,12 +47,10 @@ class LoggedStore final : public Store {
   LoadedState LoadAll() override;
   StoreCounts Counts() override;
   std::vector<StateChange> StateHistory() override;
-  // The wrapped store's transactions; the old observer sees those of every write acknowledged
-  // before the call.
-  void SetCommitObserver(CommitObserver observer) override {
-    AwaitApplied();
-    inner_->SetCommitObserver(std::move(observer));
-  }
+  // The wrapped store's transactions, and the logged writes this store fails itself (a full
+  // backlog, a log that cannot be written); the old observer sees those of every write
+  // acknowledged before the call.
+  void SetCommitObserver(CommitObserver observer) override;
 
   // The log's files right now (oldest first), for tests and the benchmark.
   std::vector<std::string> SegmentPaths() const;
@@ -127,6 +125,10 @@ class LoggedStore final : public Store {
   std::atomic<uint64_t> applied_seq_{0};
   // A logged write the wrapped store failed: the segments stay for the next start to replay.
   bool keep_segments_ = false;  // guarded by applied_mu_
+
+  // Told of the writes this store fails itself; held while it runs and while it is replaced.
+  std::mutex observer_mu_;
+  CommitObserver observer_;  // guarded by observer_mu_
 
   std::thread hand_on_;  // started last in the constructor, joined first in the destructor
 };

@@ -79,6 +79,7 @@ void GroupCommitter::Submit(WriteOp op, Done done) {
       return;
     }
   }
+  Report(CommitRecord{{}, 1, /*failed=*/true});
   done(std::make_exception_ptr(
       closing ? Error(ErrorKind::kFailed, "store is closing")
               : Error(ErrorKind::kOverloaded,
@@ -146,6 +147,7 @@ void GroupCommitter::CommitAndComplete(std::vector<QueuedWrite>& batch) {
     return;
   }
   if (batch.size() == 1 || !MayBeOneWritesFault(error)) {
+    Report(CommitRecord{std::chrono::steady_clock::now() - start, batch.size(), /*failed=*/true});
     Complete(batch, error);
     return;
   }

@@ -167,24 +167,34 @@ TEST(GroupCommitter, AFailedBatchIsRetriedWriteByWriteSoOnlyTheBadWriteFails) {
   EXPECT_EQ(db.batches(), (std::vector<std::string>{"a,", "b,", "c,"}));
 }
 
-// Records the batch size of each transaction the observer is told of.
+// Records the batch size of each committed transaction the observer is told of, and counts
+// the failed writes it is told of.
 class CommitLog {
  public:
   CommitObserver Observer() {
     return [this](const CommitRecord& record) {
       std::lock_guard lock(mu_);
-      sizes_.push_back(record.writes);
       EXPECT_GE(record.duration.count(), 0);
+      if (record.failed) {
+        failed_ += record.writes;
+        return;
+      }
+      sizes_.push_back(record.writes);
     };
   }
   std::vector<size_t> sizes() {
     std::lock_guard lock(mu_);
     return sizes_;
   }
+  size_t failed() {
+    std::lock_guard lock(mu_);
+    return failed_;
+  }
 
  private:
   std::mutex mu_;
   std::vector<size_t> sizes_;
+  size_t failed_ = 0;
 };
 
 TEST(GroupCommitter, TheObserverSeesEachCommittedTransactionBeforeItsWritesComplete) {
@@ -203,6 +213,7 @@ TEST(GroupCommitter, TheObserverSeesEachCommittedTransactionBeforeItsWritesCompl
     outcomes.Wait();
   }
   EXPECT_EQ(log.sizes(), (std::vector<size_t>{1, 1, 1}));
+  EXPECT_EQ(log.failed(), 1U) << "the bad write, once its batch was retried write by write";
 
   committer.SetObserver({});
   Outcomes outcomes;
@@ -260,6 +271,25 @@ TEST(GroupCommitter, AFullQueueFailsNewWritesAtOnceWithOverloaded) {
   EXPECT_TRUE(overloaded);  // before Submit returned
   db.Release();
   EXPECT_EQ(outcomes.Wait(), (std::vector<std::string>{"ok", "ok", "ok"}));
+}
+
+TEST(GroupCommitter, TheObserverIsToldOfEveryFailedWrite) {
+  FakeDatabase db;
+  CommitLog log;
+  Outcomes outcomes;
+  GroupCommitter committer(db.Fn(), GroupCommitOptions{true, 1024, 3});
+  committer.SetObserver(log.Observer());
+  db.Hold();
+  committer.Submit(Named("a"), outcomes.Expect());
+  db.WaitForCalls(1);
+  // A lost database fails its whole batch; a full queue refuses a write at once.
+  for (const char* name : {"b", "gone", "c"}) committer.Submit(Named(name), outcomes.Expect());
+  committer.Submit(Named("d"), outcomes.Expect());
+  EXPECT_EQ(log.failed(), 1U) << "the write refused by the full queue";
+  db.Release();
+  outcomes.Wait();
+  EXPECT_EQ(log.sizes(), (std::vector<size_t>{1}));
+  EXPECT_EQ(log.failed(), 4U);
 }
 
 TEST(GroupCommitter, DestructionCommitsEverythingQueued) {
