@@ -16,6 +16,7 @@
 #include "base/error.hpp"
 #include "rpc/address.hpp"
 #include "rpc/record_marking.hpp"
+#include "rpc/udp_datagrams.hpp"
 
 namespace nlockd::rpc {
 
@@ -222,6 +223,7 @@ void Server::Listen(const asio::ip::address& address, uint16_t port) {
     if (!ec) {
       address_ = address;
       port_ = bound;
+      AskForDestinations();
       return;
     }
     asio::error_code ignored;
@@ -258,6 +260,18 @@ void Server::Adopt(int tcp_listen_fd, int udp_fd) {
   if (ec) throw Error(ErrorKind::kFailed, "adopted TCP socket is not bound: " + ec.message());
   address_ = endpoint.address();
   port_ = endpoint.port();
+  AskForDestinations();
+}
+
+void Server::AskForDestinations() {
+  std::error_code ec;
+  ReceiveDestinations(udp_, ec);
+  if (ec) {
+    spdlog::warn(
+        "rpc udp on port {}: the kernel will not say where each call was sent ({}); replies go "
+        "from the address it picks, which a client of another local address may drop",
+        port_, ec.message());
+  }
 }
 
 void Server::Start() {
@@ -305,12 +319,18 @@ asio::awaitable<void> Server::UdpLoop() {
   if (!loop_pass) co_return;
   std::vector<uint8_t> buffer(kMaxDatagram);
   while (!gate_.closed()) {
-    asio::ip::udp::endpoint sender;
-    auto [ec, n] = co_await udp_.async_receive_from(asio::buffer(buffer), sender, kUseTuple);
+    std::error_code ec;
+    ReceivedDatagram received = ReceiveDatagram(udp_, buffer, ec);
+    if (ec == asio::error::would_block) {
+      auto [wait_ec] = co_await udp_.async_wait(asio::socket_base::wait_read, kUseTuple);
+      if (wait_ec && (wait_ec == asio::error::operation_aborted || !udp_.is_open())) break;
+      continue;
+    }
     if (ec) {
-      if (ec == asio::error::operation_aborted || gate_.closed() || !udp_.is_open()) break;
+      if (gate_.closed() || !udp_.is_open()) break;
       continue;  // ICMP errors from earlier sends surface here; they are not ours to handle.
     }
+    const size_t n = received.size;
     stats_.bytes_received += n;
     if (udp_in_flight_ >= options_.max_udp_calls) {
       ++stats_.udp_dropped;
@@ -322,20 +342,21 @@ asio::awaitable<void> Server::UdpLoop() {
     asio::co_spawn(executor_,
                    HandleDatagram(std::vector<uint8_t>(buffer.begin(),
                                                        buffer.begin() + static_cast<ptrdiff_t>(n)),
-                                  sender, std::move(*pass)),
+                                  received.sender, received.destination, std::move(*pass)),
                    asio::detached);
   }
 }
 
 asio::awaitable<void> Server::HandleDatagram(std::vector<uint8_t> datagram,
                                              asio::ip::udp::endpoint sender,
+                                             std::optional<asio::ip::address> destination,
                                              TaskGate::Pass /*pass*/) {
   CallContext context;
   context.transport = Transport::kUdp;
   context.peer_address = NormalizeAddress(sender.address());
   context.peer = AddressToString(context.peer_address);
   context.peer_port = sender.port();
-  context.local_address = NormalizeAddress(address_);
+  context.local_address = NormalizeAddress(destination.value_or(address_));
   context.local_port = port_;
   context.listener_programs = options_.programs;
   std::vector<uint8_t> reply;
@@ -346,9 +367,17 @@ asio::awaitable<void> Server::HandleDatagram(std::vector<uint8_t> datagram,
     spdlog::error("rpc udp call failed peer={}: {}", AddressToString(context.peer_address),
                   e.what());
   }
-  if (has_reply && udp_.is_open()) {
-    auto [ec, n] = co_await udp_.async_send_to(asio::buffer(reply), sender, kUseTuple);
+  // From the address the call was sent to: a client connected to it drops any other source.
+  while (has_reply && udp_.is_open()) {
+    std::error_code ec;
+    const size_t n = SendDatagram(udp_, reply, sender, destination, ec);
+    if (ec == asio::error::would_block) {
+      auto [wait_ec] = co_await udp_.async_wait(asio::socket_base::wait_write, kUseTuple);
+      if (wait_ec) break;
+      continue;
+    }
     if (!ec) stats_.bytes_sent += n;
+    break;
   }
   --udp_in_flight_;
 }

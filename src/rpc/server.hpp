@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <list>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include <asio/any_io_executor.hpp>
@@ -84,7 +85,11 @@ class Server {
   asio::awaitable<void> AcceptLoop();
   asio::awaitable<void> UdpLoop();
   asio::awaitable<void> HandleDatagram(std::vector<uint8_t> datagram,
-                                       asio::ip::udp::endpoint sender, TaskGate::Pass pass);
+                                       asio::ip::udp::endpoint sender,
+                                       std::optional<asio::ip::address> destination,
+                                       TaskGate::Pass pass);
+  // Asks the kernel where each datagram was sent, so that replies go from there.
+  void AskForDestinations();
 
   asio::any_io_executor executor_;
   const Dispatcher& dispatcher_;

@@ -41,6 +41,13 @@ asio::awaitable<HandlerStatus> Sleep(const CallContext&, xdr::Decoder& args, xdr
   co_return HandlerStatus::kSuccess;
 }
 
+// Echoes the address the call was sent to, as the server saw it.
+asio::awaitable<HandlerStatus> Where(const CallContext& context, xdr::Decoder&,
+                                     xdr::Encoder& out) {
+  out.String(context.local_address.to_string());
+  co_return HandlerStatus::kSuccess;
+}
+
 Bytes CallMessage(uint32_t xid, uint32_t proc, std::optional<uint32_t> arg = std::nullopt) {
   Bytes msg;
   xdr::Encoder enc(msg);
@@ -94,11 +101,12 @@ class RawConnection {
 
 class ServerTest : public ::testing::Test {
  protected:
-  void StartServer(ServerOptions options = {}) {
+  void StartServer(ServerOptions options = {}, const char* address = "127.0.0.1") {
     dispatcher_.Register(kProg, kVers, 0, "NULL", Null);
     dispatcher_.Register(kProg, kVers, 1, "SLEEP", Sleep);
+    dispatcher_.Register(kProg, kVers, 2, "WHERE", Where);
     server_ = std::make_unique<Server>(io_.get_executor(), dispatcher_, options);
-    server_->Listen(asio::ip::make_address("127.0.0.1"), 0);
+    server_->Listen(asio::ip::make_address(address), 0);
     server_->Start();
     thread_ = std::thread([this] { io_.run(); });
   }
@@ -257,6 +265,50 @@ TEST_F(ServerTest, UdpGarbageGetsNoReplyAndUdpKeepsServing) {
   socket.send_to(asio::buffer(Bytes{1, 2, 3}), target);
   socket.send_to(asio::buffer(Bytes(70000 % 65507, 0xff)), target);
   EXPECT_EQ(ClientCall(Transport::kUdp, 0, std::nullopt).status, CallStatus::kOk);
+}
+
+// A UDP call from 127.0.0.1 to 127.0.0.2 on a client socket connected to 127.0.0.2 (as the
+// Linux kernel's RPC client connects its socket to the server's address). The kernel would
+// answer 127.0.0.1 from 127.0.0.1, which that socket drops; the server must answer from
+// 127.0.0.2. Returns the address the server saw the call sent to, "" if no answer came.
+std::string CallWhereFromAnotherLoopbackAddress(uint16_t port) {
+  asio::io_context io;
+  asio::ip::udp::socket socket(io, asio::ip::udp::v4());
+  socket.bind({asio::ip::make_address("127.0.0.1"), 0});
+  socket.connect({asio::ip::make_address("127.0.0.2"), port});
+  timeval tv{3, 0};
+  setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  socket.send(asio::buffer(CallMessage(77, 2)));
+  Bytes reply(512);
+  // Not socket.receive(): Asio waits on past SO_RCVTIMEO.
+  const ssize_t n = ::recv(socket.native_handle(), reply.data(), reply.size(), 0);
+  if (n <= 0) return "";
+  reply.resize(static_cast<size_t>(n));
+  DecodedReply decoded = DecodeReply(reply);
+  if (!decoded.ok || decoded.xid != 77) return "(bad reply)";
+  xdr::Decoder in(decoded.body);
+  std::string where;
+  if (!in.String(where, 64, "where")) return "(bad result)";
+  return where;
+}
+
+TEST_F(ServerTest, UdpOnTheWildcardAddressAnswersFromTheAddressTheCallWasSentTo) {
+  StartServer({}, "0.0.0.0");
+  EXPECT_EQ(CallWhereFromAnotherLoopbackAddress(server_->port()), "127.0.0.2");
+  EXPECT_EQ(ClientCall(Transport::kUdp, 0, std::nullopt).status, CallStatus::kOk);
+}
+
+TEST_F(ServerTest, DualStackUdpAnswersAnIpv4CallFromTheAddressItWasSentTo) {
+  {
+    asio::io_context probe;
+    asio::ip::udp::socket v6(probe);
+    asio::error_code ec;
+    v6.open(asio::ip::udp::v6(), ec);
+    if (!ec) v6.bind({asio::ip::address_v6::any(), 0}, ec);
+    if (ec) GTEST_SKIP() << "no IPv6 here";
+  }
+  StartServer({}, "::");
+  EXPECT_EQ(CallWhereFromAnotherLoopbackAddress(server_->port()), "127.0.0.2");
 }
 
 TEST_F(ServerTest, ShutdownLetsACallInFlightSendItsReply) {
