@@ -1,5 +1,7 @@
 #include "rpc/client.hpp"
 
+#include <sys/socket.h>
+
 #include <tuple>
 
 #include <asio/connect.hpp>
@@ -69,15 +71,45 @@ CallResult InterpretReply(std::span<const uint8_t> reply) {
   return result;
 }
 
+namespace {
+
+// `address` as a source for a socket of `protocol`: itself, its IPv4-mapped form on an IPv6
+// socket, or nothing (another family, or no address asked for).
+template <typename Protocol>
+std::optional<asio::ip::address> SourceAddressFor(const Protocol& protocol,
+                                                  const std::optional<asio::ip::address>& address) {
+  if (!address || address->is_unspecified()) return std::nullopt;
+  const bool v6_socket = protocol.family() == AF_INET6;
+  if (address->is_v4()) {
+    if (!v6_socket) return address;
+    return asio::ip::make_address_v6(asio::ip::v4_mapped, address->to_v4());
+  }
+  if (v6_socket) return address;
+  if (address->to_v6().is_v4_mapped()) {
+    return asio::ip::make_address_v4(asio::ip::v4_mapped, address->to_v6());
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 template <typename Socket>
 void Client::BindSource(Socket& socket, typename Socket::protocol_type protocol,
-                        SourcePort source) {
+                        SourcePort source, const std::optional<asio::ip::address>& address) {
   asio::error_code ec;
+  const std::optional<asio::ip::address> local = SourceAddressFor(protocol, address);
   switch (source.kind) {
     case SourcePort::Kind::kAny:
+      if (!local) return;
+      socket.bind(typename Socket::endpoint_type(*local, 0), ec);
+      if (ec) {
+        spdlog::debug("rpc cannot call from {} ({}); calling from the address the kernel picks",
+                      local->to_string(), ec.message());
+      }
       return;
     case SourcePort::Kind::kReserved:
-      ec = BindReservedPort(socket, protocol);
+      ec = BindReservedPort(socket, protocol, local);
+      if (ec == std::errc::address_not_available) ec = BindReservedPort(socket, protocol);
       if (ec && !reserved_warned_) {
         reserved_warned_ = true;
         spdlog::warn(
@@ -89,7 +121,12 @@ void Client::BindSource(Socket& socket, typename Socket::protocol_type protocol,
       return;
     case SourcePort::Kind::kFixed:
       socket.set_option(asio::socket_base::reuse_address(true), ec);
-      socket.bind(typename Socket::endpoint_type(protocol, source.port), ec);
+      socket.bind(local ? typename Socket::endpoint_type(*local, source.port)
+                        : typename Socket::endpoint_type(protocol, source.port),
+                  ec);
+      if (ec == std::errc::address_not_available) {
+        socket.bind(typename Socket::endpoint_type(protocol, source.port), ec);
+      }
       if (ec) {
         auto level = fixed_warned_ ? spdlog::level::debug : spdlog::level::warn;
         fixed_warned_ = true;
@@ -156,7 +193,7 @@ asio::awaitable<CallResult> Client::CallUdp(asio::ip::address address, uint16_t 
                                             CallOptions options) {
   asio::ip::udp::endpoint peer(address, port);
   asio::ip::udp::socket socket(executor_, peer.protocol());
-  BindSource(socket, peer.protocol(), options.source);
+  BindSource(socket, peer.protocol(), options.source, options.source_address);
   // Connecting the socket makes the kernel report ICMP port-unreachable as ECONNREFUSED.
   asio::error_code ec;
   socket.connect(peer, ec);
@@ -198,7 +235,7 @@ asio::awaitable<CallResult> Client::CallTcp(asio::ip::address address, uint16_t 
   asio::error_code open_ec;
   socket.open(peer.protocol(), open_ec);
   if (open_ec) co_return Failure(CallStatus::kUnreachable, open_ec.message());
-  BindSource(socket, peer.protocol(), options.source);
+  BindSource(socket, peer.protocol(), options.source, options.source_address);
   auto [connect_ec] = co_await socket.async_connect(peer, kUseTuple);
   if (connect_ec == std::errc::address_not_available &&
       options.source.kind == SourcePort::Kind::kFixed) {

@@ -38,6 +38,12 @@ struct CallOptions {
   // different peers may share it. When the bind fails the call goes out from any port, and the
   // Client says so in the log (once per kind of source port).
   SourcePort source;
+  // The call's source address: the local address the peer reached us at, so that it knows
+  // the call for ours (Linux lockd takes a GRANTED only from the address it sent its LOCK to,
+  // which on an HA node is the service address, not the host's own). Used when it is of the
+  // peer's family; when it cannot be bound (the address is gone) the call goes from the
+  // address the kernel picks.
+  std::optional<asio::ip::address> source_address;
 };
 
 enum class CallStatus {
@@ -78,9 +84,10 @@ class Client {
                                       std::vector<uint8_t> request, CallOptions options);
   asio::awaitable<std::optional<asio::ip::address>> Resolve(std::string host);
   uint32_t NextXid() { return next_xid_++; }
-  // Binds an open socket as `source` asks; logs (once per kind) when it cannot.
+  // Binds an open socket as `source` and `address` ask; logs (once per kind) when it cannot.
   template <typename Socket>
-  void BindSource(Socket& socket, typename Socket::protocol_type protocol, SourcePort source);
+  void BindSource(Socket& socket, typename Socket::protocol_type protocol, SourcePort source,
+                  const std::optional<asio::ip::address>& address);
 
   asio::any_io_executor executor_;
   uint32_t next_xid_;

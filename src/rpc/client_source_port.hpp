@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <random>
 
 #include <asio/error.hpp>
@@ -26,11 +27,13 @@ inline constexpr uint16_t kReservedFirst = 600;
 inline constexpr uint16_t kReservedLow = 512;
 inline constexpr uint16_t kReservedHigh = 1023;
 
-// Binds an open, unbound socket of `protocol` to a free privileged port. Returns the error of
-// the failed bind when the process may not bind one (EACCES without root or
-// CAP_NET_BIND_SERVICE), address_in_use when every port is taken.
+// Binds an open, unbound socket of `protocol` to a free privileged port (of `address` when
+// given, of every address otherwise). Returns the error of the failed bind when the process may
+// not bind one (EACCES without root or CAP_NET_BIND_SERVICE), address_in_use when every port is
+// taken.
 template <typename Socket>
-asio::error_code BindReservedPort(Socket& socket, typename Socket::protocol_type protocol) {
+asio::error_code BindReservedPort(Socket& socket, typename Socket::protocol_type protocol,
+                                  const std::optional<asio::ip::address>& address = std::nullopt) {
   constexpr int kHighCount = kReservedHigh - kReservedFirst + 1;
   constexpr int kLowCount = kReservedFirst - kReservedLow;
   thread_local std::minstd_rand engine{std::random_device{}()};
@@ -39,7 +42,10 @@ asio::error_code BindReservedPort(Socket& socket, typename Socket::protocol_type
   for (int i = 0; i < kHighCount + kLowCount; ++i) {
     const int port = i < kHighCount ? kReservedFirst + (start + i) % kHighCount
                                     : kReservedLow + (i - kHighCount);
-    socket.bind(typename Socket::endpoint_type(protocol, static_cast<uint16_t>(port)), ec);
+    const auto chosen = static_cast<uint16_t>(port);
+    socket.bind(address ? typename Socket::endpoint_type(*address, chosen)
+                        : typename Socket::endpoint_type(protocol, chosen),
+                ec);
     if (!ec) return ec;
     if (ec != asio::error::address_in_use) return ec;
   }

@@ -108,6 +108,48 @@ TEST_P(ClientSourcePort, ReservedPortIsPrivilegedWhenTheProcessMayBindOne) {
   RunCoroutine(io, server.Shutdown());
 }
 
+// Answers with the address the call came from, as the server saw it.
+asio::awaitable<HandlerStatus> PeerAddress(const CallContext& context, xdr::Decoder&,
+                                           xdr::Encoder& out) {
+  out.String(context.peer_address.to_string());
+  co_return HandlerStatus::kSuccess;
+}
+
+TEST_P(ClientSourcePort, SourceAddressIsTheOneTheReceiverSeesWithAnyKindOfPort) {
+  asio::io_context io;
+  Dispatcher dispatcher;
+  dispatcher.Register(300000, 1, 2, "PEER_ADDRESS", PeerAddress);
+  Server server(io.get_executor(), dispatcher, {});
+  server.Listen(asio::ip::make_address("0.0.0.0"), 0);
+  server.Start();
+  Client client(io.get_executor());
+  for (SourcePort port :
+       {SourcePort::Any(), SourcePort::Reserved(), SourcePort::Fixed(FreeUdpAndTcpPort(io))}) {
+    for (const char* source : {"127.0.0.2", "::ffff:127.0.0.3"}) {
+      CallOptions options;
+      options.source = port;
+      options.source_address = asio::ip::make_address(source);
+      CallResult result = RunCoroutine(
+          io, client.Call({"127.0.0.1", server.port(), GetParam()}, 300000, 1, 2, {}, options));
+      ASSERT_EQ(result.status, CallStatus::kOk) << result.detail;
+      xdr::Decoder dec(result.body);
+      std::string seen;
+      ASSERT_TRUE(dec.String(seen, 64, "address"));
+      EXPECT_EQ(seen, std::string(source).substr(std::string(source).rfind(':') + 1))
+          << "source " << source;
+    }
+  }
+  // An address of another family, or one that is not local, is left to the kernel.
+  for (const char* source : {"::1", "192.0.2.77"}) {
+    CallOptions options;
+    options.source_address = asio::ip::make_address(source);
+    CallResult result = RunCoroutine(
+        io, client.Call({"127.0.0.1", server.port(), GetParam()}, 300000, 1, 2, {}, options));
+    ASSERT_EQ(result.status, CallStatus::kOk) << source << ": " << result.detail;
+  }
+  RunCoroutine(io, server.Shutdown());
+}
+
 std::string TransportName(const ::testing::TestParamInfo<Transport>& transport) {
   return ToString(transport.param);
 }
