@@ -431,6 +431,40 @@ TEST_F(HaFaultTest, BothNodesStartedAtOnceMakeExactlyOneActive) {
   StopAndCheck();
 }
 
+// PostgreSQL restarted under load: the active keeps its lease (renewing again once the server is
+// back) or loses it cleanly (exit 75, the standby takes over); either way the clients' history
+// is clean and the service serves afterwards.
+TEST_F(HaFaultTest, PostgresqlRestartedUnderLoad) {
+  const char* pg_ctl = std::getenv("NLOCKD_TEST_PG_CTL");
+  if (pg_ctl == nullptr) GTEST_SKIP() << "needs NLOCKD_TEST_PG_CTL (scripts/with-postgres.sh)";
+  StartPair();
+  ASSERT_FALSE(HasFatalFailure());
+  StartLoad();
+  ASSERT_FALSE(HasFatalFailure());
+  std::this_thread::sleep_for(milliseconds(300));
+  const int32_t state_before = CurrentState();
+  const auto restarted = Clock::now();
+  ASSERT_EQ(std::system((std::string(pg_ctl) + " -m fast restart >/dev/null 2>&1").c_str()), 0);
+  // Past a lease from now the active has either renewed or gone.
+  const std::optional<int> status =
+      nodes_[active_].process->Wait(milliseconds(kLeaseSeconds * 1000 + 1500));
+  if (status) {
+    std::cout << "the active lost its lease in the restart (exit " << *status << ")\n";
+    EXPECT_EQ(*status, 75) << nodes_[active_].process->output();
+    const int to = 1 - active_;
+    MoveAddress(active_, to);
+    ASSERT_TRUE(WaitActive(to, seconds(kLeaseSeconds * 3 + 10))) << nodes_[to].process->output();
+    active_ = to;
+    EXPECT_TRUE(WaitAllReclaimed(state_before, seconds(30)));
+  } else {
+    std::cout << "the active kept its lease through the restart\n";
+    EXPECT_FALSE(WaitActive(1 - active_, milliseconds(200))) << "two active nodes";
+  }
+  EXPECT_TRUE(WaitGrantsAfter(restarted + milliseconds(kLeaseSeconds * 1000), seconds(30)))
+      << "no lock granted after the restart";
+  StopAndCheck();
+}
+
 TEST_F(HaFaultTest, RandomizedFaults) {
   int rounds = 10;
   if (const char* text = std::getenv("NLOCKD_HA_FAULT_ROUNDS")) rounds = std::atoi(text);
