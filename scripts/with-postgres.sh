@@ -2,9 +2,11 @@
 # Runs COMMAND against a private PostgreSQL server, then stops the server and removes it.
 #   scripts/with-postgres.sh COMMAND [ARGS...]
 #   e.g. scripts/with-postgres.sh ctest --test-dir build -L db
-# The server lives in a temporary directory, listens on 127.0.0.1 on a free port (and on a unix
-# socket in that directory), and holds a database nlockd_test owned by the role nlockd. COMMAND
-# sees:
+# The server lives in a temporary directory, listens on a free port (and on a unix socket in that
+# directory), and holds a database nlockd_test owned by the role nlockd. It listens on every
+# address but admits by password only 127.0.0.1 and 10.231.0.0/16, the links that
+# tests/integration/ha_fault_test.cpp makes from its network namespaces to this one (so that it
+# can cut them). COMMAND sees:
 #   NLOCKD_TEST_PG_URI      postgresql://nlockd:PASSWORD@127.0.0.1:PORT/nlockd_test
 #   NLOCKD_TEST_PG_DATADIR  the server's data directory
 #   NLOCKD_TEST_PG_CTL      a pg_ctl command line for this server: append stop, start or restart
@@ -63,13 +65,18 @@ fi
   --auth-host=scram-sha-256 --pwfile="$work/password" -E UTF8 --locale=C.UTF-8 --no-sync \
   >"$work/initdb.log" 2>&1 || { cat "$work/initdb.log" >&2; exit 1; }
 
+cat >>"$data/pg_hba.conf" <<HBA
+# with-postgres.sh: the test namespaces' links
+host all all 10.231.0.0/16 scram-sha-256
+HBA
+
 # A free port: try random ones until the server binds.
 port=""
 for _ in $(seq 1 20); do
   candidate=$((20000 + RANDOM % 40000))
   cat >>"$data/postgresql.conf" <<CONF
 # with-postgres.sh
-listen_addresses = '127.0.0.1'
+listen_addresses = '*'
 port = $candidate
 unix_socket_directories = '$work'
 max_connections = 200
