@@ -60,19 +60,19 @@ json ToJson(const HaView& ha) {
 
 json ToJson(const StatusView& status) {
   json out = {{"state_number", status.state_number},
-          {"server_name", status.server_name},
-          {"version", NLOCKD_BUILD_VERSION},
-          {"revision", NLOCKD_BUILD_REVISION},
-          {"uptime_seconds", status.uptime_seconds},
-          {"grace", ToJson(status.grace)},
-          {"counts",
-           {{"registrations", status.registrations},
-            {"monitored_hosts", status.monitored_hosts},
-            {"hosts", status.hosts},
-            {"locks", status.locks},
-            {"shares", status.shares},
-            {"waiters", status.waiters},
-            {"pending_grants", status.pending_grants}}}};
+              {"server_name", status.server_name},
+              {"version", NLOCKD_BUILD_VERSION},
+              {"revision", NLOCKD_BUILD_REVISION},
+              {"uptime_seconds", status.uptime_seconds},
+              {"grace", ToJson(status.grace)},
+              {"counts",
+               {{"registrations", status.registrations},
+                {"monitored_hosts", status.monitored_hosts},
+                {"hosts", status.hosts},
+                {"locks", status.locks},
+                {"shares", status.shares},
+                {"waiters", status.waiters},
+                {"pending_grants", status.pending_grants}}}};
   if (status.ha) out["ha"] = ToJson(*status.ha);
   return out;
 }

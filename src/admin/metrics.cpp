@@ -442,14 +442,16 @@ void Metrics::SetHa(const HaView& ha) {
     ha_standby_ = &role.Add({{"role", "standby"}});
     ha_epoch_ = &BuildGauge()
                      .Name("nlockd_ha_epoch")
-                     .Help("Epoch of the service's lease as this node last saw it (its own "
-                           "while active).")
+                     .Help(
+                         "Epoch of the service's lease as this node last saw it (its own "
+                         "while active).")
                      .Register(*registry_)
                      .Add({});
     ha_lease_info_ = &BuildGauge()
                           .Name("nlockd_ha_lease_info")
-                          .Help("Always 1; the holder label names the lease's holder as last "
-                                "seen (empty when free).")
+                          .Help(
+                              "Always 1; the holder label names the lease's holder as last "
+                              "seen (empty when free).")
                           .Register(*registry_);
   }
   ha_active_->Set(ha.active ? 1 : 0);

@@ -204,9 +204,9 @@ class Metrics {
 
   // HA gauges (SetHa), null until the first call.
   std::mutex ha_mutex_;
-  prometheus::Gauge* ha_active_ = nullptr;   // guarded by ha_mutex_
-  prometheus::Gauge* ha_standby_ = nullptr;  // guarded by ha_mutex_
-  prometheus::Gauge* ha_epoch_ = nullptr;    // guarded by ha_mutex_
+  prometheus::Gauge* ha_active_ = nullptr;                          // guarded by ha_mutex_
+  prometheus::Gauge* ha_standby_ = nullptr;                         // guarded by ha_mutex_
+  prometheus::Gauge* ha_epoch_ = nullptr;                           // guarded by ha_mutex_
   prometheus::Family<prometheus::Gauge>* ha_lease_info_ = nullptr;  // guarded by ha_mutex_
   prometheus::Gauge* ha_lease_holder_ = nullptr;  // the current holder's child; ha_mutex_
 

@@ -398,10 +398,10 @@ TEST(StandbyResponseTest, ReportsTheRoleHolderAndEpoch) {
   EXPECT_NE(text.find("nlockd_ha_epoch 3"), std::string::npos) << text;
   EXPECT_NE(text.find("nlockd_ha_lease_info{holder=\"nlockd pid 7 on a\"} 1"), std::string::npos);
   EXPECT_EQ(get("/api/v1/locks", "Bearer secret").status, 503);
-  EXPECT_EQ(StandbyResponse({"POST", "/api/v1/grace/end", "Bearer secret", ""}, ha, metrics,
-                            options)
-                .status,
-            503);
+  EXPECT_EQ(
+      StandbyResponse({"POST", "/api/v1/grace/end", "Bearer secret", ""}, ha, metrics, options)
+          .status,
+      503);
 }
 
 // The holder label follows the holder: the previous one's series goes.

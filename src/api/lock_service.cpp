@@ -111,10 +111,9 @@ class HaStatus::Impl {
     const HaState state = Get();
     const admin::HaView view{state.role == HaRole::kActive, state.holder, state.epoch,
                              state.lease.count()};
-    admin::HttpResponse answer =
-        admin::StandbyResponse({request.method, request.target, request.authorization,
-                                request.body},
-                               view, metrics_, admin::RouterOptions{token_});
+    admin::HttpResponse answer = admin::StandbyResponse(
+        {request.method, request.target, request.authorization, request.body}, view, metrics_,
+        admin::RouterOptions{token_});
     return AdminResponse{answer.status, std::move(answer.content_type), std::move(answer.body),
                          std::move(answer.headers)};
   }
@@ -233,19 +232,17 @@ LockService::LockService(Options options, asio::io_context& io)
 
 LockService::LockService(Options options, std::shared_ptr<HaStatus> ha_status) {
   const std::chrono::seconds lease = options.ha_lease;
-  impl_ = std::make_unique<Impl>(std::move(options), nullptr,
-                                 [ha_status, lease](const server::HaReport& report) {
-                                   ha_status->impl_->Set(report, lease);
-                                 });
+  impl_ = std::make_unique<Impl>(
+      std::move(options), nullptr,
+      [ha_status, lease](const server::HaReport& report) { ha_status->impl_->Set(report, lease); });
 }
 
 LockService::LockService(Options options, asio::io_context& io,
                          std::shared_ptr<HaStatus> ha_status) {
   const std::chrono::seconds lease = options.ha_lease;
-  impl_ = std::make_unique<Impl>(std::move(options), &io,
-                                 [ha_status, lease](const server::HaReport& report) {
-                                   ha_status->impl_->Set(report, lease);
-                                 });
+  impl_ = std::make_unique<Impl>(
+      std::move(options), &io,
+      [ha_status, lease](const server::HaReport& report) { ha_status->impl_->Set(report, lease); });
 }
 
 LockService::~LockService() = default;

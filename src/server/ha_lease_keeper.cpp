@@ -121,9 +121,10 @@ HaLeaseKeeper::HaLeaseKeeper(HaOptions options) : options_(std::move(options)), 
       const bool session_gone =
           locked && view && view->live && view->session_locked && !view->holder.empty();
       if (session_gone) {
-        spdlog::info("ha: the database session of the holder of service '{}' ({}, epoch {}) "
-                     "ended; taking the lease over",
-                     options_.service, view->holder, view->epoch);
+        spdlog::info(
+            "ha: the database session of the holder of service '{}' ({}, epoch {}) "
+            "ended; taking the lease over",
+            options_.service, view->holder, view->epoch);
         // The holder, if its process lives on, notices its lost session within kSessionCheck
         // and stops before this node serves.
         std::this_thread::sleep_for(kSessionTakeoverSettle);

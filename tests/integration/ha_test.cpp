@@ -218,7 +218,8 @@ TEST_F(HaTest, AnActiveWhoseLeaseSessionIsTerminatedStopsBeforeTheStandbyServes)
             std::string::npos)
       << a_->process().output();
   EXPECT_EQ(b_output.find("nlockd listening"), std::string::npos)
-      << "B served before A had stopped:\n" << b_output;
+      << "B served before A had stopped:\n"
+      << b_output;
   ASSERT_TRUE(b_->WaitActive(std::chrono::seconds(10))) << b_->process().output();
   const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - terminated);
   RecordProperty("session_takeover_ms", static_cast<int>(took.count()));

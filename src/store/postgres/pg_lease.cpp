@@ -165,8 +165,7 @@ bool PgLease::Renew(int64_t epoch, std::chrono::milliseconds length) {
                                        SqlValue::Int64(length.count()),
                                        SqlValue::Int32(session_locked_ ? 1 : 0)};
     bool renewed = false;
-    conn.ForEachRow(PgStep{nullptr, kRenewSql, params, {}},
-                    [&](const SqlRow&) { renewed = true; });
+    conn.ForEachRow(PgStep{nullptr, kRenewSql, params, {}}, [&](const SqlRow&) { renewed = true; });
     return renewed;
   });
 }
