@@ -96,7 +96,6 @@ void RunHook(const std::string& command, const std::string& what) {
 
 HaLeaseKeeper::HaLeaseKeeper(HaOptions options) : options_(std::move(options)), holder_(Holder()) {
   const milliseconds poll = PollEvery(options_.lease);
-  const Clock::time_point not_before = Clock::now() + options_.hold_off;
   std::string last_seen;
   std::optional<HaReport> last_report;
   auto report = [&](const HaReport& now) {
@@ -113,10 +112,9 @@ HaLeaseKeeper::HaLeaseKeeper(HaOptions options) : options_(std::move(options)), 
         lease_ = std::make_unique<store::PgLease>(options_.conninfo, options_.connect_timeout,
                                                   options_.service, holder_);
       }
-      const bool may_take = Clock::now() >= not_before;
       // Holding the session lock while the holder is said to hold it too means its session
       // ended: the process died (kill -9, a crash) or lost its connection.
-      const bool locked = may_take && lease_->LockSession();
+      const bool locked = lease_->LockSession();
       std::optional<store::LeaseView> view = lease_->Read();
       const bool session_gone =
           locked && view && view->live && view->session_locked && !view->holder.empty();
@@ -129,7 +127,7 @@ HaLeaseKeeper::HaLeaseKeeper(HaOptions options) : options_(std::move(options)), 
         // and stops before this node serves.
         std::this_thread::sleep_for(kSessionTakeoverSettle);
       }
-      if (may_take && (!view || !view->live || session_gone)) {
+      if (!view || !view->live || session_gone) {
         const Clock::time_point sent = Clock::now();
         if (std::optional<int64_t> epoch = lease_->TryAcquire(options_.lease)) {
           epoch_ = *epoch;

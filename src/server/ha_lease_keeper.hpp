@@ -30,9 +30,6 @@ struct HaOptions {
   std::string on_standby;  // /bin/sh -c command, or ""
   // Called (on the keeper's threads) whenever what it reports changes; may be empty.
   std::function<void(const HaReport&)> on_report;
-  // Takes no lease before this long has passed (a node that just handed the service over on
-  // request waits for a standby to take it, rather than taking it back at once).
-  std::chrono::milliseconds hold_off{0};
 };
 
 // Makes this process the active node of an HA service and keeps it so (docs/decisions/0017).
