@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "nlockd/export.hpp"
+#include "nlockd/ha.hpp"
 #include "nlockd/options.hpp"
 #include "nlockd/types.hpp"
 
@@ -48,6 +49,11 @@ class NLOCKD_EXPORT LockService {
   // Declared with a forward declaration of asio::io_context (standalone Asio); the host must be
   // compiled against the same Asio version and configuration as libnlockd (docs/embedding.md).
   LockService(Options options, asio::io_context& io);
+  // The same with Options::ha, reporting this node's role to `ha_status` from the start of the
+  // constructor's wait as standby until the service ends (see HaStatus). Without ha it
+  // reports nothing. REQUIRES: ha_status is not null.
+  LockService(Options options, std::shared_ptr<HaStatus> ha_status);
+  LockService(Options options, asio::io_context& io, std::shared_ptr<HaStatus> ha_status);
   ~LockService();
   LockService(const LockService&) = delete;
   LockService& operator=(const LockService&) = delete;

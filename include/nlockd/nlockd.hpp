@@ -2,6 +2,7 @@
 
 // libnlockd: an NFS lock manager (NLM and NSM) to link into an NFS server. See
 // docs/embedding.md for how to use it.
+#include "nlockd/ha.hpp"
 #include "nlockd/lock_service.hpp"
 #include "nlockd/options.hpp"
 #include "nlockd/types.hpp"

@@ -45,6 +45,14 @@ struct GraceView {
   std::string last_end_reason;     // "timer", "all-reclaimed", "admin"; empty if none ended.
 };
 
+// The HA role of this node (docs/decisions/0017), when the service runs with ha.
+struct HaView {
+  bool active = false;  // role "active", else "standby"
+  std::string holder;   // who holds the lease as last seen ("" when free)
+  int64_t epoch = 0;    // the lease's epoch as last seen (this node's own while active)
+  int64_t lease_seconds = 0;
+};
+
 struct StatusView {
   int32_t state_number = 0;  // NSM state: odd while up.
   std::string server_name;   // The mon_name sent in SM_NOTIFY.
@@ -57,14 +65,16 @@ struct StatusView {
   uint64_t shares = 0;
   uint64_t waiters = 0;         // Queued blocked requests (pending grants not included).
   uint64_t pending_grants = 0;  // Granted blocked requests whose client has not acknowledged.
+  std::optional<HaView> ha;     // Set with ha.
 };
 
 struct ReadinessView {
   bool store_loaded = false;
   bool listening = false;
   GraceView grace;
+  std::optional<HaView> ha;  // Set with ha: only the active node is ready.
 
-  bool ready() const { return store_loaded && listening; }
+  bool ready() const { return store_loaded && listening && (!ha || ha->active); }
 };
 
 // An NSM registration (SM_MON). `id` is MakeRegistrationId() of its key.

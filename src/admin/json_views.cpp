@@ -51,28 +51,43 @@ json ToJson(const GraceView& grace) {
            grace.last_end_reason.empty() ? json(nullptr) : json(grace.last_end_reason)}};
 }
 
+json ToJson(const HaView& ha) {
+  return {{"role", ha.active ? "active" : "standby"},
+          {"holder", ha.holder},
+          {"epoch", ha.epoch},
+          {"lease_seconds", ha.lease_seconds}};
+}
+
 json ToJson(const StatusView& status) {
-  return {{"state_number", status.state_number},
-          {"server_name", status.server_name},
-          {"version", NLOCKD_BUILD_VERSION},
-          {"revision", NLOCKD_BUILD_REVISION},
-          {"uptime_seconds", status.uptime_seconds},
-          {"grace", ToJson(status.grace)},
-          {"counts",
-           {{"registrations", status.registrations},
-            {"monitored_hosts", status.monitored_hosts},
-            {"hosts", status.hosts},
-            {"locks", status.locks},
-            {"shares", status.shares},
-            {"waiters", status.waiters},
-            {"pending_grants", status.pending_grants}}}};
+  json out = {{"state_number", status.state_number},
+              {"server_name", status.server_name},
+              {"version", NLOCKD_BUILD_VERSION},
+              {"revision", NLOCKD_BUILD_REVISION},
+              {"uptime_seconds", status.uptime_seconds},
+              {"grace", ToJson(status.grace)},
+              {"counts",
+               {{"registrations", status.registrations},
+                {"monitored_hosts", status.monitored_hosts},
+                {"hosts", status.hosts},
+                {"locks", status.locks},
+                {"shares", status.shares},
+                {"waiters", status.waiters},
+                {"pending_grants", status.pending_grants}}}};
+  if (status.ha) out["ha"] = ToJson(*status.ha);
+  return out;
 }
 
 json ToJson(const ReadinessView& readiness) {
-  return {{"ready", readiness.ready()},
-          {"store_loaded", readiness.store_loaded},
-          {"listening", readiness.listening},
-          {"grace", ToJson(readiness.grace)}};
+  json out = {{"ready", readiness.ready()},
+              {"store_loaded", readiness.store_loaded},
+              {"listening", readiness.listening},
+              {"grace", ToJson(readiness.grace)}};
+  if (readiness.ha) {
+    out["role"] = readiness.ha->active ? "active" : "standby";
+    out["holder"] = readiness.ha->holder;
+    out["epoch"] = readiness.ha->epoch;
+  }
+  return out;
 }
 
 json ToJson(const RegistrationView& registration) {

@@ -18,6 +18,7 @@ std::string HexEncode(std::string_view bytes);
 std::optional<std::string> HexDecode(std::string_view hex);
 
 nlohmann::json ToJson(const GraceView& grace);
+nlohmann::json ToJson(const HaView& ha);
 nlohmann::json ToJson(const StatusView& status);
 nlohmann::json ToJson(const ReadinessView& readiness);
 nlohmann::json ToJson(const RegistrationView& registration);

@@ -435,9 +435,45 @@ void Metrics::Refresh(const StatusView& status) {
     grace_last_end_[i]->Set(status.grace.last_end_reason == kGraceEndReasons[i] ? 1 : 0);
   }
   uptime_->Set(status.uptime_seconds);
+  if (status.ha) SetHa(*status.ha);
 
   std::lock_guard lock(source_mutex_);
   if (source_) registry_->Store(source_());
+}
+
+// --- HA (docs/decisions/0017) ------------------------------------------------------------
+void Metrics::SetHa(const HaView& ha) {
+  std::lock_guard lock(ha_mutex_);
+  if (ha_active_ == nullptr) {
+    auto& role = BuildGauge()
+                     .Name("nlockd_ha_role")
+                     .Help("HA role of this node: 1 for the role it has, 0 for the other.")
+                     .Register(*registry_);
+    ha_active_ = &role.Add({{"role", "active"}});
+    ha_standby_ = &role.Add({{"role", "standby"}});
+    ha_epoch_ = &BuildGauge()
+                     .Name("nlockd_ha_epoch")
+                     .Help(
+                         "Epoch of the service's lease as this node last saw it (its own "
+                         "while active).")
+                     .Register(*registry_)
+                     .Add({});
+    ha_lease_info_ = &BuildGauge()
+                          .Name("nlockd_ha_lease_info")
+                          .Help(
+                              "Always 1; the holder label names the lease's holder as last "
+                              "seen (empty when free).")
+                          .Register(*registry_);
+  }
+  ha_active_->Set(ha.active ? 1 : 0);
+  ha_standby_->Set(ha.active ? 0 : 1);
+  ha_epoch_->Set(static_cast<double>(ha.epoch));
+  auto& holder = ha_lease_info_->Add({{"holder", ha.holder}});
+  if (ha_lease_holder_ != nullptr && ha_lease_holder_ != &holder) {
+    ha_lease_info_->Remove(ha_lease_holder_);
+  }
+  holder.Set(1);
+  ha_lease_holder_ = &holder;
 }
 
 std::string Metrics::Serialize() const {

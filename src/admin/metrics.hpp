@@ -189,6 +189,9 @@ class Metrics {
   // (called per scrape: by the admin server before serving /metrics, by the library's
   // RefreshMetrics()).
   void Refresh(const StatusView& status);
+  // The HA gauges (nlockd_ha_role{role}, nlockd_ha_epoch, nlockd_ha_lease_info{holder}),
+  // registered at the first call; Refresh() calls it when status.ha is set. Thread-safe.
+  void SetHa(const HaView& ha);
 
   // The Prometheus text exposition format (version 0.0.4).
   std::string Serialize() const;
@@ -200,6 +203,14 @@ class Metrics {
   class Registry;  // A prometheus::Registry that also exports the last ServiceCounts.
 
   std::shared_ptr<Registry> registry_;
+
+  // HA gauges (SetHa), null until the first call.
+  std::mutex ha_mutex_;
+  prometheus::Gauge* ha_active_ = nullptr;                          // guarded by ha_mutex_
+  prometheus::Gauge* ha_standby_ = nullptr;                         // guarded by ha_mutex_
+  prometheus::Gauge* ha_epoch_ = nullptr;                           // guarded by ha_mutex_
+  prometheus::Family<prometheus::Gauge>* ha_lease_info_ = nullptr;  // guarded by ha_mutex_
+  prometheus::Gauge* ha_lease_holder_ = nullptr;  // the current holder's child; ha_mutex_
 
   prometheus::Family<prometheus::Counter>* nsm_requests_;
   prometheus::Family<prometheus::Histogram>* nsm_request_duration_;

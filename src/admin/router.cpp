@@ -10,6 +10,7 @@
 #include "admin/json_views.hpp"
 #include "admin/metrics.hpp"
 #include "base/error.hpp"
+#include "nlockd_build_info.hpp"
 
 namespace nlockd::admin {
 namespace {
@@ -293,6 +294,41 @@ HttpResponse Router::GetMetrics(const Call& /*call*/) const {
   response.content_type = kMetricsContentType;
   response.body = metrics_.Serialize();
   return response;
+}
+
+HttpResponse StandbyResponse(const HttpRequest& request, const HaView& ha, Metrics& metrics,
+                             const RouterOptions& options) {
+  const std::string_view target = request.target;
+  const std::string_view path = target.substr(0, target.find('?'));
+  if (path != "/healthz" && !BearerTokenMatches(request.authorization, options.token)) {
+    return UnauthorizedResponse();
+  }
+  const bool get = request.method == "GET" || request.method == "HEAD";
+  if (get && path == "/healthz") return Ok({{"status", "ok"}});
+  if (get && path == "/readyz") {
+    ReadinessView readiness;
+    readiness.ha = ha;
+    return JsonResponse(503, ToJson(readiness));
+  }
+  if (get && path == "/api/v1/status") {
+    return Ok({{"version", NLOCKD_BUILD_VERSION},
+               {"revision", NLOCKD_BUILD_REVISION},
+               {"ha", ToJson(ha)}});
+  }
+  if (get && path == "/metrics") {
+    metrics.SetHa(ha);
+    HttpResponse response;
+    response.content_type = kMetricsContentType;
+    response.body = metrics.Serialize();
+    return response;
+  }
+  if (ha.active) {
+    return ErrorResponse(503, "unavailable", "starting: the service is not served yet");
+  }
+  return ErrorResponse(503, "standby",
+                       ha.holder.empty()
+                           ? std::string("this node is a standby; it serves nothing")
+                           : "this node is a standby; the active node is " + ha.holder);
 }
 
 HttpResponse Router::GetHealthz(const Call& /*call*/) const { return Ok({{"status", "ok"}}); }

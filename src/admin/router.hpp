@@ -92,6 +92,13 @@ class Router {
   RouterOptions options_;
 };
 
+// The answer of a node that has no service yet (an HA standby, or the active node while it
+// loads the store): /healthz 200, /readyz 503 with the role, holder and epoch, /api/v1/status
+// with the "ha" object, /metrics with the HA gauges (and the counters `metrics` holds); every
+// other endpoint 503. The token rules are the Router's.
+HttpResponse StandbyResponse(const HttpRequest& request, const HaView& ha, Metrics& metrics,
+                             const RouterOptions& options);
+
 // The JSON error object with `code` and `message`.
 HttpResponse ErrorResponse(int status, std::string_view code, std::string_view message);
 

@@ -6,6 +6,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "admin/metrics.hpp"
 #include "admin/testing/test_server.hpp"
 #include "nlockd_build_info.hpp"
 
@@ -367,6 +368,51 @@ TEST_F(AdminTokenTest, HealthzNeedsNoToken) {
   httplib::Result result = client_.Get("/healthz");
   ASSERT_TRUE(result);
   EXPECT_EQ(result->status, 200);
+}
+
+// A node without a running service (an HA standby) answers from its role alone.
+TEST(StandbyResponseTest, ReportsTheRoleHolderAndEpoch) {
+  Metrics metrics;
+  const HaView ha{false, "nlockd pid 7 on a", 3, 5};
+  const RouterOptions options{"secret"};
+  auto get = [&](const std::string& target, const std::string& authorization) {
+    return StandbyResponse({"GET", target, authorization, ""}, ha, metrics, options);
+  };
+  EXPECT_EQ(get("/healthz", "").status, 200);
+  EXPECT_EQ(get("/readyz", "").status, 401);
+  const HttpResponse readyz = get("/readyz", "Bearer secret");
+  EXPECT_EQ(readyz.status, 503);
+  const json ready = json::parse(readyz.body);
+  EXPECT_EQ(ready["role"], "standby");
+  EXPECT_EQ(ready["holder"], "nlockd pid 7 on a");
+  EXPECT_EQ(ready["epoch"], 3);
+  EXPECT_EQ(ready["ready"], false);
+  const json status = json::parse(get("/api/v1/status", "Bearer secret").body);
+  EXPECT_EQ(status["ha"], json({{"role", "standby"},
+                                {"holder", "nlockd pid 7 on a"},
+                                {"epoch", 3},
+                                {"lease_seconds", 5}}));
+  const std::string text = get("/metrics", "Bearer secret").body;
+  EXPECT_NE(text.find("nlockd_ha_role{role=\"standby\"} 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("nlockd_ha_role{role=\"active\"} 0"), std::string::npos) << text;
+  EXPECT_NE(text.find("nlockd_ha_epoch 3"), std::string::npos) << text;
+  EXPECT_NE(text.find("nlockd_ha_lease_info{holder=\"nlockd pid 7 on a\"} 1"), std::string::npos);
+  EXPECT_EQ(get("/api/v1/locks", "Bearer secret").status, 503);
+  EXPECT_EQ(
+      StandbyResponse({"POST", "/api/v1/grace/end", "Bearer secret", ""}, ha, metrics, options)
+          .status,
+      503);
+}
+
+// The holder label follows the holder: the previous one's series goes.
+TEST(StandbyResponseTest, TheLeaseInfoNamesOnlyTheCurrentHolder) {
+  Metrics metrics;
+  metrics.SetHa(HaView{false, "old", 1, 5});
+  metrics.SetHa(HaView{true, "new", 2, 5});
+  const std::string text = metrics.Serialize();
+  EXPECT_EQ(text.find("holder=\"old\""), std::string::npos) << text;
+  EXPECT_NE(text.find("nlockd_ha_lease_info{holder=\"new\"} 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("nlockd_ha_role{role=\"active\"} 1"), std::string::npos) << text;
 }
 
 }  // namespace

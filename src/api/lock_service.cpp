@@ -16,6 +16,7 @@
 #include <asio/strand.hpp>
 #include <spdlog/spdlog.h>
 
+#include "admin/metrics.hpp"
 #include "admin/router.hpp"
 #include "rpc/address.hpp"
 #include "rpc/message.hpp"
@@ -91,9 +92,52 @@ std::string_view ToString(LockResult result) {
   return "unknown";
 }
 
+class HaStatus::Impl {
+ public:
+  explicit Impl(std::string admin_token) : token_(std::move(admin_token)) {}
+
+  void Set(const server::HaReport& report, std::chrono::seconds lease) {
+    std::lock_guard lock(mutex_);
+    state_.role = report.active ? HaRole::kActive : HaRole::kStandby;
+    state_.holder = report.holder;
+    state_.epoch = report.epoch;
+    state_.lease = lease;
+  }
+  HaState Get() const {
+    std::lock_guard lock(mutex_);
+    return state_;
+  }
+  AdminResponse Handle(const AdminRequest& request) const {
+    const HaState state = Get();
+    const admin::HaView view{state.role == HaRole::kActive, state.holder, state.epoch,
+                             state.lease.count()};
+    admin::HttpResponse answer = admin::StandbyResponse(
+        {request.method, request.target, request.authorization, request.body}, view, metrics_,
+        admin::RouterOptions{token_});
+    return AdminResponse{answer.status, std::move(answer.content_type), std::move(answer.body),
+                         std::move(answer.headers)};
+  }
+
+ private:
+  const std::string token_;
+  mutable std::mutex mutex_;
+  HaState state_;  // guarded by mutex_
+  // The standby's own registry (build info and the HA gauges); the service has its own.
+  mutable admin::Metrics metrics_;
+};
+
+HaStatus::HaStatus(std::string admin_token)
+    : impl_(std::make_unique<Impl>(std::move(admin_token))) {}
+HaStatus::~HaStatus() = default;
+HaState HaStatus::Get() const { return impl_->Get(); }
+AdminResponse HaStatus::HandleAdminRequest(const AdminRequest& request) const {
+  return impl_->Handle(request);
+}
+
 class LockService::Impl {
  public:
-  Impl(Options options, asio::io_context* host_io)
+  Impl(Options options, asio::io_context* host_io,
+       std::function<void(const server::HaReport&)> on_ha_report = {})
       : options_token_(options.admin_token),
         own_io_(host_io == nullptr ? std::make_unique<asio::io_context>(1) : nullptr),
         io_(host_io == nullptr ? *own_io_ : *host_io),
@@ -101,7 +145,8 @@ class LockService::Impl {
         // unless it was made for one.
         executor_(own_io_ || RunsOnOneThread(io_) ? asio::any_io_executor(io_.get_executor())
                                                   : asio::any_io_executor(asio::make_strand(io_))),
-        core_(std::make_unique<server::Core>(executor_, std::move(options))) {
+        core_(std::make_unique<server::Core>(executor_, std::move(options),
+                                             std::move(on_ha_report))) {
     admin_router_.emplace(core_->admin_backend(), core_->metrics(),
                           admin::RouterOptions{options_token_});
     // Its thread runs from the start, so that calls handed in before Start() are refused on
@@ -184,6 +229,21 @@ LockService::LockService(Options options)
 
 LockService::LockService(Options options, asio::io_context& io)
     : impl_(std::make_unique<Impl>(std::move(options), &io)) {}
+
+LockService::LockService(Options options, std::shared_ptr<HaStatus> ha_status) {
+  const std::chrono::seconds lease = options.ha_lease;
+  impl_ = std::make_unique<Impl>(
+      std::move(options), nullptr,
+      [ha_status, lease](const server::HaReport& report) { ha_status->impl_->Set(report, lease); });
+}
+
+LockService::LockService(Options options, asio::io_context& io,
+                         std::shared_ptr<HaStatus> ha_status) {
+  const std::chrono::seconds lease = options.ha_lease;
+  impl_ = std::make_unique<Impl>(
+      std::move(options), &io,
+      [ha_status, lease](const server::HaReport& report) { ha_status->impl_->Set(report, lease); });
+}
 
 LockService::~LockService() = default;
 

@@ -122,13 +122,16 @@ admin::ServiceCounts AdminBackend::ReadServiceCounts() const {
 }
 
 admin::StatusView AdminBackend::Status() {
-  return OnExecutor([this] { return StatusNow(); });
+  admin::StatusView view = OnExecutor([this] { return StatusNow(); });
+  if (parts_.ha) view.ha = parts_.ha();
+  return view;
 }
 
 admin::ReadinessView AdminBackend::Readiness() {
   admin::ReadinessView view;
   view.store_loaded = store_loaded_.load();
   view.listening = serving_.load() && !closed_.load();
+  if (parts_.ha) view.ha = parts_.ha();
   // Grace lives on the executor, which does not run before the server listens.
   if (view.ready() && !closed_.load()) view.grace = OnExecutor([this] { return GraceNow(); });
   return view;

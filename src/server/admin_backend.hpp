@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <set>
 #include <string>
@@ -46,6 +47,8 @@ struct AdminBackendParts {
   // The start-up grace period: its reclaim counts, and ending it (so that what it drops is
   // counted and the restored rows settled). Null: the LockManager's grace alone.
   GraceController* grace = nullptr;
+  // With ha: this node's role, as status and readiness report it (thread-safe). Empty: no ha.
+  std::function<admin::HaView()> ha;
 };
 
 // admin::Backend over the running server. Called on the admin server's HTTP threads: each call

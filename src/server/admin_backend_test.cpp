@@ -117,8 +117,18 @@ class AdminBackendTest : public ::testing::Test {
         notifier_(io_.get_executor(), client_, store_, clock_, QuickNotifier()),
         nlm_(io_.get_executor(), locks_, bridge_, nlm_caller_, NlmOptionsForTest()),
         call_metrics_(metrics_),
-        backend_(AdminBackendParts{io_.get_executor(), clock_, locks_, nsm_, notifier_, nlm_,
-                                   bridge_, metrics_, "server-a", false}) {
+        backend_(AdminBackendParts{io_.get_executor(),
+                                   clock_,
+                                   locks_,
+                                   nsm_,
+                                   notifier_,
+                                   nlm_,
+                                   bridge_,
+                                   metrics_,
+                                   "server-a",
+                                   false,
+                                   nullptr,
+                                   {}}) {
     bridge_.Attach(nsm_, nlm_);
     nlm_.Register(dispatcher_);
     dispatcher_.SetObserver(

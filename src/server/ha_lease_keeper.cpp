@@ -32,10 +32,11 @@ std::string Holder() {
   return fmt::format("nlockd pid {} on {}", getpid(), host);
 }
 
-// How often a standby looks at the lease: a tenth of it, so that a released lease is taken
+// How often a standby looks at the lease (two short queries): a thirtieth of it, at least
+// every 200 ms, so that a lease whose holder's session ended or that was released is taken
 // within that, and an expired one within lease + that.
 milliseconds PollEvery(milliseconds lease) {
-  return std::clamp(lease / 10, milliseconds(50), milliseconds(1000));
+  return std::clamp(lease / 30, milliseconds(50), milliseconds(200));
 }
 
 // The margin kept before the lease's end by this node's clock: stopping then leaves room for
@@ -96,21 +97,49 @@ void RunHook(const std::string& command, const std::string& what) {
 HaLeaseKeeper::HaLeaseKeeper(HaOptions options) : options_(std::move(options)), holder_(Holder()) {
   const milliseconds poll = PollEvery(options_.lease);
   std::string last_seen;
+  std::optional<HaReport> last_report;
+  auto report = [&](const HaReport& now) {
+    if (last_report && last_report->holder == now.holder && last_report->epoch == now.epoch) {
+      return;
+    }
+    last_report = now;
+    Report(now);
+  };
+  report(HaReport{false, "", 0});
   for (;;) {
     try {
       if (!lease_) {
         lease_ = std::make_unique<store::PgLease>(options_.conninfo, options_.connect_timeout,
                                                   options_.service, holder_);
       }
-      const Clock::time_point sent = Clock::now();
-      if (std::optional<int64_t> epoch = lease_->TryAcquire(options_.lease)) {
-        epoch_ = *epoch;
-        valid_until_ = sent + options_.lease - SafetyMargin(options_.lease);
-        break;
+      // Holding the session lock while the holder is said to hold it too means its session
+      // ended: the process died (kill -9, a crash) or lost its connection.
+      const bool locked = lease_->LockSession();
+      std::optional<store::LeaseView> view = lease_->Read();
+      const bool session_gone =
+          locked && view && view->live && view->session_locked && !view->holder.empty();
+      if (session_gone) {
+        spdlog::info(
+            "ha: the database session of the holder of service '{}' ({}, epoch {}) "
+            "ended; taking the lease over",
+            options_.service, view->holder, view->epoch);
+        // The holder, if its process lives on, notices its lost session within kSessionCheck
+        // and stops before this node serves.
+        std::this_thread::sleep_for(kSessionTakeoverSettle);
       }
-      const std::optional<store::LeaseView> view = lease_->Read();
+      if (!view || !view->live || session_gone) {
+        const Clock::time_point sent = Clock::now();
+        if (std::optional<int64_t> epoch = lease_->TryAcquire(options_.lease)) {
+          epoch_ = *epoch;
+          valid_until_ = sent + options_.lease - SafetyMargin(options_.lease);
+          break;
+        }
+        view = lease_->Read();
+      }
+      if (locked) lease_->UnlockSession();  // for the holder, which takes it at its renewal
       const std::string seen =
           view ? fmt::format("held by {} (epoch {})", view->holder, view->epoch) : "";
+      report(HaReport{false, view && view->live ? view->holder : "", view ? view->epoch : 0});
       if (seen != last_seen) {
         spdlog::info("ha: standby for service '{}': {}; waiting for the lease", options_.service,
                      seen);
@@ -129,8 +158,13 @@ HaLeaseKeeper::HaLeaseKeeper(HaOptions options) : options_(std::move(options)), 
   }
   spdlog::info("ha: took the lease of service '{}' at epoch {} ({} ms)", options_.service, epoch_,
                options_.lease.count());
+  Report(HaReport{true, holder_, epoch_});
   renewer_ = std::thread([this] { RenewLoop(); });
   deadline_watcher_ = std::thread([this] { WatchDeadline(); });
+}
+
+void HaLeaseKeeper::Report(const HaReport& report) const {
+  if (options_.on_report) options_.on_report(report);
 }
 
 HaLeaseKeeper::~HaLeaseKeeper() {
@@ -157,6 +191,7 @@ void HaLeaseKeeper::Release() {
   try {
     lease_->Release(epoch_);
     spdlog::info("ha: released the lease of service '{}' (epoch {})", options_.service, epoch_);
+    Report(HaReport{false, "", epoch_});
   } catch (const Error& e) {
     spdlog::warn("ha: cannot release the lease (a standby takes over once it expires): {}",
                  e.what());
@@ -167,16 +202,21 @@ void HaLeaseKeeper::Release() {
 void HaLeaseKeeper::RenewLoop() {
   const milliseconds every = options_.lease / 3;
   const milliseconds retry = PollEvery(options_.lease);
-  Clock::time_point next = Clock::now() + every;
+  Clock::time_point next_renewal = Clock::now() + every;
   for (;;) {
     {
       std::unique_lock lock(mutex_);
-      if (wake_.wait_until(lock, next, [this] { return stop_; })) return;
+      const Clock::time_point wake = std::min(next_renewal, Clock::now() + kSessionCheck);
+      if (wake_.wait_until(lock, wake, [this] { return stop_; })) return;
     }
-    // The database computes the new expiry after it receives the request, so the lease is
-    // ours at least until `sent` + lease by this node's clock.
-    const Clock::time_point sent = Clock::now();
     try {
+      if (Clock::now() < next_renewal) {
+        lease_->Ping();
+        continue;
+      }
+      // The database computes the new expiry after it receives the request, so the lease is
+      // ours at least until `sent` + lease by this node's clock.
+      const Clock::time_point sent = Clock::now();
       if (!lease_->Renew(epoch_, options_.lease)) {
         FailClosed("the database says the lease is no longer ours");
       }
@@ -184,12 +224,21 @@ void HaLeaseKeeper::RenewLoop() {
         std::lock_guard lock(mutex_);
         valid_until_ = sent + options_.lease - SafetyMargin(options_.lease);
       }
-      next = sent + every;
+      next_renewal = sent + every;
     } catch (const Error& e) {
+      if (e.kind() == ErrorKind::kDisconnected) {
+        // With the session went the session lock: a standby may hold the lease already, and
+        // nothing proves it is still ours.
+        FailClosed(fmt::format("lost the database session that holds the lease: {}", e.what()));
+      }
       spdlog::warn("ha: renewing the lease failed, retrying: {}", e.what());
-      next = Clock::now() + retry;
+      next_renewal = Clock::now() + retry;
     }
   }
+}
+
+void HaLeaseKeeper::StoreLostLease(const std::string& what) {
+  FailClosed(fmt::format("a store write was refused: {}", what));
 }
 
 void HaLeaseKeeper::WatchDeadline() {
@@ -210,6 +259,7 @@ void HaLeaseKeeper::FailClosed(const std::string& why) {
       "ha: lost the lease of service '{}' (epoch {}): {}; stopping at once so that this node "
       "never serves without it (exit status {})",
       options_.service, epoch_, why, kExitLeaseLost);
+  Report(HaReport{false, "", epoch_});
   RunHook(options_.on_standby, "ha_on_standby");
   spdlog::default_logger()->flush();
   std::_Exit(kExitLeaseLost);

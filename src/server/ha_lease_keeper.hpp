@@ -13,6 +13,14 @@
 
 namespace nlockd::server {
 
+// What the keeper reports as its role changes: standby (with the lease's holder and epoch as
+// last seen) or active (this node, its epoch).
+struct HaReport {
+  bool active = false;
+  std::string holder;  // "" when the lease is free or was never taken
+  int64_t epoch = 0;
+};
+
 struct HaOptions {
   std::string conninfo;  // the PostgreSQL store URI
   std::string service;   // the service name (Options::name), the lease's key
@@ -20,11 +28,16 @@ struct HaOptions {
   std::chrono::seconds connect_timeout{5};
   std::string on_active;   // /bin/sh -c command, or ""
   std::string on_standby;  // /bin/sh -c command, or ""
+  // Called (on the keeper's threads) whenever what it reports changes; may be empty.
+  std::function<void(const HaReport&)> on_report;
 };
 
 // Makes this process the active node of an HA service and keeps it so (docs/decisions/0017).
-// The constructor waits as standby until the service's lease is free and takes it (blocking the
-// caller's thread); a thread of its own then renews it every lease / 3. When a renewal fails
+// The constructor waits as standby until the service's lease is free, or its holder's database
+// session ended, and takes it (blocking the caller's thread); a thread of its own then renews
+// it every lease / 3 and checks every kSessionCheck that its lease session (which holds the
+// service's session lock) still lives. A lost session fails closed at once, since a standby
+// may take the lease as soon as the session lock is free. When a renewal fails
 // and the lease could be about to expire by this node's clock (or the database says it is no
 // longer ours), the process stops serving the only way that is certain at once: it runs the
 // standby hook and exits with kExitLeaseLost, so that it can never grant after its lease ended;
@@ -33,6 +46,11 @@ class HaLeaseKeeper {
  public:
   // The exit status of a process that lost its lease (EX_TEMPFAIL: restart me).
   static constexpr int kExitLeaseLost = 75;
+  // How often the active node proves its lease session alive.
+  static constexpr std::chrono::milliseconds kSessionCheck{50};
+  // How long a standby that found the holder's session gone waits before taking the lease:
+  // the old holder, if its process lives on, notices its lost session and stops meanwhile.
+  static constexpr std::chrono::milliseconds kSessionTakeoverSettle{150};
 
   explicit HaLeaseKeeper(HaOptions options);
   ~HaLeaseKeeper();
@@ -47,9 +65,13 @@ class HaLeaseKeeper {
   // Stops renewing and releases the lease, so that a standby takes over at once; runs the
   // on_standby hook. Idempotent. REQUIRES: nothing is served or written any more.
   void Release();
+  // A store write was refused because the lease is no longer ours: stops at once as a lost
+  // renewal does.
+  [[noreturn]] void StoreLostLease(const std::string& what);
 
  private:
   void RenewLoop();
+  void Report(const HaReport& report) const;
   // Ends the process once valid_until_ passes without a renewal, even while a renewal hangs in
   // the database client (a partition): serving must stop before the lease can expire.
   void WatchDeadline();

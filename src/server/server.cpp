@@ -53,7 +53,8 @@ nlm::NlmOptions NlmOptionsFrom(const nlockd::Options& options) {
 }
 
 // With Options::ha, waits as standby until this node holds the service's lease.
-std::unique_ptr<HaLeaseKeeper> TakeLeaseIfHa(const nlockd::Options& options) {
+std::unique_ptr<HaLeaseKeeper> TakeLeaseIfHa(const nlockd::Options& options,
+                                             std::function<void(const HaReport&)> on_report) {
   if (!options.ha) return nullptr;
   if (!store::IsSharedStoreUri(options.store)) {
     throw Error(ErrorKind::kFailed,
@@ -67,6 +68,7 @@ std::unique_ptr<HaLeaseKeeper> TakeLeaseIfHa(const nlockd::Options& options) {
   ha.lease = options.ha_lease;
   ha.on_active = options.ha_on_active;
   ha.on_standby = options.ha_on_standby;
+  ha.on_report = std::move(on_report);
   return std::make_unique<HaLeaseKeeper>(std::move(ha));
 }
 
@@ -210,12 +212,24 @@ nlm::nlm4_lock ToWireLock(const std::string& file, const nlockd::LockOwner& owne
 
 }  // namespace
 
-Core::Core(asio::any_io_executor executor, nlockd::Options options)
+Core::Core(asio::any_io_executor executor, nlockd::Options options,
+           std::function<void(const HaReport&)> on_ha_report)
     : options_(Completed(std::move(options))),
       executor_(std::move(executor)),
       client_(executor_),
       rpcbind_(client_, options_.rpcbind_host, options_.rpcbind_port),
-      ha_(TakeLeaseIfHa(options_)),
+      on_ha_report_(std::move(on_ha_report)),
+      ha_(TakeLeaseIfHa(options_,
+                        [this](const HaReport& report) {
+                          {
+                            std::lock_guard lock(ha_mutex_);
+                            ha_view_.active = report.active;
+                            ha_view_.holder = report.holder;
+                            ha_view_.epoch = report.epoch;
+                            ha_view_.lease_seconds = options_.ha_lease.count();
+                          }
+                          if (on_ha_report_) on_ha_report_(report);
+                        })),
       store_(OpenConfiguredStore(options_, ha_.get())),
       locks_(clock_, LockOptions(options_)),
       status_caller_(client_, StatusCallerOptions(options_)),
@@ -236,7 +250,8 @@ Core::Core(asio::any_io_executor executor, nlockd::Options options)
              GraceOptionsFrom(options_)),
       call_metrics_(metrics_),
       admin_backend_(AdminBackendParts{executor_, clock_, locks_, nsm_, notifier_, nlm_, bridge_,
-                                       metrics_, options_.name, options_.nlm_granted_msg, &grace_}),
+                                       metrics_, options_.name, options_.nlm_granted_msg, &grace_,
+                                       HaViewSource()}),
       calls_(executor_) {
   if (!options_.serve_nlm && !options_.serve_nsm) {
     throw Error(ErrorKind::kFailed, "serve names neither nlm nor nsm");
@@ -267,6 +282,14 @@ Core::Core(asio::any_io_executor executor, nlockd::Options options)
 }
 
 Core::~Core() = default;
+
+std::function<admin::HaView()> Core::HaViewSource() {
+  if (!options_.ha) return {};
+  return [this] {
+    std::lock_guard lock(ha_mutex_);
+    return ha_view_;
+  };
+}
 
 void Core::set_events(nlockd::EventHandlers events) { events_ = std::move(events); }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -58,7 +59,10 @@ namespace nlockd::server {
 // thread and posts the rest; until that ran, the executor refuses every call.
 class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
  public:
-  Core(asio::any_io_executor executor, nlockd::Options options);
+  // With Options::ha the constructor waits as standby until this node holds the lease;
+  // `on_ha_report` (may be empty; called on the keeper's threads) hears each change of role.
+  Core(asio::any_io_executor executor, nlockd::Options options,
+       std::function<void(const HaReport&)> on_ha_report = {});
   ~Core() override;
   Core(const Core&) = delete;
   Core& operator=(const Core&) = delete;
@@ -126,6 +130,8 @@ class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
   // A new store on a host where rpc.statd ran: moves the state past rpc.statd's last one
   // (its state file), so that peers take our notifications as news. Returns the state.
   int32_t ContinueStatdState(int32_t state);
+  // What status and readiness report as the HA role; empty without ha.
+  std::function<admin::HaView()> HaViewSource();
   // The part of Start() that runs on the executor.
   void Serve(int32_t state, store::LoadedState loaded);
   // SM_NOTIFY(our name, state) to every distinct monitored host and every host still owed one
@@ -146,6 +152,11 @@ class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
   rpc::ReplyCache reply_cache_;
   rpc::Client client_;
   rpc::RpcbindRegistration rpcbind_;
+  // With Options::ha: what the keeper last reported (guarded by ha_mutex_), for the admin
+  // views; set before ha_ is built.
+  std::function<void(const HaReport&)> on_ha_report_;
+  mutable std::mutex ha_mutex_;
+  admin::HaView ha_view_;
   // With Options::ha: the service's lease, taken (waiting as standby) before the store opens.
   std::unique_ptr<HaLeaseKeeper> ha_;
   std::unique_ptr<store::Store> store_;

@@ -36,12 +36,24 @@ std::string UniqueService(const std::string& prefix) {
 // One nlockd of the service; unlike NlockdProcess it may wait as standby before it listens.
 class HaNode {
  public:
-  HaNode(const std::string& service, uint16_t statd_port)
+  HaNode(const std::string& service, uint16_t statd_port, int lease_seconds = kLeaseSeconds)
       : process_({NLOCKD_BINARY, "--store", *store::testutil::PgTestUri(), "--listen",
                   "127.0.0.1:0", "--rpcbind-register=false", "--name", service, "--grace", "60",
                   "--notify-statd-port", std::to_string(statd_port), "--admin-listen",
                   "127.0.0.1:0", "--admin-open-writes=true", "--ha=true", "--ha-lease",
-                  std::to_string(kLeaseSeconds)}) {}
+                  std::to_string(lease_seconds)}) {}
+
+  // The admin server's port: it answers from the start, standby or not.
+  // REQUIRES: it logged "ha: standby" or "listening" (the admin server starts before either).
+  uint16_t AdminPort() {
+    std::smatch admin;
+    const std::string& output = process_.output();
+    if (!std::regex_search(output, admin,
+                           std::regex(R"(nlockd admin listening address=\S+ port=(\d+))"))) {
+      return 0;
+    }
+    return static_cast<uint16_t>(std::stoi(admin[1]));
+  }
 
   bool WaitStandby() {
     return process_.WaitForLine(std::regex("ha: standby for service"), std::chrono::seconds(20))
@@ -115,8 +127,8 @@ class HaTest : public ::testing::Test {
   }
 
   // Starts A (active, holding the hosts' locks) and B (standby).
-  void StartPair() {
-    a_ = std::make_unique<HaNode>(service_, peers_.statd_port());
+  void StartPair(int lease_seconds = kLeaseSeconds) {
+    a_ = std::make_unique<HaNode>(service_, peers_.statd_port(), lease_seconds);
     ASSERT_TRUE(a_->WaitActive(std::chrono::seconds(20))) << a_->process().output();
     for (size_t host = 0; host < kHosts; ++host) {
       ASSERT_EQ(LockAll(host, a_->port(), /*reclaim=*/false), kAllGranted) << "host " << host;
@@ -127,7 +139,7 @@ class HaTest : public ::testing::Test {
     ASSERT_TRUE(stat) << nsm.error();
     old_state_ = stat->state;
     ASSERT_EQ(table_.size(), 2 * kHosts);
-    b_ = std::make_unique<HaNode>(service_, peers_.statd_port());
+    b_ = std::make_unique<HaNode>(service_, peers_.statd_port(), lease_seconds);
     ASSERT_TRUE(b_->WaitStandby()) << b_->process().output();
     EXPECT_FALSE(b_->WaitActive(milliseconds(300))) << "a standby must not serve";
   }
@@ -170,6 +182,122 @@ TEST_F(HaTest, AfterKillNineOfTheActiveTheStandbyTakesOverWithinTheLease) {
   ExpectTakenOver();
 }
 
+// The standby sees the holder's database session end (its session lock comes free) and takes
+// the lease at once rather than when it expires.
+TEST_F(HaTest, AfterKillNineTheStandbyServesWithinASecondWithTheDefaultLease) {
+  StartPair(/*lease_seconds=*/5);
+  ASSERT_FALSE(HasFatalFailure());
+  const auto killed = Clock::now();
+  EXPECT_EQ(a_->process().Stop(SIGKILL, std::chrono::seconds(10)), 128 + SIGKILL);
+  ASSERT_TRUE(b_->WaitActive(std::chrono::seconds(10))) << b_->process().output();
+  const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - killed);
+  RecordProperty("takeover_ms", static_cast<int>(took.count()));
+  // About 0.2-0.5 s; the bound leaves room for a loaded CI machine.
+  EXPECT_LT(took, milliseconds(1500)) << b_->process().output();
+  EXPECT_NE(b_->process().output().find("ended; taking the lease over"), std::string::npos);
+  ExpectTakenOver();
+}
+
+// The process lives on but its lease session is gone: the standby takes over at once, so the
+// old active must stop by itself, before the standby serves, and never grant again.
+TEST_F(HaTest, AnActiveWhoseLeaseSessionIsTerminatedStopsBeforeTheStandbyServes) {
+  StartPair(/*lease_seconds=*/5);
+  ASSERT_FALSE(HasFatalFailure());
+  const auto terminated = Clock::now();
+  store::testutil::PgExec(
+      *store::testutil::PgTestUri(),
+      fmt::format("SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "
+                  "AND granted AND objsubid = 2 AND classid = {}::oid AND objid = "
+                  "hashtext('{}')::oid",
+                  0x4e4c5353, service_));
+  const std::optional<int> status = a_->process().Wait(std::chrono::seconds(5));
+  ASSERT_TRUE(status.has_value()) << "A kept serving without its lease session";
+  const std::string b_output = b_->process().output();
+  EXPECT_EQ(*status, 75) << a_->process().output();
+  EXPECT_NE(a_->process().output().find("lost the database session that holds the lease"),
+            std::string::npos)
+      << a_->process().output();
+  EXPECT_EQ(b_output.find("nlockd listening"), std::string::npos)
+      << "B served before A had stopped:\n"
+      << b_output;
+  ASSERT_TRUE(b_->WaitActive(std::chrono::seconds(10))) << b_->process().output();
+  const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - terminated);
+  RecordProperty("session_takeover_ms", static_cast<int>(took.count()));
+  EXPECT_LT(took, milliseconds(2500));
+  ExpectTakenOver();
+}
+
+// Operators see the standby: /healthz answers, /readyz says 503 with its role, the holder and
+// the epoch; status and metrics carry the role, on the active node as on the standby.
+TEST_F(HaTest, TheStandbyAndTheActiveReportTheirRoles) {
+  a_ = std::make_unique<HaNode>(service_, peers_.statd_port());
+  ASSERT_TRUE(a_->WaitActive(std::chrono::seconds(20))) << a_->process().output();
+  b_ = std::make_unique<HaNode>(service_, peers_.statd_port());
+  ASSERT_TRUE(b_->WaitStandby()) << b_->process().output();
+  const uint16_t b_admin = b_->AdminPort();
+  const uint16_t a_admin = a_->AdminPort();
+  ASSERT_NE(b_admin, 0) << b_->process().output();
+  ASSERT_NE(a_admin, 0) << a_->process().output();
+  const std::string a_holder = fmt::format("nlockd pid {} on ", a_->process().pid());
+
+  httplib::Client standby("127.0.0.1", b_admin);
+  standby.set_read_timeout(std::chrono::seconds(10));
+  auto healthz = standby.Get("/healthz");
+  ASSERT_TRUE(healthz);
+  EXPECT_EQ(healthz->status, 200);
+  auto readyz = standby.Get("/readyz");
+  ASSERT_TRUE(readyz);
+  EXPECT_EQ(readyz->status, 503);
+  const json ready = json::parse(readyz->body);
+  EXPECT_EQ(ready["role"], "standby") << readyz->body;
+  EXPECT_EQ(ready["ready"], false);
+  EXPECT_EQ(ready["holder"].get<std::string>().rfind(a_holder, 0), 0u) << readyz->body;
+  const int64_t epoch = ready["epoch"].get<int64_t>();
+  EXPECT_GT(epoch, 0);
+  auto status = standby.Get("/api/v1/status");
+  ASSERT_TRUE(status);
+  EXPECT_EQ(status->status, 200);
+  const json ha = json::parse(status->body)["ha"];
+  EXPECT_EQ(ha["role"], "standby") << status->body;
+  EXPECT_EQ(ha["epoch"], epoch);
+  EXPECT_EQ(ha["lease_seconds"], kLeaseSeconds);
+  auto metrics = standby.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("nlockd_ha_role{role=\"standby\"} 1"), std::string::npos)
+      << metrics->body;
+  EXPECT_NE(metrics->body.find("nlockd_ha_role{role=\"active\"} 0"), std::string::npos);
+  EXPECT_NE(metrics->body.find(fmt::format("nlockd_ha_epoch {}", epoch)), std::string::npos);
+  EXPECT_NE(metrics->body.find("nlockd_ha_lease_info{holder=\"" + a_holder), std::string::npos);
+  EXPECT_EQ(standby.Get("/api/v1/locks")->status, 503);
+
+  httplib::Client active("127.0.0.1", a_admin);
+  active.set_read_timeout(std::chrono::seconds(10));
+  auto a_ready = active.Get("/readyz");
+  ASSERT_TRUE(a_ready);
+  EXPECT_EQ(a_ready->status, 200) << a_ready->body;
+  EXPECT_EQ(json::parse(a_ready->body)["role"], "active");
+  const json a_ha = json::parse(active.Get("/api/v1/status")->body)["ha"];
+  EXPECT_EQ(a_ha["role"], "active");
+  EXPECT_EQ(a_ha["epoch"], epoch);
+  EXPECT_EQ(a_ha["holder"].get<std::string>().rfind(a_holder, 0), 0u);
+  const std::string a_metrics = active.Get("/metrics")->body;
+  EXPECT_NE(a_metrics.find("nlockd_ha_role{role=\"active\"} 1"), std::string::npos) << a_metrics;
+
+  // nlockctl prints the role, the holder and the epoch.
+  // (nlockctl is built beside nlockd.)
+  const std::string nlockd_binary = NLOCKD_BINARY;
+  const std::string nlockctl = nlockd_binary.substr(0, nlockd_binary.rfind('/') + 1) + "nlockctl";
+  testutil::Subprocess ctl(
+      {nlockctl, "--server", fmt::format("http://127.0.0.1:{}", b_admin), "status"});
+  ASSERT_EQ(ctl.Wait(std::chrono::seconds(10)), 0) << ctl.output();
+  EXPECT_NE(ctl.output().find("ha:\n  epoch: " + std::to_string(epoch)), std::string::npos)
+      << ctl.output();
+  EXPECT_NE(ctl.output().find("  role: standby"), std::string::npos) << ctl.output();
+  EXPECT_NE(ctl.output().find("  holder: " + a_holder), std::string::npos) << ctl.output();
+  EXPECT_EQ(b_->process().Stop(SIGTERM, std::chrono::seconds(5)), 0) << b_->process().output();
+  EXPECT_EQ(a_->process().Stop(SIGTERM, std::chrono::seconds(20)), 0);
+}
+
 TEST_F(HaTest, SigtermOfTheActiveHandsOverFasterThanTheLease) {
   StartPair();
   ASSERT_FALSE(HasFatalFailure());
@@ -189,7 +317,8 @@ TEST_F(HaTest, AnActiveWhoseLeaseWasTakenStopsBeforeTheStandbyServes) {
   store::testutil::PgExec(
       *store::testutil::PgTestUri(),
       fmt::format("UPDATE service_lease SET epoch = epoch + 1, holder = 'test', expires_at = "
-                  "clock_timestamp() + interval '1 hour' WHERE service = '{}'",
+                  "clock_timestamp() + interval '1 hour', session_locked = false "
+                  "WHERE service = '{}'",
                   service_));
   const std::optional<int> status = a_->process().Wait(std::chrono::seconds(kLeaseSeconds + 3));
   ASSERT_TRUE(status.has_value()) << "A kept serving without its lease";

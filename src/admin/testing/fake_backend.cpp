@@ -145,7 +145,7 @@ StatusView FakeBackend::Status() {
 
 ReadinessView FakeBackend::Readiness() {
   std::lock_guard lock(mutex_);
-  return {store_loaded_, listening_, grace_};
+  return {store_loaded_, listening_, grace_, std::nullopt};
 }
 
 ListResult<RegistrationView> FakeBackend::ListRegistrations(const RegistrationQuery& query) {

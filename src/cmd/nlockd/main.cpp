@@ -4,6 +4,7 @@
 // server uses) on its own listener, with the admin HTTP server in front of its admin views.
 // No lock logic here.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <exception>
@@ -130,18 +131,26 @@ class AdminPolicy {
 
 // The admin HTTP server over the service's admin views (the same JSON as the library gives).
 // The daemon checks the token itself (the service gets none) so that SIGHUP can change it.
-std::unique_ptr<nlockd::admin::AdminServer> StartAdmin(const Config& config,
-                                                       nlockd::LockService& service,
-                                                       const AdminPolicy& policy) {
+// Until `service` points to the running service, an HA node answers from `ha` (its role as a
+// standby); `service` and `ha` must outlive the server.
+std::unique_ptr<nlockd::admin::AdminServer> StartAdmin(
+    const Config& config, const std::atomic<nlockd::LockService*>& service,
+    const nlockd::HaStatus* ha, const AdminPolicy& policy) {
   if (!config.admin_enabled) {
     spdlog::info("nlockd admin server off");
     return nullptr;
   }
-  auto handler = [&service, &policy](const nlockd::admin::HttpRequest& request) {
+  auto handler = [&service, ha, &policy](const nlockd::admin::HttpRequest& request) {
     std::string_view path = std::string_view(request.target).substr(0, request.target.find('?'));
     if (auto refusal = policy.Check(request, path)) return *std::move(refusal);
-    nlockd::AdminResponse answer = service.HandleAdminRequest(
-        {request.method, request.target, request.authorization, request.body});
+    const nlockd::AdminRequest call{request.method, request.target, request.authorization,
+                                    request.body};
+    nlockd::LockService* running = service.load();
+    if (running == nullptr && ha == nullptr) {
+      return nlockd::admin::ErrorResponse(503, "unavailable", "starting");
+    }
+    nlockd::AdminResponse answer =
+        running != nullptr ? running->HandleAdminRequest(call) : ha->HandleAdminRequest(call);
     return nlockd::admin::HttpResponse{answer.status, std::move(answer.content_type),
                                        std::move(answer.body), std::move(answer.headers)};
   };
@@ -218,10 +227,23 @@ void Run(Config config, const std::string& config_file, const Flags& flags) {
   AdminPolicy policy(config.admin_token, config.admin_open_writes);
   nlockd::Options service_options = config;
   service_options.admin_token.clear();  // Checked by StartAdmin's handler.
-  nlockd::LockService service(service_options);
+  std::atomic<nlockd::LockService*> running{nullptr};
+  std::unique_ptr<nlockd::admin::AdminServer> admin;
+  // With ha the service's constructor waits as standby; the admin server answers meanwhile
+  // from the HA status (role, holder, epoch), so that operators see the standby.
+  std::shared_ptr<nlockd::HaStatus> ha_status;
+  if (config.ha) {
+    ha_status = std::make_shared<nlockd::HaStatus>();
+    admin = StartAdmin(config, running, ha_status.get(), policy);
+  }
+  std::unique_ptr<nlockd::LockService> owned =
+      ha_status ? std::make_unique<nlockd::LockService>(service_options, ha_status)
+                : std::make_unique<nlockd::LockService>(service_options);
+  nlockd::LockService& service = *owned;
+  running.store(&service);
   nlockd::cmd::SystemdNotifier systemd(service);
   // Up before the store loads, so that /healthz answers and /readyz says "not ready" meanwhile.
-  std::unique_ptr<nlockd::admin::AdminServer> admin = StartAdmin(config, service, policy);
+  if (!config.ha) admin = StartAdmin(config, running, nullptr, policy);
   // NSM on a port of its own when nsm_listen says so (rpc.statd has one); NLM stays on listen.
   const bool nsm_apart = config.nsm_listen.has_value() && config.serve_nsm;
   uint16_t port = 0;

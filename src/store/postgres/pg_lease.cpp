@@ -14,6 +14,11 @@ namespace {
 // same key PgStore's migrations take).
 constexpr int64_t kSchemaLockKey = 0x6e6c6f636b64;  // "nlockd"
 
+// The class of the session advisory lock (class, hashtext(service)) that the active node holds
+// on its lease connection: while that session lives the lock stays taken. Distinct from the
+// class of the non-HA holder lock of PgStore, which a node with ha never takes.
+constexpr int32_t kLeaseSessionLockClass = 0x4e4c5353;  // "NLSS"
+
 // PostgreSQL-only: SQLite stores serve one node and have no lease. Expiry is read from
 // clock_timestamp(), the database's clock at the statement, not the transaction's start.
 constexpr const char* kLeaseDdl = R"sql(
@@ -23,6 +28,9 @@ CREATE TABLE IF NOT EXISTS service_lease (
   epoch BIGINT NOT NULL,
   expires_at TIMESTAMPTZ NOT NULL
 );
+-- Whether the holder holds the session lock of the service: only then may a standby that
+-- takes that lock conclude that the holder's session ended and take the lease before expiry.
+ALTER TABLE service_lease ADD COLUMN IF NOT EXISTS session_locked BOOLEAN NOT NULL DEFAULT false;
 CREATE OR REPLACE FUNCTION nlockd_fence(p_service TEXT, p_epoch BIGINT) RETURNS INTEGER
 LANGUAGE plpgsql AS $fence$
 DECLARE
@@ -40,16 +48,25 @@ END
 $fence$;
 )sql";
 
+constexpr const char* kTryLockSql = "SELECT pg_try_advisory_lock($1, hashtext($2))::int4";
+constexpr const char* kUnlockSql = "SELECT pg_advisory_unlock($1, hashtext($2))::int4";
+
+// $4: whether this session holds the session lock. The lease is free when it expired, or when
+// its holder held the session lock and this session now holds it (the holder's session ended).
 constexpr const char* kAcquireSql =
-    "INSERT INTO service_lease (service, holder, epoch, expires_at) "
-    "VALUES ($1, $2, 1, clock_timestamp() + $3::float8 * interval '1 millisecond') "
+    "INSERT INTO service_lease (service, holder, epoch, expires_at, session_locked) "
+    "VALUES ($1, $2, 1, clock_timestamp() + $3::float8 * interval '1 millisecond', $4::int4 <> 0) "
     "ON CONFLICT (service) DO UPDATE SET holder = excluded.holder, "
-    "epoch = service_lease.epoch + 1, expires_at = excluded.expires_at "
-    "WHERE service_lease.expires_at <= clock_timestamp() RETURNING epoch";
+    "epoch = service_lease.epoch + 1, expires_at = excluded.expires_at, "
+    "session_locked = excluded.session_locked "
+    "WHERE service_lease.expires_at <= clock_timestamp() "
+    "OR (excluded.session_locked AND service_lease.session_locked) "
+    "RETURNING epoch";
 
 constexpr const char* kRenewSql =
     "UPDATE service_lease SET expires_at = clock_timestamp() + $3::float8 * interval "
-    "'1 millisecond' WHERE service = $1 AND epoch = $2 AND expires_at > clock_timestamp() "
+    "'1 millisecond', session_locked = session_locked OR $4::int4 <> 0 "
+    "WHERE service = $1 AND epoch = $2 AND expires_at > clock_timestamp() "
     "RETURNING epoch";
 
 constexpr const char* kReleaseSql =
@@ -57,8 +74,9 @@ constexpr const char* kReleaseSql =
     "WHERE service = $1 AND epoch = $2";
 
 constexpr const char* kReadSql =
-    "SELECT holder, epoch, (expires_at > clock_timestamp())::int4 FROM service_lease "
-    "WHERE service = $1";
+    "SELECT holder, epoch, (expires_at > clock_timestamp())::int4, "
+    "GREATEST(0, EXTRACT(EPOCH FROM expires_at - clock_timestamp()) * 1000)::int8, "
+    "session_locked::int4 FROM service_lease WHERE service = $1";
 
 }  // namespace
 
@@ -86,6 +104,7 @@ PgLease::PgLease(std::string conninfo, std::chrono::seconds connect_timeout, std
 PgConn& PgLease::Conn() {
   if (!conn_ || !conn_->ok()) {
     conn_.reset();
+    session_locked_ = false;  // a new session holds nothing
     conn_ = std::make_unique<PgConn>(conninfo_, connect_timeout_);
   }
   return *conn_;
@@ -96,15 +115,40 @@ auto PgLease::Run(Fn&& fn) {
   try {
     return fn(Conn());
   } catch (...) {
-    if (conn_ && !conn_->ok()) conn_.reset();
+    if (conn_ && !conn_->ok()) {
+      conn_.reset();
+      session_locked_ = false;
+    }
     throw;
   }
+}
+
+bool PgLease::LockSession() {
+  if (session_locked_ && conn_ && conn_->ok()) return true;
+  return Run([&](PgConn& conn) {
+    const std::vector<SqlValue> params{SqlValue::Int32(kLeaseSessionLockClass),
+                                       SqlValue::Text(service_)};
+    conn.ForEachRow(PgStep{nullptr, kTryLockSql, params, {}},
+                    [&](const SqlRow& row) { session_locked_ = row.Int(0) != 0; });
+    return session_locked_;
+  });
+}
+
+void PgLease::UnlockSession() {
+  if (!session_locked_) return;
+  Run([&](PgConn& conn) {
+    const std::vector<SqlValue> params{SqlValue::Int32(kLeaseSessionLockClass),
+                                       SqlValue::Text(service_)};
+    conn.ForEachRow(PgStep{nullptr, kUnlockSql, params, {}}, [](const SqlRow&) {});
+    session_locked_ = false;
+  });
 }
 
 std::optional<int64_t> PgLease::TryAcquire(std::chrono::milliseconds length) {
   return Run([&](PgConn& conn) {
     const std::vector<SqlValue> params{SqlValue::Text(service_), SqlValue::Text(holder_),
-                                       SqlValue::Int64(length.count())};
+                                       SqlValue::Int64(length.count()),
+                                       SqlValue::Int32(session_locked_ ? 1 : 0)};
     std::optional<int64_t> epoch;
     conn.ForEachRow(PgStep{nullptr, kAcquireSql, params, {}},
                     [&](const SqlRow& row) { epoch = row.Int(0); });
@@ -113,14 +157,21 @@ std::optional<int64_t> PgLease::TryAcquire(std::chrono::milliseconds length) {
 }
 
 bool PgLease::Renew(int64_t epoch, std::chrono::milliseconds length) {
+  // An active node that took the lease by expiry while the old holder's session still held
+  // the session lock takes that lock as soon as it is free.
+  if (!session_locked_) LockSession();
   return Run([&](PgConn& conn) {
     const std::vector<SqlValue> params{SqlValue::Text(service_), SqlValue::Int64(epoch),
-                                       SqlValue::Int64(length.count())};
+                                       SqlValue::Int64(length.count()),
+                                       SqlValue::Int32(session_locked_ ? 1 : 0)};
     bool renewed = false;
-    conn.ForEachRow(PgStep{nullptr, kRenewSql, params, {}},
-                    [&](const SqlRow&) { renewed = true; });
+    conn.ForEachRow(PgStep{nullptr, kRenewSql, params, {}}, [&](const SqlRow&) { renewed = true; });
     return renewed;
   });
+}
+
+void PgLease::Ping() {
+  Run([&](PgConn& conn) { conn.Exec("SELECT 1"); });
 }
 
 void PgLease::Release(int64_t epoch) {
@@ -128,6 +179,7 @@ void PgLease::Release(int64_t epoch) {
     const std::vector<SqlValue> params{SqlValue::Text(service_), SqlValue::Int64(epoch)};
     conn.ForEachRow(PgStep{nullptr, kReleaseSql, params, {}}, [](const SqlRow&) {});
   });
+  UnlockSession();
 }
 
 std::optional<LeaseView> PgLease::Read() {
@@ -135,7 +187,8 @@ std::optional<LeaseView> PgLease::Read() {
     const std::vector<SqlValue> params{SqlValue::Text(service_)};
     std::optional<LeaseView> view;
     conn.ForEachRow(PgStep{nullptr, kReadSql, params, {}}, [&](const SqlRow& row) {
-      view = LeaseView{std::string(row.Bytes(0)), row.Int(1), row.Int(2) != 0};
+      view = LeaseView{std::string(row.Bytes(0)), row.Int(1), row.Int(2) != 0,
+                       std::chrono::milliseconds(row.Int(3)), row.Int(4) != 0};
     });
     return view;
   });

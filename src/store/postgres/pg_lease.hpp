@@ -15,6 +15,9 @@ struct LeaseView {
   std::string holder;  // who took it ("nlockd pid P on HOST"); "" once released
   int64_t epoch = 0;   // 1 for the first holder, +1 per takeover; the fencing token
   bool live = false;   // not expired and not released, by the database clock
+  std::chrono::milliseconds remaining{0};  // until it expires, by the database clock
+  // The holder holds the service's session lock on its lease connection (see LockSession).
+  bool session_locked = false;
 };
 
 // The lease row that makes one node at a time the active one of a service (the service name is
@@ -30,13 +33,24 @@ class PgLease {
   PgLease(std::string conninfo, std::chrono::seconds connect_timeout, std::string service,
           std::string holder);
 
-  // Takes the lease for `length` if it is free (never taken, expired or released); returns the
-  // new epoch, or nullopt if another holder has a live lease.
+  // Takes the service's session advisory lock on this connection if it is free (it stays
+  // taken until the session ends or UnlockSession()); returns whether this session holds it.
+  // The active node holds it, so that a standby that can take it knows the active's database
+  // session ended (the process died, or its connection did).
+  bool LockSession();
+  void UnlockSession();
+  // Takes the lease for `length` if it is free (never taken, expired or released; or, when
+  // this session holds the session lock, its holder held that lock: the holder's session
+  // ended); returns the new epoch, or nullopt if another holder has a live lease.
   std::optional<int64_t> TryAcquire(std::chrono::milliseconds length);
   // Extends the lease held at epoch to now() + length; false if it is no longer ours (expired,
-  // or taken at a later epoch).
+  // or taken at a later epoch). Takes the session lock first if this session lacks it.
   bool Renew(int64_t epoch, std::chrono::milliseconds length);
-  // Gives the lease up at once (a planned stop): the next TryAcquire of any node succeeds.
+  // A round trip on the lease connection: throws kDisconnected once its session ended (and
+  // with it the session lock).
+  void Ping();
+  // Gives the lease and the session lock up at once (a planned stop): the next TryAcquire of
+  // any node succeeds.
   void Release(int64_t epoch);
   // The lease row, if the service ever had one.
   std::optional<LeaseView> Read();
@@ -55,6 +69,7 @@ class PgLease {
   const std::string service_;
   const std::string holder_;
   std::unique_ptr<PgConn> conn_;
+  bool session_locked_ = false;  // conn_'s session holds the session lock
 };
 
 // Creates the lease table and the fence function nlockd_fence(service, epoch) if missing.
