@@ -73,10 +73,14 @@ std::unique_ptr<HaLeaseKeeper> TakeLeaseIfHa(const nlockd::Options& options,
 }
 
 std::unique_ptr<store::Store> OpenConfiguredStore(const nlockd::Options& options,
-                                                  const HaLeaseKeeper* ha) {
+                                                  HaLeaseKeeper* ha) {
   store::StoreOptions store_options;
   // Every write checks, in its transaction, that this node still holds the lease.
-  if (ha != nullptr) store_options.fence_epoch = ha->epoch();
+  if (ha != nullptr) {
+    store_options.fence_epoch = ha->epoch();
+    // A fenced write means another node took the service: stop now, not at the next renewal.
+    store_options.on_lease_lost = [ha](const std::string& what) { ha->StoreLostLease(what); };
+  }
   store_options.keeps_lock_table = options.persist_locks;
   // In a shared PostgreSQL database the service owns its rows: any node started with the same
   // --name loads its state number, registrations and lock table. A SQLite file serves one node

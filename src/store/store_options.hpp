@@ -31,6 +31,10 @@ struct StoreOptions {
   // lock on the node (the lease decides who is active). 0: no lease; a session lock makes the
   // node one process's.
   int64_t fence_epoch = 0;
+  // With fence_epoch: called (on the writer thread, before the failed writes complete) when a
+  // write is refused because the lease is gone, so that the process stops serving at once
+  // rather than waiting for its lease keeper to notice. Must not throw.
+  std::function<void(const std::string& what)> on_lease_lost;
 
   // The kernel's boot id; empty means read kBootIdPath. Tests inject one to fake a host reboot.
   std::string boot_id;

@@ -237,6 +237,9 @@ void PgStore::CommitBatch(std::span<const QueuedWrite> batch, Durability durabil
           writer_lease_.reset();
         }
       }
+      if (dynamic_cast<const LeaseLost*>(&e) != nullptr && options_.on_lease_lost) {
+        options_.on_lease_lost(e.what());
+      }
       if (e.kind() != ErrorKind::kDisconnected || SteadyClock::now() >= deadline) {
         throw;
       }

@@ -378,6 +378,11 @@ TEST_F(PgStoreTest, AnExpiredLeaseIsTakenOverAndItsOldHolderCanNoLongerCommit) {
   ASSERT_TRUE(epoch_a.has_value());
   StoreOptions fenced_a = options_;
   fenced_a.fence_epoch = *epoch_a;
+  std::atomic<int> told_lost{0};
+  fenced_a.on_lease_lost = [&](const std::string& what) {
+    EXPECT_NE(what.find("lease"), std::string::npos) << what;
+    ++told_lost;
+  };
   PgStore store_a(*PgTestUri(), fenced_a);
   Sync([&](Done d) { store_a.PutRegistration(MakeRegistration("h1", "lockd"), std::move(d)); });
 
@@ -391,6 +396,7 @@ TEST_F(PgStoreTest, AnExpiredLeaseIsTakenOverAndItsOldHolderCanNoLongerCommit) {
       Sync([&](Done d) { store_a.PutRegistration(MakeRegistration("h2", "lockd"), std::move(d)); }),
       LeaseLost);
   EXPECT_THROW(Sync([&](Done d) { store_a.ReleaseHost("h1", std::move(d)); }), LeaseLost);
+  EXPECT_EQ(told_lost.load(), 2) << "each refused write told the owner";
   EXPECT_THROW(store_a.BumpState(), LeaseLost);
 
   // b, fenced at its own epoch, serves the service's state: what a committed, nothing after.
