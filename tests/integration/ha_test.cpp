@@ -284,11 +284,8 @@ TEST_F(HaTest, TheStandbyAndTheActiveReportTheirRoles) {
   EXPECT_NE(a_metrics.find("nlockd_ha_role{role=\"active\"} 1"), std::string::npos) << a_metrics;
 
   // nlockctl prints the role, the holder and the epoch.
-  // (nlockctl is built beside nlockd.)
-  const std::string nlockd_binary = NLOCKD_BINARY;
-  const std::string nlockctl = nlockd_binary.substr(0, nlockd_binary.rfind('/') + 1) + "nlockctl";
   testutil::Subprocess ctl(
-      {nlockctl, "--server", fmt::format("http://127.0.0.1:{}", b_admin), "status"});
+      {NLOCKCTL_BINARY, "--server", fmt::format("http://127.0.0.1:{}", b_admin), "status"});
   ASSERT_EQ(ctl.Wait(std::chrono::seconds(10)), 0) << ctl.output();
   EXPECT_NE(ctl.output().find("ha:\n  epoch: " + std::to_string(epoch)), std::string::npos)
       << ctl.output();
