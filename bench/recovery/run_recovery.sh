@@ -113,6 +113,17 @@ log_ms() {
   ms "$exec_us" "$stamp"
 }
 
+# log_trace LABEL: with NLOCKD_RECOVERY_TRACE=1, nlockd's log lines with ms from exec, to stderr.
+log_trace() {
+  [[ -n "${NLOCKD_RECOVERY_TRACE:-}" ]] || return 0
+  local line stamp
+  echo "--- $1: nlockd log, ms from exec" >&2
+  while IFS= read -r line; do
+    stamp=$(date -d "${line%% *}" +%s%6N 2>/dev/null) || { echo "        $line" >&2; continue; }
+    printf '%8s %s\n' "$(ms "$exec_us" "$stamp")" "${line#* }" >&2
+  done <"$scratch/nlockd.log"
+}
+
 fresh() {
   local binary=$1 label=$2 out
   rm -f "$scratch"/fresh.db*
@@ -134,6 +145,7 @@ fresh() {
   else
     echo "fresh $label: $out"
   fi
+  log_trace "fresh $label"
   stop_nlockd
 }
 
@@ -164,6 +176,7 @@ restart() {
   else
     echo "restart $label: $out"
   fi
+  log_trace "restart $label"
   stop_nlockd
 }
 
