@@ -16,6 +16,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -33,6 +34,7 @@
 
 #include "nlm/wire.hpp"
 #include "rpc/message.hpp"
+#include "rpc/rpcbind.hpp"
 #include "rpc/use_tuple.hpp"
 
 namespace {
@@ -88,8 +90,9 @@ class Peer {
   }
 
   bool silent() const { return silent_; }
+  uint16_t port() const;
   std::optional<nlm::nlm4_stats> lock_res;     // What LOCK_RES said.
-  std::optional<Clock::time_point> called_at;  // First GRANTED_MSG.
+  std::optional<Clock::time_point> called_at;  // First GRANTED_MSG (or GRANTED).
   std::optional<Clock::time_point> acked_at;   // nlockd answered our GRANTED_RES.
 
  private:
@@ -99,7 +102,7 @@ class Peer {
     std::optional<std::vector<uint8_t>> body;
     asio::steady_timer timer;  // Cancelled when the reply arrives.
   };
-  void Reply(const udp::endpoint& to, uint32_t xid);
+  void Reply(const udp::endpoint& to, uint32_t xid, std::span<const uint8_t> body = {});
   asio::awaitable<void> Acknowledge(std::string cookie);
 
   udp::socket socket_;
@@ -131,10 +134,11 @@ asio::awaitable<std::optional<std::vector<uint8_t>>> Peer::Call(uint32_t procedu
   co_return pending->body;
 }
 
-void Peer::Reply(const udp::endpoint& to, uint32_t xid) {
+void Peer::Reply(const udp::endpoint& to, uint32_t xid, std::span<const uint8_t> body) {
   std::vector<uint8_t> reply;
   xdr::Encoder enc(reply);
   rpc::EncodeAcceptedHeader(enc, xid, rpc::AcceptStat::kSuccess);
+  reply.insert(reply.end(), body.begin(), body.end());
   asio::error_code ignored;
   socket_.send_to(asio::buffer(reply), to, 0, ignored);
 }
@@ -173,11 +177,23 @@ asio::awaitable<void> Peer::Serve() {
         acknowledging_ = true;
         asio::co_spawn(socket_.get_executor(), Acknowledge(std::move(args.cookie)), asio::detached);
       }
+    } else if (call.header.procedure == nlm::NLM_GRANTED) {
+      // The synchronous callback, sent to the port our portmapper named.
+      nlm::nlm4_testargs args;
+      if (!nlm::Decode(dec, nlm::NLM4_VERS, args)) continue;
+      std::vector<uint8_t> body;
+      xdr::Encoder res(body);
+      nlm::Encode(res, nlm::NLM4_VERS, nlm::nlm4_res{std::move(args.cookie), nlm::NLM4_GRANTED});
+      Reply(from, call.header.xid, body);
+      if (!called_at) called_at = Clock::now();
+      progress_.Notify();
     } else {
       Reply(from, call.header.xid);
     }
   }
 }
+
+uint16_t Peer::port() const { return socket_.local_endpoint().port(); }
 
 asio::awaitable<void> Peer::Acknowledge(std::string cookie) {
   std::vector<uint8_t> args;
@@ -306,6 +322,115 @@ asio::awaitable<void> RunCase(asio::io_context& io, udp::endpoint server, size_t
   close_all();
 }
 
+
+// A client host's portmapper on ADDRESS:111 (UDP): answers PMAP GETPORT for NLM with `nlm_port`
+// and counts the questions, so the bench sees how often nlockd asks.
+class Portmapper {
+ public:
+  Portmapper(asio::io_context& io, asio::ip::address_v4 address, uint16_t nlm_port)
+      : socket_(io, udp::endpoint(address, 111)), nlm_port_(nlm_port) {}
+  asio::awaitable<void> Serve() {
+    std::vector<uint8_t> buffer(65536);
+    for (;;) {
+      udp::endpoint from;
+      auto [ec, n] = co_await socket_.async_receive_from(asio::buffer(buffer), from, kUseTuple);
+      if (ec) co_return;
+      rpc::DecodedCall call = rpc::DecodeCall(std::span<const uint8_t>(buffer.data(), n));
+      if (call.status != rpc::CallDecodeStatus::kOk || call.header.program != rpc::kPmapProgram ||
+          call.header.procedure != rpc::kPmapProcGetPort) {
+        continue;
+      }
+      xdr::Decoder dec(call.args);
+      uint32_t program = 0, version = 0, protocol = 0, port = 0;
+      if (!dec.U32(program, "prog") || !dec.U32(version, "vers") || !dec.U32(protocol, "prot") ||
+          !dec.U32(port, "port")) {
+        continue;
+      }
+      ++getports;
+      std::vector<uint8_t> reply;
+      xdr::Encoder enc(reply);
+      rpc::EncodeAcceptedHeader(enc, call.header.xid, rpc::AcceptStat::kSuccess);
+      enc.U32(program == nlm::NLM_PROG ? nlm_port_ : 0);
+      asio::error_code ignored;
+      socket_.send_to(asio::buffer(reply), from, 0, ignored);
+    }
+  }
+  void Close() {
+    asio::error_code ignored;
+    socket_.close(ignored);
+  }
+  int getports = 0;
+
+ private:
+  udp::socket socket_;
+  uint16_t nlm_port_;
+};
+
+struct SerialResult {
+  bool ok = false;
+  std::string error;
+  std::vector<double> granted_ms;  // UNLOCK sent -> GRANTED arrived at the waiter, per release.
+  int getports = 0;
+};
+
+// One waiter host released `releases` times, one after another: the holder locks the file, the
+// waiter asks with a blocking NLM4_LOCK (BLOCKED), the holder unlocks, nlockd calls the waiter
+// back with NLM4_GRANTED at the port the waiter's portmapper (127.<octet>.0.1:111) names; then
+// the waiter unlocks. Measured: UNLOCK sent -> GRANTED received, and the GETPORTs asked.
+asio::awaitable<void> RunSerial(asio::io_context& io, udp::endpoint server, size_t releases,
+                                uint8_t octet, std::string file, SerialResult& out) {
+  Signal progress;
+  const asio::ip::address_v4 waiter_address((127u << 24) | (uint32_t{octet} << 16) | 1u);
+  const asio::ip::address_v4 holder_address((127u << 24) | (uint32_t{octet} << 16) | 2u);
+  Peer holder(io, server, holder_address, false, progress);
+  Peer waiter(io, server, waiter_address, false, progress);
+  Portmapper portmapper(io, waiter_address, waiter.port());
+  asio::co_spawn(io, holder.Serve(), asio::detached);
+  asio::co_spawn(io, waiter.Serve(), asio::detached);
+  asio::co_spawn(io, portmapper.Serve(), asio::detached);
+  const nlm::nlm4_lock held = LockOf(file, "holder", 1, 0, 0);
+  const nlm::nlm4_lock wanted = LockOf(file, fmt::format("waiter-{}", octet), 1, 0, 16);
+  for (size_t i = 0; i < releases && out.error.empty(); ++i) {
+    if (!Granted(co_await holder.Call(nlm::NLM_LOCK, LockArgs(held, false)))) {
+      out.error = "the holder's LOCK was not granted";
+      break;
+    }
+    auto blocked = co_await waiter.Call(nlm::NLM_LOCK, LockArgs(wanted, true));
+    nlm::nlm4_res res;
+    bool decoded = false;
+    if (blocked) {
+      xdr::Decoder dec(*blocked);
+      decoded = nlm::Decode(dec, nlm::NLM4_VERS, res);
+    }
+    if (!decoded || res.stat != nlm::NLM4_BLOCKED) {
+      out.error = blocked ? fmt::format("the waiter's blocking LOCK was answered {}, not BLOCKED",
+                                        static_cast<int>(res.stat))
+                          : std::string("the waiter's blocking LOCK was not answered");
+      break;
+    }
+    waiter.called_at.reset();
+    const Clock::time_point released = Clock::now();
+    if (!Granted(co_await holder.Call(nlm::NLM_UNLOCK, UnlockArgs(held)))) {
+      out.error = "the holder's UNLOCK failed";
+      break;
+    }
+    if (!co_await progress.WaitUntil([&] { return waiter.called_at.has_value(); },
+                                     released + std::chrono::seconds(10))) {
+      out.error = "no GRANTED callback within 10 s";
+      break;
+    }
+    out.granted_ms.push_back(Ms(*waiter.called_at - released));
+    if (!Granted(co_await waiter.Call(nlm::NLM_UNLOCK, UnlockArgs(wanted)))) {
+      out.error = "the waiter's UNLOCK failed";
+    }
+  }
+  out.getports = portmapper.getports;
+  out.ok = out.error.empty();
+  holder.Close();
+  waiter.Close();
+  portmapper.Close();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -321,6 +446,11 @@ int main(int argc, char** argv) {
                  "share of clients that never answer GRANTED_MSG in the second case (default 10)")
       ->check(CLI::Range(1, 100));
   app.add_option("--rounds", rounds, "rounds of each case (default 3)");
+  size_t serial = 0;
+  app.add_option("--serial", serial,
+                 "instead: one waiter released N times in a row, called back with NLM4_GRANTED at "
+                 "the port its portmapper on 127.2.0.1:111 names (needs port 111: a private "
+                 "network namespace)");
   CLI11_PARSE(app, argc, argv);
   auto colon = target.rfind(':');
   if (colon == std::string::npos) {
@@ -329,6 +459,28 @@ int main(int argc, char** argv) {
   }
   udp::endpoint server(asio::ip::make_address(target.substr(0, colon)),
                        static_cast<uint16_t>(std::stoi(target.substr(colon + 1))));
+  if (serial > 0) {
+    asio::io_context io(1);
+    SerialResult result;
+    const auto stamp = std::chrono::system_clock::now().time_since_epoch().count();
+    asio::co_spawn(io, RunSerial(io, server, serial, 2, fmt::format("nlockd-grant-serial-{}", stamp),
+                                 result),
+                   asio::detached);
+    io.run();
+    std::vector<double> sorted = result.granted_ms;
+    std::sort(sorted.begin(), sorted.end());
+    auto at = [&](size_t pct) {
+      return sorted.empty() ? 0.0 : sorted[std::min(sorted.size() - 1, sorted.size() * pct / 100)];
+    };
+    double first = result.granted_ms.empty() ? 0.0 : result.granted_ms.front();
+    std::cout << fmt::format(
+                     "serial releases {}: UNLOCK -> GRANTED p50 {:.3f} ms, p99 {:.3f} ms, first "
+                     "{:.3f} ms; GETPORTs asked {}{}",
+                     result.granted_ms.size(), at(50), at(99), first, result.getports,
+                     result.ok ? "" : "  FAILED: " + result.error)
+              << std::endl;
+    return result.ok ? EXIT_SUCCESS : EXIT_FAILURE;
+  }
   const size_t silent_every = 100 / silent_percent;
   int status = EXIT_SUCCESS;
   uint8_t octet = 2;

@@ -8,6 +8,13 @@
 // every monitored peer (127.a.b.c: GETPORT and SM_NOTIFY on :111, answered from the address
 // the datagram was sent to, as each peer's own rpcbind and statd would); a fresh nlockd there
 // with an empty store, --rpcbind-port 111 and a registration limit of at least N.
+//
+// With --real-rpcbind the host's rpcbind is a real one already running in the namespace (with
+// its own /run, as bench/nsm/run_status.sh --real starts Debian's): the callback server is
+// registered with it (NLM 4 over UDP, through libtirpc's pmap_set), so the status monitor
+// under test finds the callback's port as it would on a real host; the peers' rpcbinds are not
+// played and SM_SIMU_CRASH is not run. --port 0 finds the status monitor through that rpcbind
+// (SM 1 over UDP), so that Debian's rpc.statd can be measured the same way.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -27,6 +34,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <rpc/pmap_clnt.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -106,8 +114,9 @@ double Micros(Clock::duration d) { return std::chrono::duration<double, std::mic
 // This host's rpcbind, the callback server and every peer's rpcbind + statd, on one thread.
 class Peers {
  public:
-  Peers() {
-    rpcbind_fd_ = Bind(Ipv4("0.0.0.0", kRpcbindPort));
+  explicit Peers(bool play_rpcbind) {
+    // Without it the socket stays unbound (never readable); the real rpcbind holds :111.
+    rpcbind_fd_ = play_rpcbind ? Bind(Ipv4("0.0.0.0", kRpcbindPort)) : ::socket(AF_INET, SOCK_DGRAM, 0);
     callback_fd_ = Bind(Ipv4("127.0.0.1", 0));
     sockaddr_in bound{};
     socklen_t length = sizeof bound;
@@ -142,6 +151,7 @@ class Peers {
     return notified_[state].size();
   }
   uint64_t duplicate_notifies() const { return duplicates_; }
+  uint16_t callback_port() const { return callback_port_; }
 
  private:
   static int Bind(sockaddr_in address) {
@@ -318,10 +328,30 @@ Stats NotifyToCallback(Peers& peers, sockaddr_in server, const std::string& host
   return stats;
 }
 
+std::string daemon_label;  // --label: printed before each line
+
 void Print(const std::string& label, const Stats& s) {
-  std::cout << label << ": notify->callback p50=" << s.p50 << "us p99=" << s.p99
+  std::cout << daemon_label << label << ": notify->callback p50=" << s.p50 << "us p99=" << s.p99
             << "us max=" << s.max << "us lost=" << s.lost << std::endl;
 }
+
+// The real rpcbind's entry for the callback server, taken out again when the bench ends.
+class CallbackRegistration {
+ public:
+  explicit CallbackRegistration(uint16_t port) {
+    ::pmap_unset(kNlmProg, 4);
+    registered_ = ::pmap_set(kNlmProg, 4, IPPROTO_UDP, port) != 0;
+  }
+  ~CallbackRegistration() {
+    if (registered_) ::pmap_unset(kNlmProg, 4);
+  }
+  CallbackRegistration(const CallbackRegistration&) = delete;
+  CallbackRegistration& operator=(const CallbackRegistration&) = delete;
+  bool registered() const { return registered_; }
+
+ private:
+  bool registered_ = false;
+};
 
 }  // namespace
 
@@ -333,9 +363,30 @@ int main(int argc, char** argv) {
   app.add_option("--port", port, "nlockd's port on 127.0.0.1 (UDP; default 4045)");
   app.add_option("--registrations", registrations, "registrations for the second run (10,000)");
   app.add_option("--rounds", rounds, "SM_NOTIFYs per run (200)");
+  bool real_rpcbind = false;
+  app.add_flag("--real-rpcbind", real_rpcbind,
+               "register the callback with the rpcbind running here instead of playing one; "
+               "no SM_SIMU_CRASH run");
+  app.add_option("--label", daemon_label, "prefix for each result line");
   CLI11_PARSE(app, argc, argv);
 
-  Peers peers;
+  Peers peers(!real_rpcbind);
+  std::optional<CallbackRegistration> registration;
+  if (real_rpcbind) {
+    registration.emplace(peers.callback_port());
+    if (!registration->registered()) {
+      std::cerr << "could not register NLM 4 with the local rpcbind" << std::endl;
+      return EXIT_FAILURE;
+    }
+  }
+  if (port == 0) {
+    sockaddr_in rpcbind = Ipv4("127.0.0.1", kRpcbindPort);
+    port = ::pmap_getport(&rpcbind, kSmProg, 1, IPPROTO_UDP);
+    if (port == 0) {
+      std::cerr << "no SM 1 over UDP at the local rpcbind" << std::endl;
+      return EXIT_FAILURE;
+    }
+  }
   sockaddr_in server = Ipv4("127.0.0.1", port);
   NsmCaller local(server, "127.0.0.1");
   const std::string notified_host = HostAddress(0);
@@ -359,6 +410,7 @@ int main(int argc, char** argv) {
   Print(std::to_string(registrations) + " registrations",
         NotifyToCallback(peers, server, notified_host, rounds, peer_state));
 
+  if (real_rpcbind) return EXIT_SUCCESS;
   // SM_SIMU_CRASH: every monitored host must get the new state.
   auto before = local.State();
   Clock::time_point sent = Clock::now();

@@ -78,16 +78,21 @@ export NLOCKD_STATD_STATE_FILE=$scratch/no-statd-state
 start_nlockd() {
   local binary=$1 store=$2
   shift 2
-  exec_us=$(now_us)
-  rm -f "$scratch/nlockd.pid"
-  # The pid of nlockd itself (the shell execs it), not of the namespace wrapper.
+  wrapper_us=$(now_us)
+  rm -f "$scratch/nlockd.pid" "$scratch/exec_us"
+  # The pid of nlockd itself (the shell execs it), not of the namespace wrapper; and the time
+  # just before that exec (after ip netns exec, unshare and the bind mount, which are the
+  # bench's and took 30-70 ms on the loaded machine).
   ip netns exec "$tag-srv" unshare --mount --propagation private \
-    sh -c 'mount --bind "$0" /run && echo $$ >"$1" && shift && exec "$@"' "$scratch/run-srv" \
-    "$scratch/nlockd.pid" "$binary" --listen 0.0.0.0:4045 --store "sqlite:$store" \
+    sh -c 'mount --bind "$0" /run && echo $$ >"$1" && date +%s%6N >"$2" && shift 2 &&
+      exec "$@"' "$scratch/run-srv" "$scratch/nlockd.pid" "$scratch/exec_us" \
+    "$binary" --listen 0.0.0.0:4045 --store "sqlite:$store" \
     --admin-listen off --log-level debug "$@" >"$scratch/nlockd.log" 2>&1 &
   wrapper_pid=$!
-  for _ in $(seq 200); do [[ -s "$scratch/nlockd.pid" ]] && break; sleep 0.005; done
+  for _ in $(seq 400); do [[ -s "$scratch/exec_us" ]] && break; sleep 0.005; done
   nlockd_pid=$(cat "$scratch/nlockd.pid")
+  exec_us=$(cat "$scratch/exec_us")
+  echo "  (wrapper before exec: $(ms "$wrapper_us" "$exec_us") ms)" >&2
 }
 await_registered() {
   for _ in $(seq 400); do
@@ -113,6 +118,17 @@ log_ms() {
   ms "$exec_us" "$stamp"
 }
 
+# log_trace LABEL: with NLOCKD_RECOVERY_TRACE=1, nlockd's log lines with ms from exec, to stderr.
+log_trace() {
+  [[ -n "${NLOCKD_RECOVERY_TRACE:-}" ]] || return 0
+  local line stamp
+  echo "--- $1: nlockd log, ms from exec" >&2
+  while IFS= read -r line; do
+    stamp=$(date -d "${line%% *}" +%s%6N 2>/dev/null) || { echo "        $line" >&2; continue; }
+    printf '%8s %s\n' "$(ms "$exec_us" "$stamp")" "${line#* }" >&2
+  done <"$scratch/nlockd.log"
+}
+
 fresh() {
   local binary=$1 label=$2 out
   rm -f "$scratch"/fresh.db*
@@ -134,6 +150,7 @@ fresh() {
   else
     echo "fresh $label: $out"
   fi
+  log_trace "fresh $label"
   stop_nlockd
 }
 
@@ -164,6 +181,7 @@ restart() {
   else
     echo "restart $label: $out"
   fi
+  log_trace "restart $label"
   stop_nlockd
 }
 

@@ -128,6 +128,13 @@ std::optional<uint16_t> PortCache::Find(const Key& key, TimePoint now) const {
   return found->second.port;
 }
 
+void PortCache::ForgetHost(const std::string& host) {
+  auto first = entries_.lower_bound(Key{host, 0, 0, 0, 0});
+  auto last = first;
+  while (last != entries_.end() && last->first.host == host) ++last;
+  entries_.erase(first, last);
+}
+
 void PortCache::Put(const Key& key, uint16_t port, TimePoint now) {
   if (entries_.size() >= limit_ && !entries_.contains(key)) {
     auto oldest = std::min_element(entries_.begin(), entries_.end(), [](const auto& a, const auto& b) {

@@ -119,6 +119,8 @@ class PortCache {
   // REQUIRES: port != 0 (an unregistered program is asked again next time).
   void Put(const Key& key, uint16_t port, TimePoint now);
   void Forget(const Key& key) { entries_.erase(key); }
+  // Drops every entry learnt from the portmapper on `host` (a host that rebooted).
+  void ForgetHost(const std::string& host);
   size_t size() const { return entries_.size(); }
 
  private:

@@ -371,6 +371,26 @@ TEST(PortCache, KeepsAPortUntilForgottenOrTooOld) {
   EXPECT_FALSE(cache.Find(nlm, t0));
 }
 
+TEST(PortCache, ForgetHostDropsOnlyThatHostsPorts) {
+  PortCache cache;
+  const auto t0 = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
+  PortCache::Key a4{"10.0.0.1", 111, 100021, 4, kIpProtoUdp};
+  PortCache::Key a4tcp{"10.0.0.1", 111, 100021, 4, kIpProtoTcp};
+  PortCache::Key a1{"10.0.0.1", 111, 100021, 1, kIpProtoUdp};
+  PortCache::Key b4{"10.0.0.10", 111, 100021, 4, kIpProtoUdp};
+  PortCache::Key c4{"10.0.0.0", 111, 100021, 4, kIpProtoUdp};
+  for (const auto& key : {a4, a4tcp, a1, b4, c4}) cache.Put(key, 4045, t0);
+  cache.ForgetHost("10.0.0.1");
+  EXPECT_EQ(cache.size(), 2u);
+  EXPECT_FALSE(cache.Find(a4, t0));
+  EXPECT_FALSE(cache.Find(a4tcp, t0));
+  EXPECT_FALSE(cache.Find(a1, t0));
+  EXPECT_TRUE(cache.Find(b4, t0));
+  EXPECT_TRUE(cache.Find(c4, t0));
+  cache.ForgetHost("10.0.0.99");  // nothing kept for it
+  EXPECT_EQ(cache.size(), 2u);
+}
+
 TEST(PortCache, TheOldestEntryGoesAtTheLimit) {
   PortCache cache(/*limit=*/2, std::chrono::seconds(10));
   const auto t0 = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
