@@ -29,6 +29,7 @@ asio::awaitable<rpc::CallResult> RpcClientCaller::Call(ClientAddress client, uin
   };
   std::string host = rpc::AddressToString(client.address);
   rpc::CallOptions options;
+  options.source_address = client.source;
   if (client.port && *client.port != 0) {
     options.deadline = deadline;
     rpc::CallTarget target{host, *client.port, client.transport};

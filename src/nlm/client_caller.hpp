@@ -21,6 +21,10 @@ struct ClientAddress {
   asio::ip::address address;
   std::optional<uint16_t> port;
   rpc::Transport transport = rpc::Transport::kUdp;
+  // Where the client reached us (CallContext::local_address): calls to it go from there, since
+  // Linux lockd takes a GRANTED only from the address it sent its LOCK to (on an HA node, the
+  // service address rather than the host's own).
+  std::optional<asio::ip::address> source;
 };
 
 // Makes the calls NLM sends to clients: GRANTED callbacks and _RES replies. An interface so

@@ -394,7 +394,8 @@ void NlmService::SpawnRes(const rpc::CallContext& context, uint32_t procedure,
                           std::vector<uint8_t> body) {
   auto pass = gate_.TryEnter();
   if (!pass) return;
-  ClientAddress client{context.peer_address, std::nullopt, context.transport};
+  ClientAddress client{context.peer_address, std::nullopt, context.transport,
+                       context.local_address};
   if (context.transport == rpc::Transport::kUdp) client.port = context.peer_port;
   asio::co_spawn(executor_,
                  SendRes(client, context.version, procedure, std::move(body), std::move(*pass)),

@@ -53,6 +53,30 @@ TEST_F(NlmServiceTest, ALockMsgOverUdpIsGrantedToItsSourcePort) {
   EXPECT_EQ(caller_.sent[0].client.port, 1023);
 }
 
+// Linux lockd matches a GRANTED to its blocked request by the callback's source address: it
+// must be the address the client sent its LOCK to (an HA service address, say).
+TEST_F(NlmServiceTest, AGrantGoesFromTheAddressTheBlockedLockWasSentTo) {
+  auto a = From("192.0.2.1");
+  rpc::CallContext b = From("192.0.2.2");
+  b.local_address = asio::ip::make_address("198.51.100.7");
+  auto held = LockArgs("client-a", 1, 0, 10);
+  ASSERT_EQ(Lock(a, held).stat, NLM4_GRANTED);
+  ASSERT_EQ(Lock(b, LockArgs("client-b", 2, 0, 10, true)).stat, NLM4_BLOCKED);
+  caller_.reachable = false;
+  Unlock(a, held);
+  RunFor(std::chrono::milliseconds(20));
+  ASSERT_GE(caller_.sent.size(), 1u);
+  ASSERT_TRUE(caller_.sent[0].client.source.has_value());
+  EXPECT_EQ(caller_.sent[0].client.source->to_string(), "198.51.100.7");
+}
+
+TEST_F(NlmServiceTest, AHostsRebootForgetsWhatWasLearntAboutItsLockd) {
+  auto b = From("192.0.2.2");
+  ASSERT_EQ(Lock(b, LockArgs("client-b", 2, 0, 10)).stat, NLM4_GRANTED);
+  EXPECT_EQ(service_->HostRebooted("client-b"), 1u);
+  EXPECT_EQ(caller_.forgotten, std::vector<std::string>{"192.0.2.2"});
+}
+
 TEST_F(NlmServiceTest, CookiesAreUnguessableAndOnlyTheCalledHostSettlesTheGrant) {
   auto a = From("192.0.2.1"), b = From("192.0.2.2");
   auto held = LockArgs("client-a", 1, 0, 10);

@@ -1,5 +1,6 @@
 // NlmService and client hosts as a whole: FREE_ALL, the status monitor's reboot callback
 // (procedure 16) and reboots NSM reports, each releasing everything of a host.
+#include <asio/ip/address.hpp>
 #include <spdlog/spdlog.h>
 
 #include "base/host_name.hpp"
@@ -65,6 +66,12 @@ HostsReleased NlmService::ReleaseHosts(const std::string& name) {
 
 void NlmService::ReleaseHost(const std::string& host, HostsReleased& released,
                              std::vector<JournalEntry>& entries, lock::Grants& grants) {
+  // Its lockd may come back on another port after a reboot: the next callback asks again.
+  if (const lock::HostInfo* info = locks_.hosts().Find(lock::HostId(host)); info != nullptr) {
+    asio::error_code bad;
+    const asio::ip::address address = asio::ip::make_address(info->address, bad);
+    if (!bad) caller_.ForgetHost(address);
+  }
   lock::HostReleaseOutcome outcome = locks_.ReleaseHost(lock::HostId(host));
   ForgetHostWaiters(host);
   ++stats_.hosts_released;

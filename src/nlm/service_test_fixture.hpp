@@ -57,7 +57,11 @@ class FakeCaller : public ClientCaller {
     if (on_call) on_call(sent.back());
     co_return result;
   }
+  void ForgetHost(const asio::ip::address& address) override {
+    forgotten.push_back(address.to_string());
+  }
   std::vector<Sent> sent;
+  std::vector<std::string> forgotten;  // ForgetHost() calls, in order
   bool reachable = true;
   // When set, a GRANTED call's reply carries this status (GRANTED_MSG's reply is void).
   std::optional<nlm4_stats> granted_answer;

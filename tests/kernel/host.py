@@ -543,8 +543,8 @@ class Rig:
         except (OSError, IndexError, ValueError):
             pass
 
-    def mount(self, name, opts, sharecache=True):
-        """Mounts the export at MNT/NAME in the guest (once per boot)."""
+    def mount(self, name, opts, sharecache=True, server=SERVER_IP):
+        """Mounts the export at MNT/NAME in the guest (once per boot), from `server`."""
         point = "%s/%s" % (GUEST_MNT, name)
         if name in self.mounted:
             return point
@@ -552,15 +552,16 @@ class Rig:
             opts += ",nosharecache"
         t0 = now()
         self.agent.sh("mkdir -p %s && mount -t nfs -o %s %s:%s %s" %
-                      (point, opts, SERVER_IP, self.export, point), timeout=120)
+                      (point, opts, server, self.export, point), timeout=120)
         self.notes.append("mount %s (%s) %.2f s" % (name, opts, now() - t0))
         self.mounted.add(name)
         return point
 
-    def mount_pair(self, label="tcp", opts=DEFAULT_OPTS):
+    def mount_pair(self, label="tcp", opts=DEFAULT_OPTS, server=SERVER_IP):
         """Two mounts of the export, the second with nosharecache, so that two processes of
         the guest contend at the server rather than inside the guest's kernel."""
-        return (self.mount(label + "1", opts), self.mount(label + "2", opts, sharecache=False))
+        return (self.mount(label + "1", opts, server=server),
+                self.mount(label + "2", opts, sharecache=False, server=server))
 
     def kernel_has(self, option):
         with open(self.args.kernel_config) as f:

@@ -5,13 +5,18 @@ import re
 import signal
 
 from host import (BOOT_DEADLINE, CALLBACK_DEADLINE, DEFAULT_OPTS, GUEST_ADMIN, GUEST_IP,
-                  GUEST_MNT, GUEST_NAME, SERVER_IP, Admin, Failure, Worker, now, wait_for)
+                  GUEST_MNT, GUEST_NAME, SERVER_IP, TAP, Admin, Failure, Worker, now, run,
+                  wait_for)
+
+# An address added to the server's interface while nlockd runs, as an HA move brings the
+# service address to the node that takes over.
+SERVICE_IP = "10.197.0.50"
 
 
-def locks_and_grant(rig, label, opts):
+def locks_and_grant(rig, label, opts, server=SERVER_IP):
     """Locks through the kernel reach nlockd; a second owner is refused; a blocked lock is
     granted by nlockd's callback right after the unlock."""
-    m1, m2 = rig.mount_pair(label, opts)
+    m1, m2 = rig.mount_pair(label, opts, server)
     a, b = Worker(rig.agent, label + "-a"), Worker(rig.agent, label + "-b")
     f1, f2 = "%s/grant-%s" % (m1, label), "%s/grant-%s" % (m2, label)
     a.open(f1)
@@ -89,6 +94,16 @@ def scenario_locks_udp(rig):
         raise Failure("the mountproto=udp mounts are not what the kernel reports: %s" % mounts)
     return detail + "; NFS/NLM over UDP: not in this kernel (CONFIG_NFS_DISABLE_UDP_SUPPORT=y), " \
         "MOUNT over UDP only"
+
+
+def scenario_service_address(rig):
+    """The guest mounts through an address that arrived after nlockd started listening on
+    0.0.0.0. Linux lockd takes a GRANTED only from the address it sent the LOCK to, and would
+    otherwise poll for its blocked lock every 30 s: the grant must come from that address."""
+    if run(["ip", "-o", "addr", "show", "dev", TAP], check=False).stdout.find(
+            " %s/" % SERVICE_IP) < 0:
+        run(["ip", "addr", "add", SERVICE_IP + "/24", "dev", TAP])
+    return locks_and_grant(rig, "svc", DEFAULT_OPTS, server=SERVICE_IP)
 
 
 def scenario_restart(rig):
@@ -470,6 +485,8 @@ def guest_state_number(rig):
 SCENARIOS = {
     "1": ("kernel locks, conflicts, blocked lock granted by callback (TCP)", scenario_locks_tcp),
     "6": ("the same over UDP mounts where the kernel has them", scenario_locks_udp),
+    "9": ("the same through a service address added after start (callback from it)",
+          scenario_service_address),
     "2": ("nlockd kill -9 and restart: kernel reclaims", scenario_restart),
     "3": ("guest power-off and reboot: sm-notify releases its locks", scenario_reboot),
     "4": ("nlockd --serve nsm as the guest's status monitor: callback, reclaim, reboot",
@@ -481,6 +498,6 @@ SCENARIOS = {
     "8": ("nlockd --serve nlm beside the server's rpc.statd: callback releases, restart reclaims",
           scenario_nlm_beside_statd),
 }
-ORDER = ["1", "6", "2", "3", "8", "4", "7", "5"]
+ORDER = ["1", "9", "6", "2", "3", "8", "4", "7", "5"]
 # Scenarios run only when named (none today).
 OPT_IN = set()
