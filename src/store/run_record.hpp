@@ -31,8 +31,9 @@ struct RunStart {
 };
 
 // Decides, from the previous run's record (none for a new store), what start-up may trust:
-// the lock table is complete unless a run ended uncleanly on an earlier boot or an earlier
-// storage epoch, and it stays incomplete (sticky) until MarkLockTableComplete(). A run that
+// the lock table is complete unless a run ended uncleanly on an earlier boot (a local file:
+// `storage_epoch` empty) or an earlier storage epoch (a database server, whatever host ran
+// nlockd), and it stays incomplete (sticky) until MarkLockTableComplete(). A run that
 // does not keep the lock table (StoreOptions::keeps_lock_table false) records it incomplete, so
 // that the next start does not trust rows this run left stale.
 RunStart BeginRun(const std::optional<RunRecord>& previous, const std::string& boot_id,

@@ -70,6 +70,15 @@ TEST(BeginRun, DistrustsTheLockTableAfterAnUncleanRunOnAnotherStorageEpoch) {
   EXPECT_EQ(BeginRun(std::nullopt, "b1", "pg-2").record.storage_epoch, "pg-2");
 }
 
+TEST(BeginRun, OnADatabaseServerTheHostThatRanNlockdDoesNotMatter) {
+  // kill -9 of an HA node, taken over by another host (or this one rebooted): the database
+  // server committed every answered write, whoever asks next.
+  EXPECT_TRUE(BeginRun(Previous(false, "b1", true, "pg-1"), "b2", "pg-1").info.lock_table_complete);
+  EXPECT_TRUE(BeginRun(Previous(false, "b1", true, "pg-1"), "", "pg-1").info.lock_table_complete);
+  EXPECT_FALSE(
+      BeginRun(Previous(false, "b1", true, "pg-1"), "b2", "pg-2").info.lock_table_complete);
+}
+
 TEST(BeginRun, AnUnknownBootIdIsNeverTheSameBoot) {
   EXPECT_FALSE(BeginRun(Previous(false, ""), "", "").info.lock_table_complete);
 }

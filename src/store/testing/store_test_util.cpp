@@ -134,6 +134,7 @@ class PgBackend final : public TestBackend {
     return std::make_unique<PgStore>(uri_, std::move(options));
   }
   bool persistent() const override { return true; }
+  bool on_database_server() const override { return true; }
   std::string uri() const override { return uri_; }
 
  private:

@@ -67,6 +67,9 @@ class TestBackend {
   virtual ~TestBackend() = default;
   virtual std::unique_ptr<Store> Open(StoreOptions options) = 0;
   virtual bool persistent() const = 0;
+  // A database server keeps the data, not the host that runs nlockd: a crash of that host (a
+  // new boot id) loses no committed write.
+  virtual bool on_database_server() const { return false; }
   // The URI OpenStore() takes for this backend.
   virtual std::string uri() const = 0;
   const std::string& node() const { return node_; }
