@@ -89,7 +89,8 @@ class ClientCallerTest : public ::testing::Test {
   }
 
   rpc::CallResult Granted(std::optional<uint16_t> port = std::nullopt) {
-    ClientAddress where{asio::ip::make_address("127.0.0.1"), port, rpc::Transport::kUdp};
+    ClientAddress where{asio::ip::make_address("127.0.0.1"), port, rpc::Transport::kUdp,
+                        std::nullopt};
     return RunCoroutine(io_, caller_.Call(where, 4, kGrantedProc, {},
                                           std::chrono::milliseconds(2000)));
   }
