@@ -195,9 +195,8 @@ void Reload(const std::string& config_file, const Flags& flags, Config& current,
   if (token_changed || next.admin_open_writes != current.admin_open_writes) {
     policy.Set(next.admin_token, next.admin_open_writes);
   }
-  current.admin_token = next.admin_token;
-  // The running configuration takes the reloadable values (already checked); the keys that
-  // need a restart keep theirs. The service applies its part.
+  // The running configuration takes the reloadable values (already checked; the token among
+  // them); the keys that need a restart keep theirs. The service applies its part.
   for (const Setting& setting : nlockd::server::Settings()) {
     if (setting.reloadable) setting.apply(setting.get(next), current);
   }
