@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -38,6 +39,17 @@ class NLOCKD_EXPORT HaStatus {
   HaStatus& operator=(const HaStatus&) = delete;
 
   HaState Get() const;
+
+  // How this host program performs a planned release (`nlockctl service release`, POST
+  // /api/v1/service/release on the active node): `handler` is called on an admin thread and
+  // must only arrange for the service to stop (not wait for it); the host then shuts the
+  // LockService down (which releases the lease at once), calls HoldOffNextTakeover() and builds
+  // a new LockService with this status, which waits as standby. Without a handler the request
+  // is refused with 503.
+  void SetReleaseHandler(std::function<void()> handler);
+  // The next LockService built with this status, waiting as standby, leaves a free lease to the
+  // other nodes for `hold_off` before taking it itself; applies to that one construction.
+  void HoldOffNextTakeover(std::chrono::milliseconds hold_off);
 
   // The admin API (docs/api.md) of a node that has no running service yet (the standby, or
   // the active one while its LockService is being built): /healthz 200; /readyz 503 with

@@ -155,6 +155,13 @@ struct NotifyResult {
   uint64_t hosts = 0;  // Hosts whose SM_NOTIFY was queued; delivery continues in the background.
 };
 
+// A planned release of an HA service's lease, accepted: the node stops serving and releases
+// the lease in the background, then waits as standby.
+struct ServiceReleaseResult {
+  std::string service;  // Options::name, the lease's key
+  int64_t epoch = 0;    // the epoch this node held
+};
+
 // --- Queries and paging ---------------------------------------------------------------------
 
 // Paging stops one request from serializing millions of locks into one response.
@@ -240,6 +247,10 @@ class Backend {
   // Sends SM_NOTIFY(our name, state) again to every monitored host, or to `host` only
   // (kNotFound if no registration monitors it).
   virtual NotifyResult Notify(const std::optional<std::string>& host) = 0;
+  // Hands an HA service over (a planned move): asks the host program to stop serving, release
+  // the lease and wait as standby, so that a standby takes over at once. kConflict without
+  // ha; kUnavailable when the host program has no way to release (it set no handler).
+  virtual ServiceReleaseResult ReleaseService() = 0;
 };
 
 }  // namespace nlockd::admin

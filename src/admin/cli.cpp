@@ -208,6 +208,11 @@ void PrintNotify(std::ostream& out, const json& answer) {
   out << "queued SM_NOTIFY to " << Cell(answer.at("queued_hosts")) << " hosts\n";
 }
 
+void PrintServiceRelease(std::ostream& out, const json& answer) {
+  out << "releasing service " << Cell(answer.at("service")) << " (epoch "
+      << Cell(answer.at("epoch")) << "): a standby takes it over\n";
+}
+
 int Execute(const std::string& server, const std::string& token, bool as_json,
             const Request& request, std::ostream& out, std::ostream& err) {
   httplib::Client client(server);
@@ -399,6 +404,19 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
         request.print = PrintNotify;
       })
       ->add_option("HOST", notify_host, "Only this monitored host");
+
+  auto* service = app.add_subcommand("service", "The HA service this node serves (ha = true)");
+  service->require_subcommand(1);
+  service
+      ->add_subcommand("release",
+                       "Hand the service over: this node stops serving, releases the lease and "
+                       "waits as standby")
+      ->callback([&] {
+        request.method = "POST";
+        request.path = "/api/v1/service/release";
+        request.body = "{}";
+        request.print = PrintServiceRelease;
+      });
 
   try {
     app.parse(argc, argv);

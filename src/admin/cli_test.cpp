@@ -180,6 +180,18 @@ TEST_F(NlockctlTest, Notify) {
   EXPECT_EQ(run.status, kCliServerError);
 }
 
+TEST_F(NlockctlTest, ServiceRelease) {
+  CtlRun run = Ctl({"service", "release"});
+  EXPECT_EQ(run.status, kCliServerError);
+  EXPECT_NE(run.output.find("409"), std::string::npos) << run.output;
+  server_.backend.SetHa("nfs-a", 3);
+  run = Ctl({"service", "release"});
+  EXPECT_EQ(run.status, kCliOk) << run.output;
+  EXPECT_EQ(run.output, "releasing service nfs-a (epoch 3): a standby takes it over\n");
+  EXPECT_EQ(CtlJson({"service", "release"})["releasing"], true);
+  EXPECT_EQ(server_.backend.releases(), 2);
+}
+
 TEST_F(NlockctlTest, UsageErrorsExitTwo) {
   for (const std::vector<std::string>& args :
        std::vector<std::vector<std::string>>{{},
@@ -187,6 +199,7 @@ TEST_F(NlockctlTest, UsageErrorsExitTwo) {
                                              {"clients"},
                                              {"clients", "show"},
                                              {"hosts", "frobnicate"},
+                                             {"service"},
                                              {"locks", "list", "--limit", "many"},
                                              {"status", "extra"}}) {
     const CtlRun run = Ctl(args);
@@ -205,7 +218,8 @@ TEST_F(NlockctlTest, HelpEverywhereExitsZero) {
                                              {"hosts", "release", "--help"},
                                              {"locks", "list", "--help"},
                                              {"grace", "--help"},
-                                             {"notify", "--help"}}) {
+                                             {"notify", "--help"},
+                                             {"service", "release", "--help"}}) {
     const CtlRun run = Nlockctl(args);
     EXPECT_EQ(run.status, kCliOk) << run.output;
     EXPECT_NE(run.output.find("Usage"), std::string::npos) << run.output;

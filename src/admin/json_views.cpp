@@ -166,4 +166,8 @@ json ToJson(const ReleaseResult& result) {
 
 json ToJson(const NotifyResult& result) { return {{"queued_hosts", result.hosts}}; }
 
+json ToJson(const ServiceReleaseResult& result) {
+  return {{"releasing", true}, {"service", result.service}, {"epoch", result.epoch}};
+}
+
 }  // namespace nlockd::admin

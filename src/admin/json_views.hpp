@@ -29,6 +29,7 @@ nlohmann::json ToJson(const WaiterView& waiter);
 nlohmann::json ToJson(const HostDetail& detail);
 nlohmann::json ToJson(const ReleaseResult& result);
 nlohmann::json ToJson(const NotifyResult& result);
+nlohmann::json ToJson(const ServiceReleaseResult& result);
 
 // {"<key>": [items...], "total": N, "offset": O, "limit": L, "next_offset": O+L or null}.
 template <typename T>

@@ -179,6 +179,7 @@ const std::vector<Router::Route>& Router::Routes() {
       {"GET", "/api/v1/grace", "", false, &Router::GetGrace},
       {"POST", "/api/v1/grace/end", "", false, &Router::EndGrace},
       {"POST", "/api/v1/notify", "", false, &Router::Notify},
+      {"POST", "/api/v1/service/release", "", false, &Router::ReleaseService},
   };
   return kRoutes;
 }
@@ -406,6 +407,12 @@ HttpResponse Router::Notify(const Call& call) const {
   }
   // Delivery continues in the background: 202.
   return JsonResponse(202, ToJson(backend_.Notify(host)));
+}
+
+HttpResponse Router::ReleaseService(const Call& call) const {
+  ParseBody(call.request.body);
+  // The node stops serving after this answer: 202.
+  return JsonResponse(202, ToJson(backend_.ReleaseService()));
 }
 
 }  // namespace nlockd::admin

@@ -84,6 +84,7 @@ class Router {
   HttpResponse GetGrace(const Call& call) const;
   HttpResponse EndGrace(const Call& call) const;
   HttpResponse Notify(const Call& call) const;
+  HttpResponse ReleaseService(const Call& call) const;
 
   static const std::vector<Route>& Routes();
 

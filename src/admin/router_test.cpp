@@ -223,6 +223,24 @@ TEST_F(AdminApiTest, NotifyAllOrOneHost) {
   EXPECT_EQ(ErrorCode(body), "not_found");
 }
 
+TEST_F(AdminApiTest, ServiceReleaseOnlyOnAnHaNode) {
+  auto [status, body] = Call("POST", "/api/v1/service/release");
+  EXPECT_EQ(status, 409);
+  EXPECT_EQ(ErrorCode(body), "conflict");
+  EXPECT_EQ(server_.backend.releases(), 0);
+
+  server_.backend.SetHa("nfs-a", 7);
+  std::tie(status, body) = Call("POST", "/api/v1/service/release", "{}");
+  EXPECT_EQ(status, 202);
+  EXPECT_EQ(body["releasing"], true);
+  EXPECT_EQ(body["service"], "nfs-a");
+  EXPECT_EQ(body["epoch"], 7);
+  EXPECT_EQ(server_.backend.releases(), 1);
+
+  std::tie(status, body) = Call("GET", "/api/v1/service/release");
+  EXPECT_EQ(status, 405);
+}
+
 TEST_F(AdminApiTest, BadJsonIsABadRequest) {
   for (const char* bad : {"{", "[1,2]", "\"text\"", R"({"host":5})", R"({"host":""})"}) {
     auto [status, body] = Call("POST", "/api/v1/notify", bad);

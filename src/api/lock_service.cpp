@@ -3,11 +3,13 @@
 #include "nlockd/lock_service.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <exception>
 #include <future>
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <utility>
 
 #include <asio/co_spawn.hpp>
 #include <asio/executor_work_guard.hpp>
@@ -107,6 +109,36 @@ class HaStatus::Impl {
     std::lock_guard lock(mutex_);
     return state_;
   }
+  void SetReleaseHandler(std::function<void()> handler) {
+    std::lock_guard lock(mutex_);
+    release_handler_ = std::move(handler);
+  }
+  bool RequestRelease() {
+    std::function<void()> handler;
+    {
+      std::lock_guard lock(mutex_);
+      handler = release_handler_;
+    }
+    if (!handler) return false;
+    handler();
+    return true;
+  }
+  void HoldOffNextTakeover(std::chrono::milliseconds hold_off) {
+    std::lock_guard lock(mutex_);
+    hold_off_ = hold_off;
+  }
+  // What the next LockService built with this status links to its core: role reports, the
+  // release handler and the hold-off (used once).
+  server::HaLink Link(std::shared_ptr<HaStatus> owner, std::chrono::seconds lease) {
+    server::HaLink link;
+    link.on_report = [owner, lease](const server::HaReport& report) {
+      owner->impl_->Set(report, lease);
+    };
+    link.request_release = [owner] { return owner->impl_->RequestRelease(); };
+    std::lock_guard lock(mutex_);
+    link.hold_off = std::exchange(hold_off_, std::chrono::milliseconds(0));
+    return link;
+  }
   AdminResponse Handle(const AdminRequest& request) const {
     const HaState state = Get();
     const admin::HaView view{state.role == HaRole::kActive, state.holder, state.epoch,
@@ -122,6 +154,8 @@ class HaStatus::Impl {
   const std::string token_;
   mutable std::mutex mutex_;
   HaState state_;  // guarded by mutex_
+  std::function<void()> release_handler_;      // guarded by mutex_
+  std::chrono::milliseconds hold_off_{0};       // guarded by mutex_
   // The standby's own registry (build info and the HA gauges); the service has its own.
   mutable admin::Metrics metrics_;
 };
@@ -130,14 +164,19 @@ HaStatus::HaStatus(std::string admin_token)
     : impl_(std::make_unique<Impl>(std::move(admin_token))) {}
 HaStatus::~HaStatus() = default;
 HaState HaStatus::Get() const { return impl_->Get(); }
+void HaStatus::SetReleaseHandler(std::function<void()> handler) {
+  impl_->SetReleaseHandler(std::move(handler));
+}
+void HaStatus::HoldOffNextTakeover(std::chrono::milliseconds hold_off) {
+  impl_->HoldOffNextTakeover(hold_off);
+}
 AdminResponse HaStatus::HandleAdminRequest(const AdminRequest& request) const {
   return impl_->Handle(request);
 }
 
 class LockService::Impl {
  public:
-  Impl(Options options, asio::io_context* host_io,
-       std::function<void(const server::HaReport&)> on_ha_report = {})
+  Impl(Options options, asio::io_context* host_io, server::HaLink ha_link = {})
       : options_token_(options.admin_token),
         own_io_(host_io == nullptr ? std::make_unique<asio::io_context>(1) : nullptr),
         io_(host_io == nullptr ? *own_io_ : *host_io),
@@ -146,7 +185,7 @@ class LockService::Impl {
         executor_(own_io_ || RunsOnOneThread(io_) ? asio::any_io_executor(io_.get_executor())
                                                   : asio::any_io_executor(asio::make_strand(io_))),
         core_(std::make_unique<server::Core>(executor_, std::move(options),
-                                             std::move(on_ha_report))) {
+                                             std::move(ha_link))) {
     admin_router_.emplace(core_->admin_backend(), core_->metrics(),
                           admin::RouterOptions{options_token_});
     // Its thread runs from the start, so that calls handed in before Start() are refused on
@@ -231,18 +270,14 @@ LockService::LockService(Options options, asio::io_context& io)
     : impl_(std::make_unique<Impl>(std::move(options), &io)) {}
 
 LockService::LockService(Options options, std::shared_ptr<HaStatus> ha_status) {
-  const std::chrono::seconds lease = options.ha_lease;
-  impl_ = std::make_unique<Impl>(
-      std::move(options), nullptr,
-      [ha_status, lease](const server::HaReport& report) { ha_status->impl_->Set(report, lease); });
+  server::HaLink link = ha_status->impl_->Link(ha_status, options.ha_lease);
+  impl_ = std::make_unique<Impl>(std::move(options), nullptr, std::move(link));
 }
 
 LockService::LockService(Options options, asio::io_context& io,
                          std::shared_ptr<HaStatus> ha_status) {
-  const std::chrono::seconds lease = options.ha_lease;
-  impl_ = std::make_unique<Impl>(
-      std::move(options), &io,
-      [ha_status, lease](const server::HaReport& report) { ha_status->impl_->Set(report, lease); });
+  server::HaLink link = ha_status->impl_->Link(ha_status, options.ha_lease);
+  impl_ = std::make_unique<Impl>(std::move(options), &io, std::move(link));
 }
 
 LockService::~LockService() = default;

@@ -49,6 +49,8 @@ struct AdminBackendParts {
   GraceController* grace = nullptr;
   // With ha: this node's role, as status and readiness report it (thread-safe). Empty: no ha.
   std::function<admin::HaView()> ha;
+  // With ha: asks the host program to release the service (false if it cannot). May be empty.
+  std::function<bool()> release_service;
 };
 
 // admin::Backend over the running server. Called on the admin server's HTTP threads: each call
@@ -99,6 +101,7 @@ class AdminBackend final : public admin::Backend {
   admin::GraceView Grace() override;
   admin::GraceView EndGrace() override;
   admin::NotifyResult Notify(const std::optional<std::string>& host) override;
+  admin::ServiceReleaseResult ReleaseService() override;
 
  private:
   // Runs work() on the executor and returns its result (or rethrows what it threw).

@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "base/logging.hpp"
 #include "lock/lock_manager.hpp"
 #include "nsm/registry.hpp"
 #include "server/admin_backend.hpp"
@@ -83,6 +84,20 @@ admin::NotifyResult AdminBackend::Notify(const std::optional<std::string>& host)
   admin::NotifyResult result;
   result.hosts = *queued;
   return result;
+}
+
+// Not on the executor: the host program stops the service from its own thread.
+admin::ServiceReleaseResult AdminBackend::ReleaseService() {
+  if (!parts_.ha) throw ApiError(ApiErrorKind::kConflict, "this node does not run with ha");
+  const admin::HaView view = parts_.ha();
+  if (!view.active) throw ApiError(ApiErrorKind::kConflict, "this node is not the active node");
+  if (!parts_.release_service || !parts_.release_service()) {
+    throw ApiError(ApiErrorKind::kUnavailable,
+                   "the program running this service cannot release it; stop it instead");
+  }
+  spdlog::info("admin: releasing service {} (epoch {})", LogValue(parts_.server_name),
+               view.epoch);
+  return admin::ServiceReleaseResult{parts_.server_name, view.epoch};
 }
 
 }  // namespace nlockd::server

@@ -128,6 +128,7 @@ class AdminBackendTest : public ::testing::Test {
                                    "server-a",
                                    false,
                                    nullptr,
+                                   {},
                                    {}}) {
     bridge_.Attach(nsm_, nlm_);
     nlm_.Register(dispatcher_);
@@ -354,6 +355,10 @@ TEST_F(AdminBackendTest, NlockdsOwnRegistrationOfAClientHostCannotBeDeleted) {
   EXPECT_EQ(ErrorOf([&] { backend_.DeleteRegistration(id); }), ApiErrorKind::kConflict);
   EXPECT_EQ(backend_.ListRegistrations({}).total, 3u);
   EXPECT_EQ(store_.LoadAll().registrations.size(), 3u);
+}
+
+TEST_F(AdminBackendTest, AServiceWithoutHaHasNoLeaseToRelease) {
+  EXPECT_EQ(ErrorOf([&] { backend_.ReleaseService(); }), ApiErrorKind::kConflict);
 }
 
 TEST_F(AdminBackendTest, HostsAreListedInNameOrderWithTheirCountsAndPaged) {

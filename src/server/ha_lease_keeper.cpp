@@ -106,6 +106,13 @@ HaLeaseKeeper::HaLeaseKeeper(HaOptions options) : options_(std::move(options)), 
     Report(now);
   };
   report(HaReport{false, "", 0});
+  // After a planned release this node lets a standby take the service first; if none does
+  // within the hold-off, it takes the service back.
+  const Clock::time_point hold_off_end = Clock::now() + options_.hold_off;
+  if (options_.hold_off.count() > 0) {
+    spdlog::info("ha: leaving the lease of service '{}' to another node for {} ms",
+                 options_.service, options_.hold_off.count());
+  }
   for (;;) {
     try {
       if (!lease_) {
@@ -116,8 +123,9 @@ HaLeaseKeeper::HaLeaseKeeper(HaOptions options) : options_(std::move(options)), 
       // ended: the process died (kill -9, a crash) or lost its connection.
       const bool locked = lease_->LockSession();
       std::optional<store::LeaseView> view = lease_->Read();
+      const bool may_take = Clock::now() >= hold_off_end;
       const bool session_gone =
-          locked && view && view->live && view->session_locked && !view->holder.empty();
+          may_take && locked && view && view->live && view->session_locked && !view->holder.empty();
       if (session_gone) {
         spdlog::info(
             "ha: the database session of the holder of service '{}' ({}, epoch {}) "
@@ -127,7 +135,7 @@ HaLeaseKeeper::HaLeaseKeeper(HaOptions options) : options_(std::move(options)), 
         // and stops before this node serves.
         std::this_thread::sleep_for(kSessionTakeoverSettle);
       }
-      if (!view || !view->live || session_gone) {
+      if (may_take && (!view || !view->live || session_gone)) {
         const Clock::time_point sent = Clock::now();
         if (std::optional<int64_t> epoch = lease_->TryAcquire(options_.lease)) {
           epoch_ = *epoch;

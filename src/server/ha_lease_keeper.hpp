@@ -28,6 +28,8 @@ struct HaOptions {
   std::chrono::seconds connect_timeout{5};
   std::string on_active;   // /bin/sh -c command, or ""
   std::string on_standby;  // /bin/sh -c command, or ""
+  // As standby, leaves a free lease to the other nodes this long before taking it.
+  std::chrono::milliseconds hold_off{0};
   // Called (on the keeper's threads) whenever what it reports changes; may be empty.
   std::function<void(const HaReport&)> on_report;
 };

@@ -54,6 +54,7 @@ nlm::NlmOptions NlmOptionsFrom(const nlockd::Options& options) {
 
 // With Options::ha, waits as standby until this node holds the service's lease.
 std::unique_ptr<HaLeaseKeeper> TakeLeaseIfHa(const nlockd::Options& options,
+                                             std::chrono::milliseconds hold_off,
                                              std::function<void(const HaReport&)> on_report) {
   if (!options.ha) return nullptr;
   if (!store::IsSharedStoreUri(options.store)) {
@@ -69,6 +70,7 @@ std::unique_ptr<HaLeaseKeeper> TakeLeaseIfHa(const nlockd::Options& options,
   ha.on_active = options.ha_on_active;
   ha.on_standby = options.ha_on_standby;
   ha.on_report = std::move(on_report);
+  ha.hold_off = hold_off;
   return std::make_unique<HaLeaseKeeper>(std::move(ha));
 }
 
@@ -216,14 +218,13 @@ nlm::nlm4_lock ToWireLock(const std::string& file, const nlockd::LockOwner& owne
 
 }  // namespace
 
-Core::Core(asio::any_io_executor executor, nlockd::Options options,
-           std::function<void(const HaReport&)> on_ha_report)
+Core::Core(asio::any_io_executor executor, nlockd::Options options, HaLink ha_link)
     : options_(Completed(std::move(options))),
       executor_(std::move(executor)),
       client_(executor_),
       rpcbind_(client_, options_.rpcbind_host, options_.rpcbind_port),
-      on_ha_report_(std::move(on_ha_report)),
-      ha_(TakeLeaseIfHa(options_,
+      ha_link_(std::move(ha_link)),
+      ha_(TakeLeaseIfHa(options_, ha_link_.hold_off,
                         [this](const HaReport& report) {
                           {
                             std::lock_guard lock(ha_mutex_);
@@ -232,7 +233,7 @@ Core::Core(asio::any_io_executor executor, nlockd::Options options,
                             ha_view_.epoch = report.epoch;
                             ha_view_.lease_seconds = options_.ha_lease.count();
                           }
-                          if (on_ha_report_) on_ha_report_(report);
+                          if (ha_link_.on_report) ha_link_.on_report(report);
                         })),
       store_(OpenConfiguredStore(options_, ha_.get())),
       locks_(clock_, LockOptions(options_)),
@@ -255,7 +256,7 @@ Core::Core(asio::any_io_executor executor, nlockd::Options options,
       call_metrics_(metrics_),
       admin_backend_(AdminBackendParts{executor_, clock_, locks_, nsm_, notifier_, nlm_, bridge_,
                                        metrics_, options_.name, options_.nlm_granted_msg, &grace_,
-                                       HaViewSource()}),
+                                       HaViewSource(), ha_link_.request_release}),
       calls_(executor_) {
   if (!options_.serve_nlm && !options_.serve_nsm) {
     throw Error(ErrorKind::kFailed, "serve names neither nlm nor nsm");

@@ -57,12 +57,24 @@ namespace nlockd::server {
 // Threading: everything but the constructor, Listen and Start runs on `executor`, which must be
 // a strand or a single-threaded io_context's executor. Start reads the store on the caller's
 // thread and posts the rest; until that ran, the executor refuses every call.
+// What the program running a Core with Options::ha adds to the options (every part may be
+// empty).
+struct HaLink {
+  // Hears each change of role (called on the lease keeper's threads).
+  std::function<void(const HaReport&)> on_report;
+  // A planned release asked through the admin API (`nlockctl service release`): the program
+  // stops this Core, which releases the lease, and waits as standby. Returns false if it
+  // cannot. Called on an admin thread; must not wait for the Core.
+  std::function<bool()> request_release;
+  // As standby, leave a free lease to the other nodes this long before taking it (after a
+  // planned release, so that the release moves the service instead of bouncing it back).
+  std::chrono::milliseconds hold_off{0};
+};
+
 class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
  public:
-  // With Options::ha the constructor waits as standby until this node holds the lease;
-  // `on_ha_report` (may be empty; called on the keeper's threads) hears each change of role.
-  Core(asio::any_io_executor executor, nlockd::Options options,
-       std::function<void(const HaReport&)> on_ha_report = {});
+  // With Options::ha the constructor waits as standby until this node holds the lease.
+  Core(asio::any_io_executor executor, nlockd::Options options, HaLink ha_link = {});
   ~Core() override;
   Core(const Core&) = delete;
   Core& operator=(const Core&) = delete;
@@ -154,7 +166,7 @@ class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
   rpc::RpcbindRegistration rpcbind_;
   // With Options::ha: what the keeper last reported (guarded by ha_mutex_), for the admin
   // views; set before ha_ is built.
-  std::function<void(const HaReport&)> on_ha_report_;
+  HaLink ha_link_;
   mutable std::mutex ha_mutex_;
   admin::HaView ha_view_;
   // With Options::ha: the service's lease, taken (waiting as standby) before the store opens.

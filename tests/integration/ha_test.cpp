@@ -17,6 +17,7 @@
 #include "integration/recovery_support.hpp"
 #include "store/postgres/pg_conn.hpp"
 #include "store/testing/store_test_util.hpp"
+#include "testutil/notify_socket.hpp"
 #include "testutil/subprocess.hpp"
 
 namespace nlockd::integration::recovery {
@@ -36,12 +37,10 @@ std::string UniqueService(const std::string& prefix) {
 // One nlockd of the service; unlike NlockdProcess it may wait as standby before it listens.
 class HaNode {
  public:
-  HaNode(const std::string& service, uint16_t statd_port, int lease_seconds = kLeaseSeconds)
-      : process_({NLOCKD_BINARY, "--store", *store::testutil::PgTestUri(), "--listen",
-                  "127.0.0.1:0", "--rpcbind-register=false", "--name", service, "--grace", "60",
-                  "--notify-statd-port", std::to_string(statd_port), "--admin-listen",
-                  "127.0.0.1:0", "--admin-open-writes=true", "--ha=true", "--ha-lease",
-                  std::to_string(lease_seconds)}) {}
+  // `notify_socket`: a NOTIFY_SOCKET for it, as systemd gives one ("" for none).
+  HaNode(const std::string& service, uint16_t statd_port, int lease_seconds = kLeaseSeconds,
+         const std::string& notify_socket = "")
+      : process_(Argv(service, statd_port, lease_seconds, notify_socket)) {}
 
   // The admin server's port: it answers from the start, standby or not.
   // REQUIRES: it logged "ha: standby" or "listening" (the admin server starts before either).
@@ -106,6 +105,23 @@ class HaNode {
       return rows;
     }
   };
+
+  static std::vector<std::string> Argv(const std::string& service, uint16_t statd_port,
+                                       int lease_seconds, const std::string& notify_socket) {
+    std::vector<std::string> argv;
+    if (!notify_socket.empty()) argv = {"/usr/bin/env", "NOTIFY_SOCKET=" + notify_socket};
+    for (std::string arg :
+         {std::string(NLOCKD_BINARY), std::string("--store"), *store::testutil::PgTestUri(),
+          std::string("--listen"), std::string("127.0.0.1:0"),
+          std::string("--rpcbind-register=false"), std::string("--name"), service,
+          std::string("--grace"), std::string("60"), std::string("--notify-statd-port"),
+          std::to_string(statd_port), std::string("--admin-listen"), std::string("127.0.0.1:0"),
+          std::string("--admin-open-writes=true"), std::string("--ha=true"),
+          std::string("--ha-lease"), std::to_string(lease_seconds)}) {
+      argv.push_back(std::move(arg));
+    }
+    return argv;
+  }
 
   testutil::Subprocess process_;
   uint16_t port_ = 0;
@@ -295,6 +311,32 @@ TEST_F(HaTest, TheStandbyAndTheActiveReportTheirRoles) {
   EXPECT_EQ(a_->process().Stop(SIGTERM, std::chrono::seconds(20)), 0);
 }
 
+// Under systemd (Type=notify) a standby is a running node: it is ready once it waits, so that
+// the unit's start timeout does not kill it, and its status line names the holder.
+TEST_F(HaTest, AStandbyTellsSystemdItIsReadyAndWhoHoldsTheService) {
+  a_ = std::make_unique<HaNode>(service_, peers_.statd_port());
+  ASSERT_TRUE(a_->WaitActive(std::chrono::seconds(20))) << a_->process().output();
+  TempDir dir;
+  testutil::NotifySocket notify(dir.path() + "/notify");
+  b_ = std::make_unique<HaNode>(service_, peers_.statd_port(), kLeaseSeconds,
+                                dir.path() + "/notify");
+  ASSERT_TRUE(b_->WaitStandby()) << b_->process().output();
+  const std::string ready = notify.WaitFor("READY=1", std::chrono::seconds(10));
+  ASSERT_FALSE(ready.empty()) << b_->process().output();
+  EXPECT_NE(ready.find("STATUS=standby"), std::string::npos) << ready;
+  const std::string held =
+      notify.WaitFor(fmt::format("held by nlockd pid {} on ", a_->process().pid()),
+                     std::chrono::seconds(5));
+  EXPECT_FALSE(held.empty()) << b_->process().output();
+
+  EXPECT_EQ(a_->process().Stop(SIGTERM, std::chrono::seconds(20)), 0);
+  ASSERT_TRUE(b_->WaitActive(std::chrono::seconds(kLeaseSeconds + 5))) << b_->process().output();
+  // Serving now: the status line is the service's (grace phase and counts).
+  EXPECT_FALSE(notify.WaitFor(" locks, ", std::chrono::seconds(5)).empty())
+      << b_->process().output();
+  EXPECT_EQ(b_->process().Stop(SIGTERM, std::chrono::seconds(20)), 0);
+}
+
 TEST_F(HaTest, SigtermOfTheActiveHandsOverFasterThanTheLease) {
   StartPair();
   ASSERT_FALSE(HasFatalFailure());
@@ -305,6 +347,56 @@ TEST_F(HaTest, SigtermOfTheActiveHandsOverFasterThanTheLease) {
   RecordProperty("handover_ms", static_cast<int>(took.count()));
   EXPECT_LT(took, milliseconds(kLeaseSeconds * 1000));
   ExpectTakenOver();
+}
+
+// `nlockctl service release`: the active stops serving and releases the lease without
+// stopping its process, the standby takes the service over, and the released node waits as
+// standby, so that a second release moves the service back.
+TEST_F(HaTest, NlockctlServiceReleaseMovesTheServiceAndBack) {
+  StartPair();
+  ASSERT_FALSE(HasFatalFailure());
+  auto release = [](uint16_t admin_port) {
+    testutil::Subprocess ctl({NLOCKCTL_BINARY, "--server",
+                              fmt::format("http://127.0.0.1:{}", admin_port), "service",
+                              "release"});
+    const std::optional<int> status = ctl.Wait(std::chrono::seconds(10));
+    return std::make_pair(status.value_or(-1), ctl.output());
+  };
+  const auto [refused, refusal] = release(b_->AdminPort());
+  EXPECT_NE(refused, 0) << "a standby has nothing to release: " << refusal;
+
+  const auto asked = Clock::now();
+  const auto [status, output] = release(a_->AdminPort());
+  ASSERT_EQ(status, 0) << output;
+  EXPECT_NE(output.find("releasing service " + service_), std::string::npos) << output;
+  ASSERT_TRUE(b_->WaitActive(std::chrono::seconds(kLeaseSeconds + 5))) << b_->process().output();
+  const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - asked);
+  RecordProperty("release_handover_ms", static_cast<int>(took.count()));
+  EXPECT_LT(took, milliseconds(kLeaseSeconds * 1000)) << a_->process().output();
+  ExpectTakenOver();
+
+  // A lives on as standby behind B, for at least its hold-off of one lease.
+  ASSERT_TRUE(a_->WaitStandby()) << a_->process().output();
+  EXPECT_FALSE(a_->WaitActive(milliseconds(kLeaseSeconds * 1000 + 500)))
+      << "A took the service back from B";
+  httplib::Client a_admin("127.0.0.1", a_->AdminPort());
+  a_admin.set_read_timeout(std::chrono::seconds(10));
+  auto readyz = a_admin.Get("/readyz");
+  ASSERT_TRUE(readyz);
+  EXPECT_EQ(readyz->status, 503);
+  EXPECT_EQ(json::parse(readyz->body)["role"], "standby") << readyz->body;
+  EXPECT_EQ(json::parse(readyz->body)["holder"].get<std::string>().rfind(
+                fmt::format("nlockd pid {} on ", b_->process().pid()), 0),
+            0u)
+      << readyz->body;
+
+  // And back: A serves again with the same lock table.
+  const auto [back, back_output] = release(b_->AdminPort());
+  ASSERT_EQ(back, 0) << back_output;
+  ASSERT_TRUE(a_->WaitActive(std::chrono::seconds(kLeaseSeconds + 5))) << a_->process().output();
+  EXPECT_EQ(a_->LockTable(), table_);
+  EXPECT_EQ(b_->process().Stop(SIGTERM, std::chrono::seconds(5)), 0) << b_->process().output();
+  EXPECT_EQ(a_->process().Stop(SIGTERM, std::chrono::seconds(20)), 0) << a_->process().output();
 }
 
 TEST_F(HaTest, AnActiveWhoseLeaseWasTakenStopsBeforeTheStandbyServes) {

@@ -263,4 +263,21 @@ NotifyResult FakeBackend::Notify(const std::optional<std::string>& host) {
   return {host ? 1 : monitored.size()};
 }
 
+void FakeBackend::SetHa(std::string service, int64_t epoch) {
+  std::lock_guard lock(mutex_);
+  ha_ = ServiceReleaseResult{std::move(service), epoch};
+}
+
+int FakeBackend::releases() const {
+  std::lock_guard lock(mutex_);
+  return releases_;
+}
+
+ServiceReleaseResult FakeBackend::ReleaseService() {
+  std::lock_guard lock(mutex_);
+  if (!ha_) throw ApiError(ApiErrorKind::kConflict, "this node does not run with ha");
+  ++releases_;
+  return *ha_;
+}
+
 }  // namespace nlockd::admin::testing

@@ -28,6 +28,10 @@ class FakeBackend : public Backend {
   void SetGrace(const GraceView& grace);
   // The hosts Notify() was asked for ("*" for all), in order.
   std::vector<std::string> notified() const;
+  // Makes this an HA node of `service` at `epoch` (ReleaseService() is refused without it).
+  void SetHa(std::string service, int64_t epoch);
+  // How many times ReleaseService() was accepted.
+  int releases() const;
 
   StatusView Status() override;
   ReadinessView Readiness() override;
@@ -43,6 +47,7 @@ class FakeBackend : public Backend {
   GraceView Grace() override;
   GraceView EndGrace() override;
   NotifyResult Notify(const std::optional<std::string>& host) override;
+  ServiceReleaseResult ReleaseService() override;
 
  private:
   StatusView StatusLocked() const;
@@ -59,6 +64,8 @@ class FakeBackend : public Backend {
   std::vector<WaiterView> waiters_;
   GraceView grace_;
   std::vector<std::string> notified_;
+  std::optional<ServiceReleaseResult> ha_;
+  int releases_ = 0;
 };
 
 }  // namespace nlockd::admin::testing

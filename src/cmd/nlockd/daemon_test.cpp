@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "nlockd_build_info.hpp"
+#include "testutil/notify_socket.hpp"
 #include "testutil/subprocess.hpp"
 
 namespace {
@@ -134,47 +135,10 @@ TEST(NlockdDaemon, TokenFileReadableByOthersIsRefused) {
   EXPECT_NE(output.find("may be read by group or others"), std::string::npos) << output;
 }
 
-// A datagram socket standing in for systemd's notification socket.
-class NotifySocket {
- public:
-  explicit NotifySocket(const std::string& path) : path_(path) {
-    fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    sockaddr_un address{};
-    address.sun_family = AF_UNIX;
-    path.copy(address.sun_path, sizeof address.sun_path - 1);
-    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-  }
-  ~NotifySocket() { close(fd_); }
-
-  // Reads datagrams until one contains `text`; returns it ("" on timeout). Keeps them all.
-  std::string WaitFor(const std::string& text, std::chrono::milliseconds timeout) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return "";
-      pollfd p{fd_, POLLIN, 0};
-      if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
-      char buffer[4096];
-      ssize_t n = recv(fd_, buffer, sizeof buffer, 0);
-      if (n <= 0) continue;
-      std::string message(buffer, static_cast<size_t>(n));
-      messages_.push_back(message);
-      if (message.find(text) != std::string::npos) return message;
-    }
-  }
-  const std::vector<std::string>& messages() const { return messages_; }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-  std::vector<std::string> messages_;
-};
-
 TEST(NlockdDaemon, TellsSystemdReadyStatusWatchdogAndStopping) {
   TempDir dir;
   std::string socket_path = dir.path() + "/notify";
-  NotifySocket notify(socket_path);
+  nlockd::testutil::NotifySocket notify(socket_path);
   std::vector<std::string> argv{"/usr/bin/env", "NOTIFY_SOCKET=" + socket_path,
                                 "WATCHDOG_USEC=400000"};
   for (auto& arg : Daemon({"--grace", "60"})) argv.push_back(arg);

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -129,13 +130,34 @@ class AdminPolicy {
   bool open_writes_;
 };
 
+// The running service, if any, as the admin server's HTTP threads see it. An HA node replaces
+// it after a planned release; Set() waits for the requests using the old one.
+class ServiceSlot {
+ public:
+  void Set(nlockd::LockService* service) {
+    std::unique_lock lock(mutex_);
+    service_ = service;
+  }
+  // Calls use(service or null) with the service kept from being replaced meanwhile.
+  template <typename Use>
+  auto With(Use use) const {
+    std::shared_lock lock(mutex_);
+    return use(service_);
+  }
+
+ private:
+  mutable std::shared_mutex mutex_;
+  nlockd::LockService* service_ = nullptr;  // guarded by mutex_
+};
+
 // The admin HTTP server over the service's admin views (the same JSON as the library gives).
 // The daemon checks the token itself (the service gets none) so that SIGHUP can change it.
-// Until `service` points to the running service, an HA node answers from `ha` (its role as a
+// While `service` holds no running service, an HA node answers from `ha` (its role as a
 // standby); `service` and `ha` must outlive the server.
-std::unique_ptr<nlockd::admin::AdminServer> StartAdmin(
-    const Config& config, const std::atomic<nlockd::LockService*>& service,
-    const nlockd::HaStatus* ha, const AdminPolicy& policy) {
+std::unique_ptr<nlockd::admin::AdminServer> StartAdmin(const Config& config,
+                                                       const ServiceSlot& service,
+                                                       const nlockd::HaStatus* ha,
+                                                       const AdminPolicy& policy) {
   if (!config.admin_enabled) {
     spdlog::info("nlockd admin server off");
     return nullptr;
@@ -145,14 +167,15 @@ std::unique_ptr<nlockd::admin::AdminServer> StartAdmin(
     if (auto refusal = policy.Check(request, path)) return *std::move(refusal);
     const nlockd::AdminRequest call{request.method, request.target, request.authorization,
                                     request.body};
-    nlockd::LockService* running = service.load();
-    if (running == nullptr && ha == nullptr) {
-      return nlockd::admin::ErrorResponse(503, "unavailable", "starting");
-    }
-    nlockd::AdminResponse answer =
-        running != nullptr ? running->HandleAdminRequest(call) : ha->HandleAdminRequest(call);
-    return nlockd::admin::HttpResponse{answer.status, std::move(answer.content_type),
-                                       std::move(answer.body), std::move(answer.headers)};
+    return service.With([&](nlockd::LockService* running) {
+      if (running == nullptr && ha == nullptr) {
+        return nlockd::admin::ErrorResponse(503, "unavailable", "starting");
+      }
+      nlockd::AdminResponse answer =
+          running != nullptr ? running->HandleAdminRequest(call) : ha->HandleAdminRequest(call);
+      return nlockd::admin::HttpResponse{answer.status, std::move(answer.content_type),
+                                         std::move(answer.body), std::move(answer.headers)};
+    });
   };
   auto server = std::make_unique<nlockd::admin::AdminServer>(handler);
   server->Start(config.admin_listen.host, config.admin_listen.port);
@@ -211,38 +234,8 @@ void Reload(const std::string& config_file, const Flags& flags, Config& current,
   }
 }
 
-// Runs the daemon until SIGINT or SIGTERM; SIGHUP reloads. The signals are blocked in every
-// thread (those the service and the admin server start inherit the mask) and taken here with
-// sigwait.
-void Run(Config config, const std::string& config_file, const Flags& flags) {
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-
-  if (config.name.empty()) config.name = nlockd::server::DefaultServerName();
-  AdminPolicy policy(config.admin_token, config.admin_open_writes);
-  nlockd::Options service_options = config;
-  service_options.admin_token.clear();  // Checked by StartAdmin's handler.
-  std::atomic<nlockd::LockService*> running{nullptr};
-  std::unique_ptr<nlockd::admin::AdminServer> admin;
-  // With ha the service's constructor waits as standby; the admin server answers meanwhile
-  // from the HA status (role, holder, epoch), so that operators see the standby.
-  std::shared_ptr<nlockd::HaStatus> ha_status;
-  if (config.ha) {
-    ha_status = std::make_shared<nlockd::HaStatus>();
-    admin = StartAdmin(config, running, ha_status.get(), policy);
-  }
-  std::unique_ptr<nlockd::LockService> owned =
-      ha_status ? std::make_unique<nlockd::LockService>(service_options, ha_status)
-                : std::make_unique<nlockd::LockService>(service_options);
-  nlockd::LockService& service = *owned;
-  running.store(&service);
-  nlockd::cmd::SystemdNotifier systemd(service);
-  // Up before the store loads, so that /healthz answers and /readyz says "not ready" meanwhile.
-  if (!config.ha) admin = StartAdmin(config, running, nullptr, policy);
+// Listens as the configuration says and starts the service.
+void ListenAndStart(const Config& config, nlockd::LockService& service) {
   // NSM on a port of its own when nsm_listen says so (rpc.statd has one); NLM stays on listen.
   const bool nsm_apart = config.nsm_listen.has_value() && config.serve_nsm;
   uint16_t port = 0;
@@ -266,24 +259,94 @@ void Run(Config config, const std::string& config_file, const Flags& flags) {
   spdlog::info("nlockd listening address={} port={} transports=tcp,udp name={}",
                port != 0 ? config.listen.host : config.nsm_listen->host,
                port != 0 ? port : nsm_port, nlockd::LogValue(config.name));
-  systemd.Ready();
+}
+
+// Runs the daemon until SIGINT or SIGTERM; SIGHUP reloads. The signals are blocked in every
+// thread (those the service and the admin server start inherit the mask) and taken here with
+// sigwait. With ha, a planned release (POST /api/v1/service/release) wakes this thread with
+// SIGUSR1: it shuts the service down (releasing the lease), and builds a new one that waits as
+// standby, leaving the lease to the other nodes for one lease first.
+void Run(Config config, const std::string& config_file, const Flags& flags) {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
+  sigaddset(&signals, SIGUSR1);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  if (config.name.empty()) config.name = nlockd::server::DefaultServerName();
+  AdminPolicy policy(config.admin_token, config.admin_open_writes);
+  nlockd::Options service_options = config;
+  service_options.admin_token.clear();  // Checked by StartAdmin's handler.
+  ServiceSlot running;
+  std::unique_ptr<nlockd::admin::AdminServer> admin;
+  // With ha the service's constructor waits as standby; the admin server answers meanwhile
+  // from the HA status (role, holder, epoch), so that operators see the standby.
+  std::shared_ptr<nlockd::HaStatus> ha_status;
+  std::atomic<bool> release_requested{false};
+  const pthread_t main_thread = pthread_self();
+  if (config.ha) {
+    ha_status = std::make_shared<nlockd::HaStatus>();
+    ha_status->SetReleaseHandler([&release_requested, main_thread] {
+      release_requested.store(true);
+      pthread_kill(main_thread, SIGUSR1);
+    });
+    admin = StartAdmin(config, running, ha_status.get(), policy);
+  }
+  nlockd::cmd::SystemdNotifier systemd(ha_status);
+  if (ha_status) systemd.Ready();  // as standby until the lease is ours
 
   for (;;) {
-    int signal = 0;
-    sigwait(&signals, &signal);
-    if (signal == SIGHUP) {
-      systemd.Reloading();
-      Reload(config_file, flags, config, policy, service);
-      systemd.Ready();
+    // With ha, waits as standby until this node holds the lease.
+    std::unique_ptr<nlockd::LockService> service =
+        ha_status ? std::make_unique<nlockd::LockService>(service_options, ha_status)
+                  : std::make_unique<nlockd::LockService>(service_options);
+    running.Set(service.get());
+    systemd.Attach(service.get());
+    // Up before the store loads, so that /healthz answers and /readyz says "not ready"
+    // meanwhile.
+    if (!admin) admin = StartAdmin(config, running, nullptr, policy);
+    ListenAndStart(config, *service);
+    systemd.Ready();
+
+    bool release = false;
+    for (;;) {
+      int signal = 0;
+      sigwait(&signals, &signal);
+      if (signal == SIGHUP) {
+        systemd.Reloading();
+        Reload(config_file, flags, config, policy, *service);
+        service_options = config;
+        service_options.admin_token.clear();
+        systemd.Ready();
+        continue;
+      }
+      if (signal == SIGUSR1) {
+        if (!release_requested.exchange(false)) continue;  // not ours to act on
+        release = true;
+        break;
+      }
+      spdlog::info("nlockd received signal {}; shutting down", signal);
+      break;
+    }
+    if (release) {
+      spdlog::info("nlockd releasing service {} for another node; this node becomes standby",
+                   nlockd::LogValue(config.name));
+      systemd.Attach(nullptr);
+      running.Set(nullptr);
+      service->Shutdown();  // releases the lease and runs ha_on_standby
+      service.reset();
+      ha_status->HoldOffNextTakeover(config.ha_lease);
       continue;
     }
-    spdlog::info("nlockd received signal {}; shutting down", signal);
-    break;
+    systemd.Stopping();
+    service->Shutdown();
+    if (admin) admin->Stop();
+    running.Set(nullptr);
+    spdlog::info("nlockd stopped");
+    return;
   }
-  systemd.Stopping();
-  service.Shutdown();
-  if (admin) admin->Stop();
-  spdlog::info("nlockd stopped");
 }
 
 std::string VersionText() {

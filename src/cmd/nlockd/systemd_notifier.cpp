@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <utility>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <systemd/sd-daemon.h>
 
+#include "nlockd/ha.hpp"
 #include "nlockd/lock_service.hpp"
 
 namespace nlockd::cmd {
@@ -19,7 +21,7 @@ constexpr std::chrono::milliseconds kPollInterval{1000};
 
 }  // namespace
 
-SystemdNotifier::SystemdNotifier(LockService& service) : service_(service) {
+SystemdNotifier::SystemdNotifier(std::shared_ptr<const HaStatus> ha) : ha_(std::move(ha)) {
   const char* socket = std::getenv("NOTIFY_SOCKET");
   enabled_ = socket != nullptr && *socket != '\0';
   uint64_t usec = 0;
@@ -28,6 +30,11 @@ SystemdNotifier::SystemdNotifier(LockService& service) : service_(service) {
 }
 
 SystemdNotifier::~SystemdNotifier() { StopPolling(); }
+
+void SystemdNotifier::Attach(LockService* service) {
+  std::lock_guard lock(service_mutex_);
+  service_ = service;
+}
 
 void SystemdNotifier::Ready() {
   if (!enabled_) return;
@@ -80,7 +87,14 @@ void SystemdNotifier::Poll() {
 }
 
 std::string SystemdNotifier::StatusLine() {
-  Status status = service_.GetStatus();
+  std::lock_guard lock(service_mutex_);
+  if (service_ == nullptr) {
+    if (!ha_) return "starting";
+    const HaState ha = ha_->Get();
+    if (ha.holder.empty()) return "standby; waiting for the lease";
+    return fmt::format("standby; the service is held by {} (epoch {})", ha.holder, ha.epoch);
+  }
+  Status status = service_->GetStatus();
   std::string grace = status.grace_active ? fmt::format("grace {} {:.0f}s left", status.grace_mode,
                                                         status.grace_seconds_left)
                                           : std::string("serving");

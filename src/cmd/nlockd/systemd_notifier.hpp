@@ -2,30 +2,39 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 
 namespace nlockd {
+class HaStatus;
 class LockService;
 }
 
 namespace nlockd::cmd {
 
 // Tells systemd (Type=notify, through libsystemd's sd_notify) what the daemon is doing:
-// READY=1 once it listens and registered, STATUS= with the grace phase (polled every second),
-// RELOADING=1 around a reload, STOPPING=1 at shutdown, and WATCHDOG=1 when the unit sets
-// WatchdogSec. Each ping follows a status read that runs on the service's executor, so a wedged
-// executor stops the pings and systemd restarts the daemon. Does nothing without NOTIFY_SOCKET.
-// `service` must outlive the notifier; the methods are called from the main thread.
+// READY=1 once it listens and registered (or, with ha, once it waits as standby: a standby is a
+// running node, and systemd's start timeout must not kill it), STATUS= with the grace phase or
+// the standby's holder (polled every second), RELOADING=1 around a reload, STOPPING=1 at
+// shutdown, and WATCHDOG=1 when the unit sets WatchdogSec. While a service is attached each
+// ping follows a status read that runs on the service's executor, so a wedged executor stops
+// the pings and systemd restarts the daemon. Does nothing without NOTIFY_SOCKET. The methods
+// are called from the main thread.
 class SystemdNotifier {
  public:
-  explicit SystemdNotifier(LockService& service);
+  // `ha`: the HA status a standby reports (null without ha).
+  explicit SystemdNotifier(std::shared_ptr<const HaStatus> ha = nullptr);
   ~SystemdNotifier();  // Stops the poller.
   SystemdNotifier(const SystemdNotifier&) = delete;
   SystemdNotifier& operator=(const SystemdNotifier&) = delete;
 
-  // REQUIRES: the service listens and Start() returned. Starts the poller the first time.
+  // The service whose status is reported from now on; null detaches it (the standby's status
+  // is reported). Waits for a status read in progress, so the service may be shut down after.
+  void Attach(LockService* service);
+  // REQUIRES: the attached service listens and Start() returned, or, with ha, none is attached
+  // (the node waits as standby). Starts the poller the first time.
   void Ready();
   void Reloading();
   // Stops the poller before the service shuts down (its status is no longer read).
@@ -35,13 +44,15 @@ class SystemdNotifier {
   // Ends the status and watchdog thread (idempotent).
   void StopPolling();
   void Poll();
-  // One STATUS= line from the service's status (blocks on its executor).
+  // One STATUS= line from the service's status (blocks on its executor), or the standby's.
   std::string StatusLine();
   void Notify(const std::string& text);
 
-  LockService& service_;
+  const std::shared_ptr<const HaStatus> ha_;
   bool enabled_ = false;
   uint64_t watchdog_usec_ = 0;
+  std::mutex service_mutex_;          // held while the attached service's status is read
+  LockService* service_ = nullptr;    // guarded by service_mutex_
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stop_ = false;
