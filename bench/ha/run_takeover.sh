@@ -22,7 +22,7 @@ rounds=${6:-1}
 echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 "$build/bench/ha/nlockd-takeover-bench" --nlockd "$build/src/cmd/nlockd" \
   --store "$NLOCKD_TEST_PG_URI" --hosts "$hosts" --locks "$locks" --lease "$lease" \
-  --rounds "$rounds"
+  --rounds "$rounds" ${NLOCKD_TAKEOVER_FAULTS:+--faults ${NLOCKD_TAKEOVER_FAULTS//,/ --faults }}
 
 # LOCK+UNLOCK on each store, one after the other.
 for store in sqlite postgresql postgresql-ha; do

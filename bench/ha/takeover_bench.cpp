@@ -1,7 +1,7 @@
 // nlockd-takeover-bench: HA takeover with H simulated client hosts (default 1,000) holding L
 // locks each (default 10). Node A (nlockd --ha on a PostgreSQL store) serves and the hosts take
-// their locks; node B waits as standby; then a fault of A: kill -9, SIGTERM (planned move) or a
-// partition from PostgreSQL (A reaches the database through a TCP relay in this process, which
+// their locks; node B waits as standby; then a fault of A: kill -9, SIGTERM or `nlockctl
+// service release` (planned moves: A stops, or A stays as standby), or a partition from PostgreSQL (A reaches the database through a TCP relay in this process, which
 // stops forwarding: no data, no reset, as a cut link). Measured from the fault: (i) the first
 // new lock granted on a file nobody held, (ii) B's grace period ended with every lock reclaimed.
 // Both nodes listen on the same address and port (a standby has no listener): the service
@@ -43,6 +43,26 @@ namespace nlockd::bench {
 namespace {
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// `nlockctl service release` without nlockctl: one HTTP POST to the admin server at
+// 127.0.0.1:`port`; the response's status code (0 if none).
+int PostRelease(uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const sockaddr_in server = Ipv4("127.0.0.1", port);
+  int status = 0;
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&server), sizeof server) == 0) {
+    const std::string request =
+        "POST /api/v1/service/release HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n"
+        "Connection: close\r\n\r\n";
+    if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+        static_cast<ssize_t>(request.size())) {
+      char reply[256] = {};
+      if (::recv(fd, reply, sizeof reply - 1, 0) > 12) status = std::atoi(reply + 9);
+    }
+  }
+  ::close(fd);
+  return status;
+}
 
 // A TCP relay from 127.0.0.1:`port` to `upstream`; Cut() makes it stop moving bytes in either
 // direction while keeping every connection open, as a network partition would.
@@ -128,33 +148,17 @@ class Relay {
 struct Options {
   std::string nlockd;
   std::string store;  // postgresql://user:password@127.0.0.1:PORT/db
-  std::vector<std::string> faults{"kill", "term", "partition"};
+  std::vector<std::string> faults{"kill", "term", "release", "partition"};
   size_t hosts = 1000;
   size_t locks = 10;
   int lease = 5;
   uint16_t port = 40450;
   uint16_t statd_port = 40460;
   uint16_t relay_port = 40470;
+  uint16_t admin_port = 40480;  // node A's admin server, for the release fault
   int grace = 90;
   size_t workers = 64;
 };
-
-std::vector<NlmHost::Lock> LocksOf(size_t host, size_t locks) {
-  std::vector<NlmHost::Lock> out;
-  for (size_t i = 0; i < locks; ++i) {
-    out.push_back({"bench-" + std::to_string(host) + "-" + std::to_string(i), 0, 4096});
-  }
-  return out;
-}
-
-Clock::time_point FirstGrant(NlmHost& prober, const std::string& fh, Clock::time_point give_up) {
-  while (Clock::now() < give_up) {
-    auto stat = prober.TryLock({fh, 0, 1}, std::chrono::milliseconds(20));
-    if (stat && *stat == 0) return Clock::now();
-    if (stat) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  throw std::runtime_error("no new lock was granted on " + fh);
-}
 
 // One fault: A serves the hosts' locks, B is standby, A fails as `fault` says; prints and
 // returns whether every lock was reclaimed.
@@ -170,9 +174,10 @@ bool RunFault(const Options& o, const std::string& fault, int round) {
   Relay relay(o.relay_port, Ipv4(match[1].str(), static_cast<uint16_t>(std::stoi(match[2]))));
   const std::string relayed = std::regex_replace(
       o.store, std::regex(R"(@[0-9.]+:\d+/)"), fmt::format("@127.0.0.1:{}/", o.relay_port));
-  auto argv = [&](const std::string& store) {
+  auto argv = [&](const std::string& store, const std::string& admin) {
     return std::vector<std::string>{o.nlockd, "--listen", fmt::format("127.0.0.1:{}", o.port),
-                                    "--rpcbind-register=false", "--admin-listen", "off",
+                                    "--rpcbind-register=false", "--admin-listen", admin,
+                                    "--admin-open-writes=true",
                                     "--name", service, "--store", store, "--grace",
                                     std::to_string(o.grace), "--notify-statd-port",
                                     std::to_string(o.statd_port), "--max-hosts",
@@ -208,7 +213,8 @@ bool RunFault(const Options& o, const std::string& fault, int round) {
     for (auto& worker : workers) worker.join();
   };
 
-  auto a = std::make_unique<Daemon>(argv(relayed));
+  auto a = std::make_unique<Daemon>(
+      argv(relayed, fault == "release" ? fmt::format("127.0.0.1:{}", o.admin_port) : "off"));
   if (!a->Wait("nlockd listening", std::chrono::seconds(60))) {
     finish();
     throw std::runtime_error("A did not serve:\n" + a->Log());
@@ -221,7 +227,7 @@ bool RunFault(const Options& o, const std::string& fault, int round) {
     finish();
     throw std::runtime_error(fmt::format("{} first locks failed", failed.load()));
   }
-  Daemon b(argv(o.store));
+  Daemon b(argv(o.store, "off"));
   if (!b.Wait("ha: standby for service", std::chrono::seconds(60))) {
     finish();
     throw std::runtime_error("B did not wait as standby:\n" + b.Log());
@@ -239,6 +245,11 @@ bool RunFault(const Options& o, const std::string& fault, int round) {
     a->Kill(SIGKILL);
   } else if (fault == "term") {
     a->Kill(SIGTERM);
+  } else if (fault == "release") {
+    if (PostRelease(o.admin_port) != 202) {
+      finish();
+      throw std::runtime_error("A did not accept the release:\n" + a->Log());
+    }
   } else {
     relay.Cut();
   }
@@ -271,6 +282,9 @@ bool RunFault(const Options& o, const std::string& fault, int round) {
                               Seconds(a_stopped->first - fault_at))
                 : std::string());
   if (!all) std::cerr << "not every lock was reclaimed before grace ended: " << ended->second << "\n";
+  if (std::getenv("NLOCKD_BENCH_LOGS") != nullptr) {
+    std::cerr << "--- A (" << fault << ")\n" << a->Log() << "--- B (" << fault << ")\n" << b.Log();
+  }
   return all;
 }
 
@@ -283,7 +297,7 @@ int main(int argc, char** argv) {
   int rounds = 1;
   app.add_option("--nlockd", o.nlockd, "the nlockd binary")->required();
   app.add_option("--store", o.store, "postgresql:// URI with host:port")->required();
-  app.add_option("--faults", o.faults, "kill, term, partition (default all three)");
+  app.add_option("--faults", o.faults, "kill, term, release, partition (default all four)");
   app.add_option("--rounds", rounds, "rounds of every fault (default 1)");
   app.add_option("--hosts", o.hosts, "simulated client hosts (default 1000)")
       ->check(CLI::Range(1, 60000));

@@ -47,25 +47,6 @@ struct Options {
   size_t workers = 64;
 };
 
-std::vector<NlmHost::Lock> LocksOf(size_t host, size_t locks) {
-  std::vector<NlmHost::Lock> out;
-  for (size_t i = 0; i < locks; ++i) {
-    out.push_back({"bench-" + std::to_string(host) + "-" + std::to_string(i), 0, 4096});
-  }
-  return out;
-}
-
-// Asks for a lock on `fh` from its own host until it is granted; the time it was.
-Clock::time_point FirstGrant(NlmHost& prober, const std::string& fh, Clock::time_point give_up) {
-  while (Clock::now() < give_up) {
-    auto stat = prober.TryLock({fh, 0, 1}, std::chrono::milliseconds(20));
-    if (stat && *stat == 0) return Clock::now();
-    // Not up yet (no reply), or refused during grace: ask again at once.
-    if (stat) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  throw std::runtime_error("no new lock was granted on " + fh);
-}
-
 int Run(const Options& o) {
   rlimit files{65536, 65536};
   ::setrlimit(RLIMIT_NOFILE, &files);

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <stdexcept>
+#include <thread>
 
 #include <arpa/inet.h>
 #include <poll.h>
@@ -143,18 +144,39 @@ bool NlmHost::Unlock(const Lock& lock, std::chrono::milliseconds timeout) {
   return false;
 }
 
-std::optional<int32_t> NlmHost::TryLock(const Lock& lock, std::chrono::milliseconds wait) {
+std::optional<int32_t> NlmHost::TryLock(const Lock& lock, std::chrono::milliseconds wait,
+                                        std::chrono::milliseconds resend) {
   const uint32_t xid = next_xid_++;
   const std::vector<uint8_t> call = Call(xid, nlm::NLM_LOCK, lock, false, 1);
-  ::sendto(fd_, call.data(), call.size(), 0, reinterpret_cast<const sockaddr*>(&server_),
-           sizeof server_);
   const auto deadline = Clock::now() + wait;
   while (Clock::now() < deadline) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    auto reply = Receive(static_cast<int>(std::max<int64_t>(1, left.count())));
-    if (reply && reply->first == xid) return reply->second;
+    ::sendto(fd_, call.data(), call.size(), 0, reinterpret_cast<const sockaddr*>(&server_),
+             sizeof server_);
+    const auto resend_at = std::min(deadline, Clock::now() + resend);
+    while (Clock::now() < resend_at) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(resend_at - Clock::now());
+      auto reply = Receive(static_cast<int>(std::max<int64_t>(1, left.count())));
+      if (reply && reply->first == xid) return reply->second;
+    }
   }
   return std::nullopt;
+}
+
+std::vector<NlmHost::Lock> LocksOf(size_t host, size_t locks) {
+  std::vector<NlmHost::Lock> out;
+  for (size_t i = 0; i < locks; ++i) {
+    out.push_back({"bench-" + std::to_string(host) + "-" + std::to_string(i), 0, 4096});
+  }
+  return out;
+}
+
+Clock::time_point FirstGrant(NlmHost& prober, const std::string& fh, Clock::time_point give_up) {
+  while (Clock::now() < give_up) {
+    auto stat = prober.TryLock({fh, 0, 1}, std::chrono::seconds(1), std::chrono::milliseconds(10));
+    if (stat && *stat == 0) return Clock::now();
+    if (stat) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  throw std::runtime_error("no new lock was granted on " + fh);
 }
 
 StatusMonitors::StatusMonitors(uint16_t port, size_t hosts, OnNotify on_notify)

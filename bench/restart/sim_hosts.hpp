@@ -51,8 +51,11 @@ class NlmHost {
                                std::chrono::milliseconds timeout);
   // One UNLOCK; true when it answered GRANTED.
   bool Unlock(const Lock& lock, std::chrono::milliseconds timeout);
-  // One LOCK attempt that waits at most `wait` for the reply: its stat, or nullopt.
-  std::optional<int32_t> TryLock(const Lock& lock, std::chrono::milliseconds wait);
+  // One LOCK call that waits at most `wait` for its reply, sent again with the same xid every
+  // `resend` as a client retransmits (the server's duplicate request cache answers the
+  // repeats): its stat, or nullopt.
+  std::optional<int32_t> TryLock(const Lock& lock, std::chrono::milliseconds wait,
+                                 std::chrono::milliseconds resend);
 
  private:
   std::vector<uint8_t> Call(uint32_t xid, uint32_t procedure, const Lock& lock, bool reclaim,
@@ -64,6 +67,15 @@ class NlmHost {
   std::string caller_;
   uint32_t next_xid_;
 };
+
+// The `locks` locks host `host` takes in the benches: one 4 KiB range on each of its own files.
+std::vector<NlmHost::Lock> LocksOf(size_t host, size_t locks);
+
+// Asks for a lock on `fh` (offset 0, length 1) from `prober` until it is granted, as a client
+// would: each call retransmitted with its xid every 10 ms and waited for up to a second (a
+// server busy with reclaims answers late, not never), a new call at once after a refusal
+// (grace) or a second without an answer. The time the grant arrived; throws after `give_up`.
+Clock::time_point FirstGrant(NlmHost& prober, const std::string& fh, Clock::time_point give_up);
 
 // Every host's status monitor. `on_notify(host, state)` runs on the monitor's thread for each
 // SM_NOTIFY to a known host (after the reply went out).

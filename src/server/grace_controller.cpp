@@ -65,7 +65,7 @@ void GraceController::Begin(const GracePlan& plan, const store::LoadedState& loa
   if (journal_ != nullptr) {
     // Every persisted row, installed or not: settling rewrites each from what its owner holds,
     // which also removes rows that were rejected as conflicting.
-    for (const auto& lock : restored_locks) journal_->RememberRestoredLock(lock.file, lock.owner);
+    for (const auto& lock : restored_locks) journal_->RememberRestoredLock(lock);
     for (const auto& share : restored_shares) {
       journal_->RememberRestoredShare(share.file, share.owner);
     }

@@ -146,7 +146,9 @@ HaLeaseKeeper::HaLeaseKeeper(HaOptions options) : options_(std::move(options)), 
       }
       if (locked) lease_->UnlockSession();  // for the holder, which takes it at its renewal
       const std::string seen =
-          view ? fmt::format("held by {} (epoch {})", view->holder, view->epoch) : "";
+          !view                  ? "the lease was never taken"
+          : view->holder.empty() ? fmt::format("the lease is free (epoch {})", view->epoch)
+                                 : fmt::format("held by {} (epoch {})", view->holder, view->epoch);
       report(HaReport{false, view && view->live ? view->holder : "", view ? view->epoch : 0});
       if (seen != last_seen) {
         spdlog::info("ha: standby for service '{}': {}; waiting for the lease", options_.service,

@@ -83,6 +83,8 @@ StoreLockJournal::Plan StoreLockJournal::PlanWrites(const std::vector<nlm::Journ
   for (const nlm::JournalEntry& entry : entries) {
     switch (entry.kind) {
       case nlm::JournalEntry::Kind::kLocks:
+        if (HoldsRestoredRows(entry)) break;  // The store has these rows already.
+        ForgetRestoredRows(entry);
         batch.push_back(CurrentLocks(entry));
         break;
       case nlm::JournalEntry::Kind::kShare:
@@ -91,6 +93,9 @@ StoreLockJournal::Plan StoreLockJournal::PlanWrites(const std::vector<nlm::Journ
       case nlm::JournalEntry::Kind::kHostReleased:
         // Its own write, in order: later entries of the same call may lock again.
         flush();
+        std::erase_if(restored_rows_, [&](const auto& row) {
+          return std::get<1>(row.first) == entry.owner.host.value();
+        });
         ++plan.changes;
         plan.writes.push_back([this, host = entry.owner.host.value()](store::Done done) {
           store_.ReleaseHost(host, std::move(done));
@@ -214,9 +219,38 @@ asio::awaitable<bool> StoreLockJournal::Record(std::vector<nlm::JournalEntry> en
   co_return batch->ok;
 }
 
-void StoreLockJournal::RememberRestoredLock(const lock::FileKey& file,
-                                            const lock::LockOwner& owner) {
-  restored_.emplace(false, file.value(), owner.host.value(), owner.svid, owner.oh.value());
+void StoreLockJournal::RememberRestoredLock(const lock::RestoredLock& lock) {
+  const lock::LockOwner& owner = lock.owner;
+  restored_.emplace(false, lock.file.value(), owner.host.value(), owner.svid, owner.oh.value());
+  std::vector<store::LockRange>& rows =
+      restored_rows_[{lock.file.value(), owner.host.value(), owner.svid, owner.oh.value()}];
+  const store::LockRange row{lock.type == lock::LockType::kExclusive, lock.range.offset(),
+                             lock.range.length()};
+  rows.insert(std::upper_bound(rows.begin(), rows.end(), row,
+                               [](const auto& x, const auto& y) { return x.offset < y.offset; }),
+              row);
+}
+
+bool StoreLockJournal::HoldsRestoredRows(const nlm::JournalEntry& entry) const {
+  const auto known = restored_rows_.find(OwnerKey(entry));
+  if (known == restored_rows_.end()) return false;
+  const std::vector<lock::PriorLocks::Entry> held = locks_.OwnedLocks(entry.file, entry.owner);
+  if (held.size() != known->second.size()) return false;
+  // Both in offset order (OwnedLocks walks the file's locks in range order).
+  for (size_t i = 0; i < held.size(); ++i) {
+    const store::LockRange& row = known->second[i];
+    if (row.exclusive != (held[i].type == lock::LockType::kExclusive) ||
+        row.offset != held[i].range.offset() || row.length != held[i].range.length()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void StoreLockJournal::ForgetRestoredRows(const nlm::JournalEntry& entry) {
+  if (restored_rows_.empty()) return;
+  const auto known = restored_rows_.find(OwnerKey(entry));
+  if (known != restored_rows_.end()) restored_rows_.erase(known);
 }
 
 void StoreLockJournal::RememberRestoredShare(const lock::FileKey& file,
@@ -233,8 +267,15 @@ asio::awaitable<bool> StoreLockJournal::SettleRestored(std::optional<lock::HostI
       continue;
     }
     lock::LockOwner owner{lock::HostId(owner_host), svid, lock::OwnerHandle(oh)};
-    entries.push_back(is_share ? nlm::JournalEntry::Share(lock::FileKey(file), std::move(owner))
-                               : nlm::JournalEntry::Locks(lock::FileKey(file), std::move(owner)));
+    nlm::JournalEntry entry =
+        is_share ? nlm::JournalEntry::Share(lock::FileKey(file), std::move(owner))
+                 : nlm::JournalEntry::Locks(lock::FileKey(file), std::move(owner));
+    // An owner that holds all its restored rows again (reclaimed, nothing dropped) needs none.
+    if (is_share || !HoldsRestoredRows(entry)) {
+      entries.push_back(std::move(entry));
+    } else {
+      ForgetRestoredRows(entry);
+    }
     it = restored_.erase(it);
   }
   if (entries.empty()) co_return true;

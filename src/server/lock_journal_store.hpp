@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -43,7 +44,11 @@ class StoreLockJournal final : public nlm::LockJournal {
   // The owners whose restored locks or shares were loaded at start-up. When grace ends (or a
   // host's restored state is dropped) their persisted rows are rewritten from what they hold
   // now, so that an unreclaimed restored lock does not come back at the next start.
-  void RememberRestoredLock(const lock::FileKey& file, const lock::LockOwner& owner);
+  // Until something of an owner's locks on that file is written, its rows are known to be the
+  // restored ones: a call that leaves the owner holding exactly those (a reclaim of its
+  // restored locks) is journaled without a store write, and settling skips an owner that
+  // holds them all, so a reclaim storm after a restart or takeover writes nothing.
+  void RememberRestoredLock(const lock::RestoredLock& lock);
   void RememberRestoredShare(const lock::FileKey& file, const lock::LockOwner& owner);
   size_t restored_pending() const { return restored_.size(); }
   // Rewrites the persisted state of every remembered owner (of `host` only, when given) and
@@ -100,6 +105,15 @@ class StoreLockJournal final : public nlm::LockJournal {
   std::set<RestoredKey> restored_;
   // (file, host, svid, oh) of owners whose rows a failed write left out of date.
   std::set<std::tuple<std::string, std::string, int32_t, std::string>, std::less<>> unsynced_;
+  // The rows restored for (file, host, svid, oh), sorted, while no write has touched that
+  // owner's locks on that file since: what the store holds for it.
+  std::map<std::tuple<std::string, std::string, int32_t, std::string>,
+           std::vector<store::LockRange>, std::less<>>
+      restored_rows_;
+  // Whether the owner of `entry` holds exactly its restored rows (false once written).
+  bool HoldsRestoredRows(const nlm::JournalEntry& entry) const;
+  // A write of `entry`'s owner is planned: its rows are no longer known.
+  void ForgetRestoredRows(const nlm::JournalEntry& entry);
   uint64_t failures_ = 0;
 };
 

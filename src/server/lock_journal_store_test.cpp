@@ -121,7 +121,7 @@ TEST_F(StoreLockJournalTest, UnreclaimedRestoredLocksAreRemovedWhenSettled) {
   restarted.StartGrace(lock::GraceMode::kFineGrained);
   auto restored = ToRestoredLocks(store_->LoadAll().locks);
   ASSERT_EQ(restarted.LoadRestored(restored, {}).locks, 2u);
-  for (const auto& lock : restored) journal.RememberRestoredLock(lock.file, lock.owner);
+  for (const auto& lock : restored) journal.RememberRestoredLock(lock);
 
   auto reclaim = Req(file_, a_, 0, 10, lock::LockType::kExclusive);
   reclaim.reclaim = true;
@@ -132,6 +132,128 @@ TEST_F(StoreLockJournalTest, UnreclaimedRestoredLocksAreRemovedWhenSettled) {
   auto persisted = PersistedLocks();
   ASSERT_EQ(persisted.size(), 1u);
   EXPECT_EQ(persisted[0].host, "10.0.0.1");
+}
+
+// A reclaim of a restored lock leaves its owner holding exactly the rows the store has: no write,
+// and settling after every owner reclaimed writes nothing either. Anything else of the owner is
+// written, and from then on the owner is journaled as usual.
+TEST_F(StoreLockJournalTest, ReclaimingRestoredLocksWritesNothing) {
+  locks_.Lock(Req(file_, a_, 0, 10, lock::LockType::kExclusive));
+  locks_.Lock(Req(file_, a_, 20, 10, lock::LockType::kShared));
+  locks_.Lock(Req(file_, b_, 40, 10, lock::LockType::kExclusive));
+  ASSERT_TRUE(Record({JournalEntry::Locks(file_, a_), JournalEntry::Locks(file_, b_)}));
+  const std::vector<store::LockRecord> before = PersistedLocks();
+  ASSERT_EQ(before.size(), 3u);
+  lock::LockManager restarted(clock_);
+  StoreLockJournal journal(restarted, *store_);
+  restarted.StartGrace(lock::GraceMode::kFineGrained);
+  auto restored = ToRestoredLocks(store_->LoadAll().locks);
+  ASSERT_EQ(restarted.LoadRestored(restored, {}).locks, 3u);
+  for (const auto& lock : restored) journal.RememberRestoredLock(lock);
+
+  auto reclaim = [&](const lock::LockOwner& owner, uint64_t offset, lock::LockType type) {
+    auto request = Req(file_, owner, offset, 10, type);
+    request.reclaim = true;
+    EXPECT_EQ(restarted.Lock(request).status, lock::LockStatus::kGranted);
+    return JournalEntry::Locks(file_, owner, lock::ByteRange::FromOffsetLength(offset, 10));
+  };
+  EXPECT_EQ(journal.PlanWrites({reclaim(a_, 0, lock::LockType::kExclusive)}).changes, 0u);
+  EXPECT_EQ(journal.PlanWrites({reclaim(a_, 20, lock::LockType::kShared)}).changes, 0u);
+  // b also takes a new lock: that changes its rows, so it is written (now and later).
+  const JournalEntry b_reclaim = reclaim(b_, 40, lock::LockType::kExclusive);
+  EXPECT_EQ(journal.PlanWrites({b_reclaim}).changes, 0u);
+  ASSERT_EQ(restarted.Lock(Req(file_, b_, 60, 5, lock::LockType::kExclusive)).status,
+            lock::LockStatus::kGranted);
+  const JournalEntry b_new =
+      JournalEntry::Locks(file_, b_, lock::ByteRange::FromOffsetLength(60, 5));
+  ASSERT_TRUE(testutil::RunCoroutine(io_, journal.Record({b_new})));
+  EXPECT_EQ(PersistedLocks().size(), 4u);
+  EXPECT_EQ(journal.PlanWrites({b_reclaim}).changes, 1u) << "b's rows are no longer known";
+
+  restarted.EndGrace(lock::GraceEndReason::kAllReclaimed);
+  ASSERT_TRUE(testutil::RunCoroutine(io_, journal.SettleRestored()));
+  EXPECT_EQ(journal.restored_pending(), 0u);
+  EXPECT_EQ(PersistedLocks().size(), 4u);
+}
+
+// With restored rows, whatever the owners do (reclaim some, lock, unlock), the persisted rows
+// equal the locks the manager holds (restored ones awaiting reclaim included) after each write,
+// and after settling they equal the locks held.
+TEST_F(StoreLockJournalTest, RestoredRowsStayEqualToTheLocksHeldWhateverTheOwnersDo) {
+  std::mt19937 random(815);
+  auto pick = [&](uint64_t n) { return std::uniform_int_distribution<uint64_t>(0, n - 1)(random); };
+  auto held_rows = [](const lock::LockManager& manager) {
+    std::vector<store::LockRecord> held;
+    for (const lock::LockInfo& info : manager.ListLocks()) {
+      held.push_back(store::LockRecord{
+          info.file.value(), info.owner.host.value(), info.owner.svid, info.owner.oh.value(),
+          info.type == lock::LockType::kExclusive, info.range.offset(), info.range.length()});
+    }
+    std::sort(held.begin(), held.end(), [](const auto& x, const auto& y) {
+      return std::tie(x.file_key, x.host, x.offset) < std::tie(y.file_key, y.host, y.offset);
+    });
+    return held;
+  };
+  for (int round = 0; round < 20; ++round) {
+    std::unique_ptr<store::Store> store = store::OpenStore("memory:", store::StoreOptions{});
+    lock::LockManager before(clock_);
+    StoreLockJournal first(before, *store);
+    std::vector<JournalEntry> entries;
+    for (const lock::LockOwner* owner : {&a_, &b_}) {
+      for (uint64_t offset = 0; offset < 60; offset += 10) {
+        if (pick(2) == 0) continue;
+        const auto type = pick(2) == 0 ? lock::LockType::kShared : lock::LockType::kExclusive;
+        if (before.Lock(Req(file_, *owner, offset + (owner == &b_ ? 5 : 0), 3, type)).status ==
+            lock::LockStatus::kGranted) {
+          entries.push_back(JournalEntry::Locks(file_, *owner));
+        }
+      }
+    }
+    ASSERT_TRUE(testutil::RunCoroutine(io_, first.Record(entries)));
+
+    lock::LockManager after(clock_);
+    StoreLockJournal journal(after, *store);
+    after.StartGrace(lock::GraceMode::kFineGrained);
+    auto restored = ToRestoredLocks(store->LoadAll().locks);
+    after.LoadRestored(restored, {});
+    for (const auto& lock : restored) journal.RememberRestoredLock(lock);
+    for (int step = 0; step < 30; ++step) {
+      const lock::LockOwner& owner = pick(2) == 0 ? a_ : b_;
+      uint64_t offset = pick(70);
+      uint64_t length = 1 + pick(5);
+      if (pick(2) == 0 && !restored.empty()) {  // a reclaim of a restored lock
+        const lock::RestoredLock& lock = restored[pick(restored.size())];
+        auto request = Req(file_, lock.owner, lock.range.offset(), lock.range.length(), lock.type);
+        request.reclaim = true;
+        after.Lock(request);
+        ASSERT_TRUE(testutil::RunCoroutine(
+            io_, journal.Record({JournalEntry::Locks(file_, lock.owner, lock.range)})));
+      } else if (pick(3) == 0) {
+        after.Unlock(file_, owner, offset, length);
+        ASSERT_TRUE(testutil::RunCoroutine(
+            io_, journal.Record({JournalEntry::Locks(
+                     file_, owner, lock::ByteRange::FromOffsetLength(offset, length))})));
+      } else {
+        const auto type = pick(2) == 0 ? lock::LockType::kShared : lock::LockType::kExclusive;
+        after.Lock(Req(file_, owner, offset, length, type));
+        ASSERT_TRUE(testutil::RunCoroutine(
+            io_, journal.Record({JournalEntry::Locks(
+                     file_, owner, lock::ByteRange::FromOffsetLength(offset, length))})));
+      }
+      auto persisted = store->LoadAll().locks;
+      std::sort(persisted.begin(), persisted.end(), [](const auto& x, const auto& y) {
+        return std::tie(x.file_key, x.host, x.offset) < std::tie(y.file_key, y.host, y.offset);
+      });
+      ASSERT_EQ(persisted, held_rows(after)) << "round " << round << " step " << step;
+    }
+    after.EndGrace(lock::GraceEndReason::kTimer);
+    ASSERT_TRUE(testutil::RunCoroutine(io_, journal.SettleRestored()));
+    auto persisted = store->LoadAll().locks;
+    std::sort(persisted.begin(), persisted.end(), [](const auto& x, const auto& y) {
+      return std::tie(x.file_key, x.host, x.offset) < std::tie(y.file_key, y.host, y.offset);
+    });
+    ASSERT_EQ(persisted, held_rows(after)) << "round " << round << " after settling";
+  }
 }
 
 // The journal rewrites only the rows near each call's range; whatever the calls do, the persisted
