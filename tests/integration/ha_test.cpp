@@ -38,9 +38,11 @@ std::string UniqueService(const std::string& prefix) {
 class HaNode {
  public:
   // `notify_socket`: a NOTIFY_SOCKET for it, as systemd gives one ("" for none).
+  // `store`: the PostgreSQL URI ("" for the test server's).
   HaNode(const std::string& service, uint16_t statd_port, int lease_seconds = kLeaseSeconds,
-         const std::string& notify_socket = "")
-      : process_(Argv(service, statd_port, lease_seconds, notify_socket)) {}
+         const std::string& notify_socket = "", const std::string& store = "")
+      : process_(Argv(service, statd_port, lease_seconds, notify_socket,
+                      store.empty() ? *store::testutil::PgTestUri() : store)) {}
 
   // The admin server's port: it answers from the start, standby or not.
   // REQUIRES: it logged "ha: standby" or "listening" (the admin server starts before either).
@@ -107,11 +109,12 @@ class HaNode {
   };
 
   static std::vector<std::string> Argv(const std::string& service, uint16_t statd_port,
-                                       int lease_seconds, const std::string& notify_socket) {
+                                       int lease_seconds, const std::string& notify_socket,
+                                       const std::string& store) {
     std::vector<std::string> argv;
     if (!notify_socket.empty()) argv = {"/usr/bin/env", "NOTIFY_SOCKET=" + notify_socket};
     for (std::string arg :
-         {std::string(NLOCKD_BINARY), std::string("--store"), *store::testutil::PgTestUri(),
+         {std::string(NLOCKD_BINARY), std::string("--store"), store,
           std::string("--listen"), std::string("127.0.0.1:0"),
           std::string("--rpcbind-register=false"), std::string("--name"), service,
           std::string("--grace"), std::string("60"), std::string("--notify-statd-port"),
@@ -142,9 +145,10 @@ class HaTest : public ::testing::Test {
     }
   }
 
-  // Starts A (active, holding the hosts' locks) and B (standby).
-  void StartPair(int lease_seconds = kLeaseSeconds) {
-    a_ = std::make_unique<HaNode>(service_, peers_.statd_port(), lease_seconds);
+  // Starts A (active, holding the hosts' locks) and B (standby) on `store` ("" for the test
+  // server).
+  void StartPair(int lease_seconds = kLeaseSeconds, const std::string& store = "") {
+    a_ = std::make_unique<HaNode>(service_, peers_.statd_port(), lease_seconds, "", store);
     ASSERT_TRUE(a_->WaitActive(std::chrono::seconds(20))) << a_->process().output();
     for (size_t host = 0; host < kHosts; ++host) {
       ASSERT_EQ(LockAll(host, a_->port(), /*reclaim=*/false), kAllGranted) << "host " << host;
@@ -155,7 +159,7 @@ class HaTest : public ::testing::Test {
     ASSERT_TRUE(stat) << nsm.error();
     old_state_ = stat->state;
     ASSERT_EQ(table_.size(), 2 * kHosts);
-    b_ = std::make_unique<HaNode>(service_, peers_.statd_port(), lease_seconds);
+    b_ = std::make_unique<HaNode>(service_, peers_.statd_port(), lease_seconds, "", store);
     ASSERT_TRUE(b_->WaitStandby()) << b_->process().output();
     EXPECT_FALSE(b_->WaitActive(milliseconds(300))) << "a standby must not serve";
   }
@@ -440,6 +444,64 @@ TEST_F(HaTest, AnActiveWhoseRenewalHangsStopsBeforeItsLeaseCouldExpire) {
             std::string::npos)
       << a_->process().output();
   ASSERT_TRUE(b_->WaitActive(std::chrono::seconds(kLeaseSeconds + 5))) << b_->process().output();
+  ExpectTakenOver();
+}
+
+// A primary PostgreSQL and its synchronous replica (tests/integration/pg_failover_pair.sh),
+// stopped and removed when the test ends.
+class PgFailoverPair {
+ public:
+  PgFailoverPair()
+      : dir_(fmt::format("/tmp/nlockd-pg-pair-{}-{}", getpid(), ++counter_)) {
+    testutil::Subprocess start({PG_FAILOVER_PAIR, "start", dir_});
+    const std::optional<int> status = start.Wait(std::chrono::seconds(120));
+    const std::string output = start.output();
+    std::smatch ports;
+    if (status != 0 || !std::regex_search(output, ports, std::regex(R"((\d+) (\d+) ([0-9a-f]+))"))) {
+      ADD_FAILURE() << "cannot start the primary and its replica:\n" << output;
+      return;
+    }
+    uri_ = fmt::format(
+        "postgresql://nlockd:{}@127.0.0.1:{},127.0.0.1:{}/nlockd_test?"
+        "target_session_attrs=read-write",
+        ports[3].str(), ports[1].str(), ports[2].str());
+  }
+  ~PgFailoverPair() {
+    testutil::Subprocess stop({PG_FAILOVER_PAIR, "stop", dir_});
+    stop.Wait(std::chrono::seconds(60));
+  }
+  // Both servers, the writable one first found (empty if the pair did not start).
+  const std::string& uri() const { return uri_; }
+  // Stops the primary at once and promotes the replica.
+  bool Fail() {
+    testutil::Subprocess fail({PG_FAILOVER_PAIR, "fail", dir_});
+    return fail.Wait(std::chrono::seconds(60)) == 0;
+  }
+
+ private:
+  static inline int counter_ = 0;
+  const std::string dir_;
+  std::string uri_;
+};
+
+// PostgreSQL itself fails over: its primary stops and the synchronous replica is promoted. Both
+// nodes name both servers (libpq's multi-host URI, target_session_attrs=read-write). The active
+// loses its lease session with the primary and stops (exit 75); the standby finds the promoted
+// server, whose lease row and lock table are the primary's, takes the lease over and serves
+// the whole table; every host is notified and reclaims.
+TEST_F(HaTest, APostgresqlFailoverToItsSynchronousReplicaKeepsTheService) {
+  PgFailoverPair pair;
+  ASSERT_FALSE(pair.uri().empty());
+  StartPair(kLeaseSeconds, pair.uri());
+  ASSERT_FALSE(HasFatalFailure());
+  const auto failed = Clock::now();
+  ASSERT_TRUE(pair.Fail());
+  const std::optional<int> status = a_->process().Wait(std::chrono::seconds(kLeaseSeconds + 5));
+  ASSERT_TRUE(status.has_value()) << "A kept serving without its database";
+  EXPECT_EQ(*status, 75) << a_->process().output();
+  ASSERT_TRUE(b_->WaitActive(std::chrono::seconds(kLeaseSeconds + 15))) << b_->process().output();
+  const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - failed);
+  RecordProperty("database_failover_ms", static_cast<int>(took.count()));
   ExpectTakenOver();
 }
 
