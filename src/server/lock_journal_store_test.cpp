@@ -30,12 +30,36 @@ class StoreLockJournalTest : public ::testing::Test {
   bool Record(std::vector<JournalEntry> entries) {
     return testutil::RunCoroutine(io_, journal_.Record(std::move(entries)));
   }
-  std::vector<store::LockRecord> PersistedLocks() {
-    auto locks = store_->LoadAll().locks;
-    std::sort(locks.begin(), locks.end(), [](const auto& a, const auto& b) {
+  std::vector<store::LockRecord> PersistedLocks() { return PersistedLocks(*store_); }
+  // The rows `store` holds, in (file, host, offset) order.
+  static std::vector<store::LockRecord> PersistedLocks(store::Store& store) {
+    return Sorted(store.LoadAll().locks);
+  }
+  // The locks `manager` holds (restored ones awaiting reclaim included) as rows, in that order.
+  static std::vector<store::LockRecord> HeldRows(const lock::LockManager& manager) {
+    std::vector<store::LockRecord> held;
+    for (const lock::LockInfo& info : manager.ListLocks()) {
+      held.push_back(store::LockRecord{
+          info.file.value(), info.owner.host.value(), info.owner.svid, info.owner.oh.value(),
+          info.type == lock::LockType::kExclusive, info.range.offset(), info.range.length()});
+    }
+    return Sorted(std::move(held));
+  }
+  // As a restart does: `manager` starts a fine-grained grace with the rows of `store` restored,
+  // and `journal` remembers them. Returns the restored locks.
+  static std::vector<lock::RestoredLock> Restore(store::Store& store, lock::LockManager& manager,
+                                                 StoreLockJournal& journal) {
+    manager.StartGrace(lock::GraceMode::kFineGrained);
+    std::vector<lock::RestoredLock> restored = ToRestoredLocks(store.LoadAll().locks);
+    EXPECT_EQ(manager.LoadRestored(restored, {}).locks, restored.size());
+    for (const auto& lock : restored) journal.RememberRestoredLock(lock);
+    return restored;
+  }
+  static std::vector<store::LockRecord> Sorted(std::vector<store::LockRecord> rows) {
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
       return std::tie(a.file_key, a.host, a.offset) < std::tie(b.file_key, b.host, b.offset);
     });
-    return locks;
+    return rows;
   }
 
   asio::io_context io_;
@@ -118,10 +142,7 @@ TEST_F(StoreLockJournalTest, UnreclaimedRestoredLocksAreRemovedWhenSettled) {
   ASSERT_TRUE(Record({JournalEntry::Locks(file_, a_), JournalEntry::Locks(lock::FileKey("fh2"), b_)}));
   lock::LockManager restarted(clock_);
   StoreLockJournal journal(restarted, *store_);
-  restarted.StartGrace(lock::GraceMode::kFineGrained);
-  auto restored = ToRestoredLocks(store_->LoadAll().locks);
-  ASSERT_EQ(restarted.LoadRestored(restored, {}).locks, 2u);
-  for (const auto& lock : restored) journal.RememberRestoredLock(lock);
+  ASSERT_EQ(Restore(*store_, restarted, journal).size(), 2u);
 
   auto reclaim = Req(file_, a_, 0, 10, lock::LockType::kExclusive);
   reclaim.reclaim = true;
@@ -146,10 +167,7 @@ TEST_F(StoreLockJournalTest, ReclaimingRestoredLocksWritesNothing) {
   ASSERT_EQ(before.size(), 3u);
   lock::LockManager restarted(clock_);
   StoreLockJournal journal(restarted, *store_);
-  restarted.StartGrace(lock::GraceMode::kFineGrained);
-  auto restored = ToRestoredLocks(store_->LoadAll().locks);
-  ASSERT_EQ(restarted.LoadRestored(restored, {}).locks, 3u);
-  for (const auto& lock : restored) journal.RememberRestoredLock(lock);
+  ASSERT_EQ(Restore(*store_, restarted, journal).size(), 3u);
 
   auto reclaim = [&](const lock::LockOwner& owner, uint64_t offset, lock::LockType type) {
     auto request = Req(file_, owner, offset, 10, type);
@@ -182,18 +200,6 @@ TEST_F(StoreLockJournalTest, ReclaimingRestoredLocksWritesNothing) {
 TEST_F(StoreLockJournalTest, RestoredRowsStayEqualToTheLocksHeldWhateverTheOwnersDo) {
   std::mt19937 random(815);
   auto pick = [&](uint64_t n) { return std::uniform_int_distribution<uint64_t>(0, n - 1)(random); };
-  auto held_rows = [](const lock::LockManager& manager) {
-    std::vector<store::LockRecord> held;
-    for (const lock::LockInfo& info : manager.ListLocks()) {
-      held.push_back(store::LockRecord{
-          info.file.value(), info.owner.host.value(), info.owner.svid, info.owner.oh.value(),
-          info.type == lock::LockType::kExclusive, info.range.offset(), info.range.length()});
-    }
-    std::sort(held.begin(), held.end(), [](const auto& x, const auto& y) {
-      return std::tie(x.file_key, x.host, x.offset) < std::tie(y.file_key, y.host, y.offset);
-    });
-    return held;
-  };
   for (int round = 0; round < 20; ++round) {
     std::unique_ptr<store::Store> store = store::OpenStore("memory:", store::StoreOptions{});
     lock::LockManager before(clock_);
@@ -213,10 +219,7 @@ TEST_F(StoreLockJournalTest, RestoredRowsStayEqualToTheLocksHeldWhateverTheOwner
 
     lock::LockManager after(clock_);
     StoreLockJournal journal(after, *store);
-    after.StartGrace(lock::GraceMode::kFineGrained);
-    auto restored = ToRestoredLocks(store->LoadAll().locks);
-    after.LoadRestored(restored, {});
-    for (const auto& lock : restored) journal.RememberRestoredLock(lock);
+    const std::vector<lock::RestoredLock> restored = Restore(*store, after, journal);
     for (int step = 0; step < 30; ++step) {
       const lock::LockOwner& owner = pick(2) == 0 ? a_ : b_;
       uint64_t offset = pick(70);
@@ -240,19 +243,11 @@ TEST_F(StoreLockJournalTest, RestoredRowsStayEqualToTheLocksHeldWhateverTheOwner
             io_, journal.Record({JournalEntry::Locks(
                      file_, owner, lock::ByteRange::FromOffsetLength(offset, length))})));
       }
-      auto persisted = store->LoadAll().locks;
-      std::sort(persisted.begin(), persisted.end(), [](const auto& x, const auto& y) {
-        return std::tie(x.file_key, x.host, x.offset) < std::tie(y.file_key, y.host, y.offset);
-      });
-      ASSERT_EQ(persisted, held_rows(after)) << "round " << round << " step " << step;
+      ASSERT_EQ(PersistedLocks(*store), HeldRows(after)) << "round " << round << " step " << step;
     }
     after.EndGrace(lock::GraceEndReason::kTimer);
     ASSERT_TRUE(testutil::RunCoroutine(io_, journal.SettleRestored()));
-    auto persisted = store->LoadAll().locks;
-    std::sort(persisted.begin(), persisted.end(), [](const auto& x, const auto& y) {
-      return std::tie(x.file_key, x.host, x.offset) < std::tie(y.file_key, y.host, y.offset);
-    });
-    ASSERT_EQ(persisted, held_rows(after)) << "round " << round << " after settling";
+    ASSERT_EQ(PersistedLocks(*store), HeldRows(after)) << "round " << round << " after settling";
   }
 }
 
@@ -284,16 +279,7 @@ TEST_F(StoreLockJournalTest, RangedWritesKeepThePersistedRowsEqualToTheLocksHeld
     ASSERT_TRUE(Record(std::move(pending)));
     pending.clear();
 
-    std::vector<store::LockRecord> held;
-    for (const lock::LockInfo& info : locks_.ListLocks()) {
-      held.push_back(store::LockRecord{
-          info.file.value(), info.owner.host.value(), info.owner.svid, info.owner.oh.value(),
-          info.type == lock::LockType::kExclusive, info.range.offset(), info.range.length()});
-    }
-    std::sort(held.begin(), held.end(), [](const auto& x, const auto& y) {
-      return std::tie(x.file_key, x.host, x.offset) < std::tie(y.file_key, y.host, y.offset);
-    });
-    ASSERT_EQ(PersistedLocks(), held) << "after step " << step;
+    ASSERT_EQ(PersistedLocks(), HeldRows(locks_)) << "after step " << step;
   }
 }
 
