@@ -12,9 +12,6 @@
 //     node (its notify script hands the lease over).
 // Clients lock and unlock through the service address all along; the checker over what they
 // saw finds no conflicting grants and no lost locks.
-#include <signal.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -31,6 +28,8 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include "integration/ha_topology.hpp"
 #include "testutil/subprocess.hpp"
@@ -114,7 +113,8 @@ class HaRecipesTest : public HaTopologyTest {
 
   // nlockd's config on node `n`: the service on the node's link to PostgreSQL, with HA on.
   void WriteConfig(int n) {
-    WriteFile(Config(n), fmt::format(R"(name = "{}"
+    WriteFile(Config(n),
+              fmt::format(R"(name = "{}"
 store = "{}"
 ha = true
 ha_lease = {}
@@ -128,26 +128,25 @@ statd_port = {}
 [rpcbind]
 register = false
 )",
-                                     service_, nodes_[n].store_uri, kLeaseSeconds, kNlmPort,
-                                     kStatdPort));
+                          service_, nodes_[n].store_uri, kLeaseSeconds, kNlmPort, kStatdPort));
   }
 
   // The argv that runs `agent` `action` in node `n`'s namespace, as Pacemaker would.
   std::vector<std::string> AgentArgv(int n, const std::string& agent, const std::string& action,
                                      int timeout_seconds) const {
-    std::vector<std::string> argv{"env", std::string("OCF_ROOT=") + kOcfRoot,
-                                  fmt::format("OCF_RESKEY_CRM_meta_timeout={}",
-                                              timeout_seconds * 1000)};
+    std::vector<std::string> argv{
+        "env", std::string("OCF_ROOT=") + kOcfRoot,
+        fmt::format("OCF_RESKEY_CRM_meta_timeout={}", timeout_seconds * 1000)};
     if (agent == kIpAddr2) {
       argv.insert(argv.end(), {"OCF_RESOURCE_INSTANCE=service-ip",
                                std::string("OCF_RESKEY_ip=") + kServiceAddress,
                                "OCF_RESKEY_cidr_netmask=24", "OCF_RESKEY_nic=lan0"});
     } else {
-      argv.insert(argv.end(),
-                  {"OCF_RESOURCE_INSTANCE=nlockd", std::string("OCF_RESKEY_binary=") + NLOCKD_BINARY,
-                   "OCF_RESKEY_config=" + Config(n).string(),
-                   "OCF_RESKEY_pidfile=" + Pidfile(n).string(),
-                   "OCF_RESKEY_logfile=" + (dir_ / Log(n)).string()});
+      argv.insert(
+          argv.end(),
+          {"OCF_RESOURCE_INSTANCE=nlockd", std::string("OCF_RESKEY_binary=") + NLOCKD_BINARY,
+           "OCF_RESKEY_config=" + Config(n).string(), "OCF_RESKEY_pidfile=" + Pidfile(n).string(),
+           "OCF_RESKEY_logfile=" + (dir_ / Log(n)).string()});
     }
     if (action == "monitor") argv.push_back("OCF_RESKEY_CRM_meta_interval=10000");
     argv.insert(argv.end(), {agent, action});
@@ -156,8 +155,8 @@ register = false
 
   // Runs a resource agent's action on node `n`; returns its exit status.
   int Agent(int n, const std::string& agent, const std::string& action, int timeout_seconds = 30) {
-    auto [rc, out] = RunCommand(AgentArgv(n, agent, action, timeout_seconds),
-                                seconds(timeout_seconds + 5));
+    auto [rc, out] =
+        RunCommand(AgentArgv(n, agent, action, timeout_seconds), seconds(timeout_seconds + 5));
     std::cout << "node " << NodeLetter(n) << ": " << fs::path(agent).filename().string() << " "
               << action << " -> " << rc << "\n";
     if (rc != 0 && action != "monitor") std::cout << out;
@@ -175,8 +174,8 @@ register = false
 
   // nlockd on node `n`, started by the test as its supervisor (systemd in the recipe).
   void StartNode(int n) {
-    nodes_[n].process =
-        std::make_unique<Subprocess>(nodes_[n].ns->Wrap({NLOCKD_BINARY, "--config", Config(n).string()}));
+    nodes_[n].process = std::make_unique<Subprocess>(
+        nodes_[n].ns->Wrap({NLOCKD_BINARY, "--config", Config(n).string()}));
     // The notify script's handover signals this process (systemctl restart in the recipe).
     WriteFile(dir_ / fmt::format("nlockd-{}.supervised-pid", NodeLetter(n)),
               std::to_string(nodes_[n].process->pid()) + "\n");
@@ -229,12 +228,13 @@ register = false
 
 TEST_F(HaRecipesTest, OcfTesterPassesTheNlockdAgent) {
   const auto started = Clock::now();
-  auto [rc, out] = RunCommand(
-      nodes_[0].ns->WrapHost({"env", std::string("OCF_ROOT=") + kOcfRoot, "ocf-tester", "-n",
-                              "nlockd", "-o", std::string("binary=") + NLOCKD_BINARY, "-o",
-                              "config=" + Config(0).string(), "-o", "pidfile=" + Pidfile(0).string(),
-                              "-o", "logfile=" + (dir_ / Log(0)).string(), kNlockdAgent}),
-      seconds(120));
+  auto [rc, out] =
+      RunCommand(nodes_[0].ns->WrapHost(
+                     {"env", std::string("OCF_ROOT=") + kOcfRoot, "ocf-tester", "-n", "nlockd",
+                      "-o", std::string("binary=") + NLOCKD_BINARY, "-o",
+                      "config=" + Config(0).string(), "-o", "pidfile=" + Pidfile(0).string(), "-o",
+                      "logfile=" + (dir_ / Log(0)).string(), kNlockdAgent}),
+                 seconds(120));
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("passed all tests"), std::string::npos) << out;
   std::cout << out << "ocf-tester took "
@@ -352,8 +352,8 @@ TEST_F(HaRecipesTest, KeepalivedPutsTheAddressWhereTheLeaseIs) {
   EXPECT_TRUE(WaitAllReclaimed(state_before, seconds(30)));
   EXPECT_TRUE(WaitGrantsAfter(Clock::now(), seconds(30))) << "no lock granted after the move";
   // B's keepalived back, its check failing (its nlockd is standby): the address stays on A.
-  EXPECT_TRUE(keepalived_[1]->LoggedOrWaitFor(
-      std::regex(R"(VRRP_Script\(nlockd_serving\) failed)"), seconds(10)))
+  EXPECT_TRUE(keepalived_[1]->LoggedOrWaitFor(std::regex(R"(VRRP_Script\(nlockd_serving\) failed)"),
+                                              seconds(10)))
       << keepalived_[1]->output();
   EXPECT_TRUE(WaitServiceAddressOnlyAt(0, seconds(1)));
   StopAndCheck();

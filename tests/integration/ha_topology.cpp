@@ -1,8 +1,5 @@
 #include "integration/ha_topology.hpp"
 
-#include <signal.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <iostream>
@@ -12,6 +9,8 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include "store/testing/store_test_util.hpp"
 
@@ -57,11 +56,11 @@ void HaTopologyTest::SetUp() {
     const int k = base + n;
     node.pg_link = fmt::format("nhf{}{}", getpid(), n == 0 ? 'a' : 'b');
     Ip({"ip", "link", "add", node.pg_link, "type", "veth", "peer", "name", "pg0", "netns",
-         node.ns->name()});
+        node.ns->name()});
     Ip({"ip", "addr", "add", fmt::format("10.231.{}.1/24", k), "dev", node.pg_link});
     Ip({"ip", "link", "set", node.pg_link, "up"});
     Ip({"ip", "-n", node.ns->name(), "addr", "add", fmt::format("10.231.{}.2/24", k), "dev",
-         "pg0"});
+        "pg0"});
     Ip({"ip", "-n", node.ns->name(), "link", "set", "pg0", "up"});
     node.store_uri =
         std::regex_replace(uri, std::regex("@127\\.0\\.0\\.1:"), fmt::format("@10.231.{}.1:", k));
@@ -94,7 +93,7 @@ void HaTopologyTest::TearDown() {
 void HaTopologyTest::Plug(NetNamespace& host, const std::string& address) {
   const std::string port = fmt::format("p{}", ports_++);
   Ip({"ip", "-n", lan_->name(), "link", "add", port, "type", "veth", "peer", "name", "lan0",
-       "netns", host.name()});
+      "netns", host.name()});
   Ip({"ip", "-n", lan_->name(), "link", "set", port, "master", "br0"});
   Ip({"ip", "-n", lan_->name(), "link", "set", port, "up"});
   if (!address.empty()) Ip({"ip", "-n", host.name(), "addr", "add", address, "dev", "lan0"});
@@ -148,10 +147,10 @@ void HaTopologyTest::StopLoad() {
 bool HaTopologyTest::WaitAllReclaimed(int32_t above, milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   for (auto& client : clients_) {
-    if (!client->WaitReclaimed(
-            above, std::chrono::duration_cast<milliseconds>(deadline - Clock::now()))) {
-      ADD_FAILURE() << "client " << client->id() << " was not notified of a state above "
-                    << above << " or could not reclaim";
+    if (!client->WaitReclaimed(above,
+                               std::chrono::duration_cast<milliseconds>(deadline - Clock::now()))) {
+      ADD_FAILURE() << "client " << client->id() << " was not notified of a state above " << above
+                    << " or could not reclaim";
       return false;
     }
   }
@@ -193,12 +192,12 @@ void HaTopologyTest::StopAndCheck() {
     EXPECT_TRUE(result.verified) << "client " << client->id() << " could not verify its locks";
   }
   const std::vector<std::string> conflicts = Conflicts(history);
-  EXPECT_TRUE(conflicts.empty()) << conflicts.size() << " conflicting grants, first: "
-                                 << conflicts.front();
+  EXPECT_TRUE(conflicts.empty()) << conflicts.size()
+                                 << " conflicting grants, first: " << conflicts.front();
   EXPECT_GT(grants, 0U);
   RecordProperty("grants", static_cast<int>(grants));
-  std::cout << "checker: " << grants << " grants, " << reclaims << " reclaims, "
-            << history.size() << " intervals, " << conflicts.size() << " conflicts\n";
+  std::cout << "checker: " << grants << " grants, " << reclaims << " reclaims, " << history.size()
+            << " intervals, " << conflicts.size() << " conflicts\n";
 }
 
 }  // namespace nlockd::integration::hafault

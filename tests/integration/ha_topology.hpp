@@ -12,14 +12,14 @@
 //     from the database while the clients still reach it.
 // The fixture also runs the client hosts' load (ha_fault_clients.hpp) and checks what they saw.
 
-#include <gtest/gtest.h>
-
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "integration/ha_fault_clients.hpp"
 #include "testutil/netns.hpp"
@@ -34,8 +34,8 @@ class HaTopologyTest : public ::testing::Test {
  protected:
   struct Node {
     std::unique_ptr<testutil::NetNamespace> ns;
-    std::string pg_link;    // Our end of the node's link to PostgreSQL.
-    std::string store_uri;  // The test database, reached over that link.
+    std::string pg_link;                            // Our end of the node's link to PostgreSQL.
+    std::string store_uri;                          // The test database, reached over that link.
     std::unique_ptr<testutil::Subprocess> process;  // nlockd, when the test starts it itself.
   };
 
