@@ -9,7 +9,7 @@
 //   - Debian's keepalived on both nodes with contrib/keepalived's configuration and scripts,
 //     VRRP over the lan: the address lands on the node whose nlockd holds the lease, follows it
 //     after kill -9 of that nlockd, and moves back when keepalived is stopped on the serving
-//     node (its notify script hands the lease over).
+//     node or that node's lan interface goes down (its notify script hands the lease over).
 // Clients lock and unlock through the service address all along; the checker over what they
 // saw finds no conflicting grants and no lost locks.
 #include <chrono>
@@ -356,6 +356,25 @@ TEST_F(HaRecipesTest, KeepalivedPutsTheAddressWhereTheLeaseIs) {
                                               seconds(10)))
       << keepalived_[1]->output();
   EXPECT_TRUE(WaitServiceAddressOnlyAt(0, seconds(1)));
+
+  // The serving node's lan interface goes down (its database link stays up, so its nlockd
+  // keeps the lease): keepalived's FAULT runs the notify script, which hands the lease over,
+  // and the address goes to B.
+  state_before = CurrentState();
+  at = Clock::now();
+  Ip({"ip", "-n", nodes_[0].ns->name(), "link", "set", "lan0", "down"});
+  EXPECT_EQ(nodes_[0].process->Wait(seconds(20)), 0)
+      << "the notify script did not hand A's lease over: " << nodes_[0].process->output();
+  ASSERT_TRUE(WaitActive(1, seconds(kLeaseSeconds * 3 + 10))) << nodes_[1].process->output();
+  ASSERT_TRUE(WaitServiceAddressOnlyAt(1, seconds(20))) << keepalived_[1]->output();
+  std::cout << "A's lan down: the address was on B after "
+            << std::chrono::duration_cast<milliseconds>(Clock::now() - at).count() << " ms\n";
+  StartNode(0);
+  EXPECT_TRUE(WaitStandby(0)) << nodes_[0].process->output();
+  Ip({"ip", "-n", nodes_[0].ns->name(), "link", "set", "lan0", "up"});
+  EXPECT_TRUE(WaitAllReclaimed(state_before, seconds(30)));
+  EXPECT_TRUE(WaitGrantsAfter(Clock::now(), seconds(30))) << "no lock granted after the move";
+  EXPECT_TRUE(WaitServiceAddressOnlyAt(1, seconds(1)));
   StopAndCheck();
 }
 
