@@ -228,18 +228,21 @@ register = false
 
 TEST_F(HaRecipesTest, OcfTesterPassesTheNlockdAgent) {
   const auto started = Clock::now();
-  auto [rc, out] =
-      RunCommand(nodes_[0].ns->WrapHost(
-                     {"env", std::string("OCF_ROOT=") + kOcfRoot, "ocf-tester", "-n", "nlockd",
-                      "-o", std::string("binary=") + NLOCKD_BINARY, "-o",
-                      "config=" + Config(0).string(), "-o", "pidfile=" + Pidfile(0).string(), "-o",
-                      "logfile=" + (dir_ / Log(0)).string(), kNlockdAgent}),
-                 seconds(120));
+  auto [rc, out] = RunCommand(
+      nodes_[0].ns->WrapHost(
+          {"env", std::string("OCF_ROOT=") + kOcfRoot, "ocf-tester", "-n", "nlockd", "-o",
+           std::string("binary=") + NLOCKD_BINARY, "-o", "config=" + Config(0).string(), "-o",
+           "pidfile=" + Pidfile(0).string(), "-o", "logfile=" + (dir_ / Log(0)).string(), "-o",
+           "user=nobody", "-v", kNlockdAgent}),
+      seconds(120));
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("passed all tests"), std::string::npos) << out;
   std::cout << out << "ocf-tester took "
             << std::chrono::duration_cast<milliseconds>(Clock::now() - started).count() << " ms\n";
-  // It started and stopped a real nlockd that served the service (and left nothing running).
+  // It started and stopped a real nlockd that served the service, as user nobody, and left
+  // nothing running.
+  EXPECT_NE(out.find("started nlockd (pid"), std::string::npos) << out;
+  EXPECT_NE(out.find("setpriv --reuid=nobody"), std::string::npos) << out;
   const std::string log = ReadFile(dir_ / Log(0));
   EXPECT_NE(log.find("nlockd listening address="), std::string::npos) << log;
   EXPECT_FALSE(AgentPid(0).has_value());
