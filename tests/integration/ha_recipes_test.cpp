@@ -6,12 +6,17 @@
 //     would run them: start on A, a planned move to B (stop nlockd, stop the address, start
 //     both on B), and a start on A that waits as standby while B still holds the lease and
 //     returns once B's nlockd is killed;
+//   - a real two-node corosync and Pacemaker cluster (each node with a mount and UTS namespace
+//     of its own besides the network one) running the guide's group of IPaddr2 and
+//     ocf:nlockd:nlockd: started, moved with crm_resource --move, and moved again by Pacemaker
+//     when the agent's monitor finds nlockd killed;
 //   - Debian's keepalived on both nodes with contrib/keepalived's configuration and scripts,
 //     VRRP over the lan: the address lands on the node whose nlockd holds the lease, follows it
 //     after kill -9 of that nlockd, and moves back when keepalived is stopped on the serving
 //     node or that node's lan interface goes down (its notify script hands the lease over).
 // Clients lock and unlock through the service address all along; the checker over what they
-// saw finds no conflicting grants and no lost locks.
+// saw finds no conflicting grants and no lost locks. NLOCKD_KEEP_TEST_DIR keeps the temporary
+// directory (configs, logs, the cluster's CIB and pacemaker.log) for a look after a failure.
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -103,7 +108,7 @@ class HaRecipesTest : public HaTopologyTest {
         }
       }
       std::error_code ignored;
-      fs::remove_all(dir_, ignored);
+      if (std::getenv("NLOCKD_KEEP_TEST_DIR") == nullptr) fs::remove_all(dir_, ignored);
     }
   }
 
@@ -222,8 +227,102 @@ register = false
          (node_dir / "keepalived.pid").string(), "--vrrp_pid", (node_dir / "vrrp.pid").string()}));
   }
 
+  // --- Pacemaker -----------------------------------------------------------------------------
+
+  // Node `n` as a cluster node: a process holding a mount and UTS namespace of the node's own
+  // (inside its network namespace) in which corosync, Pacemaker and the agents they run see the
+  // node's own host name, /run, /dev/shm, corosync.conf, CIB and logs, nlockd's config at
+  // /run/nlockd.toml, and contrib/ocf as the OCF provider "nlockd".
+  void StartClusterNode(int n) {
+    const fs::path node_dir = dir_ / fmt::format("pacemaker-{}", NodeLetter(n));
+    for (const char* sub :
+         {"etc-corosync", "lib-corosync", "lib-pacemaker/cib", "lib-pacemaker/pengine",
+          "lib-pacemaker/blackbox", "lib-pacemaker/cores", "log-pacemaker"}) {
+      fs::create_directories(node_dir / sub);
+    }
+    std::string nodes;
+    for (int m = 0; m < 2; ++m) {
+      nodes +=
+          fmt::format("  node {{\n    ring0_addr: {}\n    name: node-{}\n    nodeid: {}\n  }}\n",
+                      NodeAddress(m), static_cast<char>('a' + m), m + 1);
+    }
+    WriteFile(node_dir / "etc-corosync" / "corosync.conf",
+              "totem {\n  version: 2\n  cluster_name: nlockdtest\n  transport: knet\n"
+              "  crypto_cipher: none\n  crypto_hash: none\n  token: 1000\n}\n"
+              "nodelist {\n" +
+                  nodes +
+                  "}\n"
+                  "quorum {\n  provider: corosync_votequorum\n  two_node: 1\n}\n"
+                  "logging {\n  to_stderr: yes\n  to_syslog: no\n  to_logfile: no\n}\n");
+    const std::string script = R"(set -e
+chown -R hacluster:haclient "$2/lib-pacemaker" "$2/log-pacemaker"
+hostname "node-$1"
+mount -t tmpfs tmpfs /run
+mkdir -p /run/crm /run/resource-agents /run/ocf
+chown hacluster:haclient /run/crm
+mount -t tmpfs tmpfs /dev/shm
+mount --bind "$2/etc-corosync" /etc/corosync
+mount --bind "$2/lib-corosync" /var/lib/corosync
+mount --bind "$2/lib-pacemaker" /var/lib/pacemaker
+mount --bind "$2/log-pacemaker" /var/log/pacemaker
+for provider in /usr/lib/ocf/resource.d/*; do
+  mkdir "/run/ocf/${provider##*/}"
+  mount --bind "$provider" "/run/ocf/${provider##*/}"
+done
+mkdir -p /run/ocf/nlockd
+mount --bind "$3" /run/ocf/nlockd
+mount --rbind /run/ocf /usr/lib/ocf/resource.d
+touch /run/nlockd.toml
+mount --bind "$4" /run/nlockd.toml
+echo node-ready
+exec sleep 100000)";
+    holders_[n] = std::make_unique<Subprocess>(std::vector<std::string>{
+        "ip", "netns", "exec", nodes_[n].ns->name(), "unshare", "--mount", "--uts", "--propagation",
+        "private", "sh", "-c", script, "sh", std::string(1, static_cast<char>('a' + n)),
+        node_dir.string(), std::string(NLOCKD_SOURCE_DIR) + "/contrib/ocf", Config(n).string()});
+    ASSERT_TRUE(holders_[n]->WaitForLine(std::regex("node-ready"), seconds(10)))
+        << holders_[n]->output();
+    corosync_[n] = std::make_unique<Subprocess>(InNode(n, {"corosync", "-f"}));
+    pacemaker_[n] = std::make_unique<Subprocess>(InNode(n, {"pacemakerd", "-f"}));
+  }
+
+  // argv that runs `argv` in cluster node `n`'s namespaces.
+  std::vector<std::string> InNode(int n, const std::vector<std::string>& argv) const {
+    std::vector<std::string> out{"nsenter", "-t", std::to_string(holders_[n]->pid()),
+                                 "-m",      "-u", "-n"};
+    out.insert(out.end(), argv.begin(), argv.end());
+    return out;
+  }
+  std::string Cluster(const std::vector<std::string>& argv) {
+    auto [rc, out] = RunCommand(InNode(0, argv));
+    return out;
+  }
+
+  // The node the group's nlockd runs on, by Pacemaker's account, once it is started there.
+  std::optional<int> GroupNode() {
+    const std::string status = Cluster({"crm_mon", "-1"});
+    for (int n = 0; n < 2; ++n) {
+      if (status.find(fmt::format("(ocf:nlockd:nlockd):\t Started node-{}",
+                                  static_cast<char>('a' + n))) != std::string::npos) {
+        return n;
+      }
+    }
+    return std::nullopt;
+  }
+  bool WaitGroupAt(int n, milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    do {
+      if (GroupNode() == n && HasServiceAddress(n) && !HasServiceAddress(1 - n)) return true;
+      std::this_thread::sleep_for(milliseconds(100));
+    } while (Clock::now() < deadline);
+    return false;
+  }
+
   fs::path dir_;
   std::unique_ptr<Subprocess> keepalived_[2];
+  std::unique_ptr<Subprocess> holders_[2];
+  std::unique_ptr<Subprocess> corosync_[2];
+  std::unique_ptr<Subprocess> pacemaker_[2];
 };
 
 TEST_F(HaRecipesTest, OcfTesterPassesTheNlockdAgent) {
@@ -378,6 +477,116 @@ TEST_F(HaRecipesTest, KeepalivedPutsTheAddressWhereTheLeaseIs) {
   EXPECT_TRUE(WaitAllReclaimed(state_before, seconds(30)));
   EXPECT_TRUE(WaitGrantsAfter(Clock::now(), seconds(30))) << "no lock granted after the move";
   EXPECT_TRUE(WaitServiceAddressOnlyAt(1, seconds(1)));
+  StopAndCheck();
+}
+
+// A two-node corosync and Pacemaker cluster in the namespaces (no fencing: the PostgreSQL lease
+// is what keeps two nodes from granting), with the group of the guide's recipe: IPaddr2 and
+// ocf:nlockd:nlockd. Pacemaker starts the group, moves it (crm_resource --move), and after kill -9
+// of nlockd its monitor reports the failure and the group moves to the other node.
+TEST_F(HaRecipesTest, PacemakerClusterRunsTheGroup) {
+  for (const char* tool : {"/usr/sbin/corosync", "/usr/sbin/pacemakerd", "/usr/sbin/crm_mon"}) {
+    ASSERT_TRUE(fs::exists(tool)) << tool << " is missing: scripts/install-deps.sh --test";
+  }
+  auto at = Clock::now();
+  for (int n = 0; n < 2; ++n) {
+    StartClusterNode(n);
+    ASSERT_FALSE(HasFatalFailure());
+  }
+  std::string status;
+  const auto deadline = Clock::now() + seconds(90);
+  while (Clock::now() < deadline) {
+    status = Cluster({"crm_mon", "-1"});
+    if (status.find("Online: [ node-a node-b ]") != std::string::npos &&
+        status.find("partition with quorum") != std::string::npos) {
+      break;
+    }
+    std::this_thread::sleep_for(milliseconds(250));
+  }
+  ASSERT_NE(status.find("Online: [ node-a node-b ]"), std::string::npos) << status;
+  std::cout << "the cluster formed after "
+            << std::chrono::duration_cast<milliseconds>(Clock::now() - at).count() << " ms\n";
+
+  const std::string resources = fmt::format(R"(<group id="nlockd-service">
+  <primitive id="nlockd-ip" class="ocf" provider="heartbeat" type="IPaddr2">
+    <instance_attributes id="nlockd-ip-params">
+      <nvpair id="nlockd-ip-ip" name="ip" value="{}"/>
+      <nvpair id="nlockd-ip-mask" name="cidr_netmask" value="24"/>
+      <nvpair id="nlockd-ip-nic" name="nic" value="lan0"/>
+    </instance_attributes>
+    <operations>
+      <op id="nlockd-ip-monitor" name="monitor" interval="10s" timeout="20s"/>
+    </operations>
+  </primitive>
+  <primitive id="nlockd" class="ocf" provider="nlockd" type="nlockd">
+    <instance_attributes id="nlockd-params">
+      <nvpair id="nlockd-binary" name="binary" value="{}"/>
+      <nvpair id="nlockd-config" name="config" value="/run/nlockd.toml"/>
+      <nvpair id="nlockd-logfile" name="logfile" value="/var/log/pacemaker/nlockd.log"/>
+    </instance_attributes>
+    <operations>
+      <op id="nlockd-start" name="start" interval="0s" timeout="60s"/>
+      <op id="nlockd-stop" name="stop" interval="0s" timeout="40s"/>
+      <op id="nlockd-monitor" name="monitor" interval="2s" timeout="20s"/>
+    </operations>
+  </primitive>
+</group>
+)",
+                                            kServiceAddress, NLOCKD_BINARY);
+  WriteFile(dir_ / "resources.xml", resources);
+  for (const std::vector<std::string>& command :
+       {std::vector<std::string>{"crm_attribute", "-t", "crm_config", "-n", "stonith-enabled", "-v",
+                                 "false"},
+        std::vector<std::string>{"crm_attribute", "-t", "rsc_defaults", "-n", "migration-threshold",
+                                 "-v", "1"},
+        std::vector<std::string>{"cibadmin", "--create", "-o", "resources", "--xml-file",
+                                 (dir_ / "resources.xml").string()}}) {
+    auto [rc, out] = RunCommand(InNode(0, command));
+    ASSERT_EQ(rc, 0) << out;
+  }
+  std::optional<int> first;
+  const auto started_by = Clock::now() + seconds(60);
+  while (!first && Clock::now() < started_by) {
+    first = GroupNode();
+    if (!first) std::this_thread::sleep_for(milliseconds(200));
+  }
+  ASSERT_TRUE(first.has_value()) << Cluster({"crm_mon", "-1"});
+  const int a = *first;
+  const int b = 1 - a;
+  ASSERT_TRUE(WaitGroupAt(a, seconds(10))) << Cluster({"crm_mon", "-1"});
+  StartLoad();
+  ASSERT_FALSE(HasFatalFailure());
+  std::this_thread::sleep_for(milliseconds(300));
+
+  // A planned move.
+  int32_t state_before = CurrentState();
+  at = Clock::now();
+  Cluster({"crm_resource", "--move", "-r", "nlockd-service", "-N",
+           fmt::format("node-{}", static_cast<char>('a' + b))});
+  ASSERT_TRUE(WaitGroupAt(b, seconds(60))) << Cluster({"crm_mon", "-1"});
+  std::cout << "crm_resource --move: the group ran on the other node after "
+            << std::chrono::duration_cast<milliseconds>(Clock::now() - at).count() << " ms\n";
+  Cluster({"crm_resource", "--clear", "-r", "nlockd-service"});
+  EXPECT_TRUE(WaitAllReclaimed(state_before, seconds(30)));
+  EXPECT_TRUE(WaitGrantsAfter(Clock::now(), seconds(30))) << "no lock granted after the move";
+
+  // kill -9 of nlockd: the agent's monitor reports the failure, the group moves back.
+  state_before = CurrentState();
+  auto [rc, pid_text] = RunCommand(InNode(b, {"cat", "/run/resource-agents/nlockd-nlockd.pid"}));
+  ASSERT_EQ(rc, 0) << pid_text;
+  at = Clock::now();
+  ASSERT_EQ(kill(static_cast<pid_t>(std::stol(pid_text)), SIGKILL), 0);
+  ASSERT_TRUE(WaitGroupAt(a, seconds(60))) << Cluster({"crm_mon", "-1"});
+  std::cout << "kill -9: the group ran on the other node after "
+            << std::chrono::duration_cast<milliseconds>(Clock::now() - at).count() << " ms\n";
+  // The group moved because the agent's monitor failed (nlockd gone, or not answering while
+  // it died), not because Pacemaker thought it stopped.
+  const std::string failed = Cluster({"crm_mon", "-1"});
+  EXPECT_TRUE(
+      std::regex_search(failed, std::regex(R"(nlockd \S+ monitor on node-. returned 'error')")))
+      << failed;
+  EXPECT_TRUE(WaitAllReclaimed(state_before, seconds(30)));
+  EXPECT_TRUE(WaitGrantsAfter(Clock::now(), seconds(30))) << "no lock granted after takeover";
   StopAndCheck();
 }
 
