@@ -16,6 +16,9 @@ test_packages=(
   libtirpc-dev rpcsvc-proto rpcbind nfs-common
   clang libclang-rt-14-dev
   postgresql sqlite3 iproute2 procps curl prometheus
+  # The floating-address recipes (tests/integration/ha_recipes_test.cpp): keepalived,
+  # ocf-tester with the IPaddr2 resource agent, and a two-node Pacemaker cluster.
+  keepalived resource-agents corosync pacemaker pacemaker-cli-utils
   # The Debian packages (packaging/test-deb.sh): dpkg-buildpackage, debhelper, lintian.
   dpkg-dev debhelper lintian
   # The kernel client rig (tests/kernel/): the guest's kernel is not installed but fetched

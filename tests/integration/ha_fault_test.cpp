@@ -1,14 +1,7 @@
 // HA faults with real processes in network namespaces (run under scripts/with-postgres.sh; ctest
-// label "db"). Layout:
-//   - nodes A and B and client hosts 1..3, each a network namespace of its own;
-//   - a "lan" namespace holding a bridge that every host is plugged into; the clients have
-//     10.232.0.1N/24 there, the nodes no address of their own: the service address
-//     10.232.0.100/24 is on the active node's port, and the test moves it (ip addr del/add, then
-//     the clients forget the old neighbour entry, as a cluster manager's gratuitous ARP makes
-//     them do);
-//   - each node reaches PostgreSQL (in the namespace the test runs in) over a veth pair of its
-//     own, 10.231.K.2 -> 10.231.K.1; setting the test's end of that pair down cuts the node off
-//     from the database while the clients still reach it.
+// label "db"), on the network of ha_topology.hpp: the test itself moves the service address
+// (ip addr del/add, then the clients forget the old neighbour entry, as a cluster manager's
+// gratuitous ARP makes them do) and cuts a node's link to PostgreSQL.
 // Each client host runs a thread (in its namespace) that holds an exclusive lock on a file of its
 // own and a shared lock on a common file for the whole run, takes and releases exclusive locks on
 // a few shared files, now and then tries to take another client's own file, and answers the
@@ -20,18 +13,14 @@
 //
 // NLOCKD_HA_FAULT_ROUNDS sets the rounds of the randomized run (10 by default),
 // NLOCKD_HA_FAULT_SEED its seed (printed).
-#include <fcntl.h>
-#include <sched.h>
 #include <signal.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <iostream>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <regex>
@@ -41,34 +30,18 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
-#include <iostream>
 
-#include "integration/ha_fault_clients.hpp"
-#include "store/testing/store_test_util.hpp"
-#include "testutil/netns.hpp"
+#include "integration/ha_topology.hpp"
 #include "testutil/subprocess.hpp"
 
 namespace nlockd::integration::hafault {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-using testutil::NetNamespace;
-using testutil::RunCommand;
 using testutil::Subprocess;
 
 constexpr int kLeaseSeconds = 2;
-constexpr int kClients = 3;
-
-void Ip(const std::vector<std::string>& argv) {
-  auto [rc, out] = RunCommand(argv);
-  if (rc != 0) {
-    std::string line;
-    for (const auto& arg : argv) line += arg + " ";
-    throw std::runtime_error(line + "failed: " + out);
-  }
-}
 
 // Milliseconds since midnight of the first log line matching `pattern` (nlockd's lines start
 // with an ISO 8601 time with milliseconds), or nullopt.
@@ -99,68 +72,9 @@ const char* Name(Fault fault) {
   return "?";
 }
 
-class HaFaultTest : public ::testing::Test {
+class HaFaultTest : public HaTopologyTest {
  protected:
-  struct Node {
-    std::unique_ptr<NetNamespace> ns;
-    std::string pg_link;  // Our end of the node's link to PostgreSQL.
-    std::string store_uri;
-    std::unique_ptr<Subprocess> process;
-  };
-
-  void SetUp() override {
-    if (!store::testutil::PgTestUri()) {
-      GTEST_SKIP() << "NLOCKD_TEST_PG_URI is not set; run under scripts/with-postgres.sh";
-    }
-    if (!NetNamespace::Available()) GTEST_SKIP() << "needs root and iproute2";
-    NetNamespace::RemoveStale();
-    lan_ = std::make_unique<NetNamespace>("hflan");
-    Ip({"ip", "-n", lan_->name(), "link", "add", "br0", "type", "bridge"});
-    Ip({"ip", "-n", lan_->name(), "link", "set", "br0", "up"});
-    const std::string uri = *store::testutil::PgTestUri();
-    const int base = 1 + 2 * (getpid() % 120);
-    for (int n = 0; n < 2; ++n) {
-      Node& node = nodes_[n];
-      node.ns = std::make_unique<NetNamespace>(n == 0 ? "hfa" : "hfb");
-      Plug(*node.ns, "");
-      const int k = base + n;
-      node.pg_link = fmt::format("nhf{}{}", getpid(), n == 0 ? 'a' : 'b');
-      Ip({"ip", "link", "add", node.pg_link, "type", "veth", "peer", "name", "pg0", "netns",
-          node.ns->name()});
-      Ip({"ip", "addr", "add", fmt::format("10.231.{}.1/24", k), "dev", node.pg_link});
-      Ip({"ip", "link", "set", node.pg_link, "up"});
-      Ip({"ip", "-n", node.ns->name(), "addr", "add", fmt::format("10.231.{}.2/24", k), "dev",
-          "pg0"});
-      Ip({"ip", "-n", node.ns->name(), "link", "set", "pg0", "up"});
-      node.store_uri =
-          std::regex_replace(uri, std::regex("@127\\.0\\.0\\.1:"), fmt::format("@10.231.{}.1:", k));
-    }
-    for (int c = 1; c <= kClients; ++c) {
-      clients_ns_.push_back(std::make_unique<NetNamespace>(fmt::format("hfc{}", c)));
-      Plug(*clients_ns_.back(), ClientAddress(c) + "/24");
-    }
-  }
-
-  void TearDown() override {
-    StopLoad();
-    for (Node& node : nodes_) {
-      if (node.process) node.process->Stop(SIGKILL, seconds(10));
-      if (!node.pg_link.empty()) RunCommand({"ip", "link", "del", node.pg_link});
-    }
-  }
-
-  static std::string ClientAddress(int c) { return fmt::format("10.232.0.{}", 10 + c); }
-
-  // Plugs `host` into the lan bridge as "lan0", with `address` (CIDR) unless empty.
-  void Plug(NetNamespace& host, const std::string& address) {
-    const std::string port = fmt::format("p{}", ports_++);
-    Ip({"ip", "-n", lan_->name(), "link", "add", port, "type", "veth", "peer", "name", "lan0",
-        "netns", host.name()});
-    Ip({"ip", "-n", lan_->name(), "link", "set", port, "master", "br0"});
-    Ip({"ip", "-n", lan_->name(), "link", "set", port, "up"});
-    if (!address.empty()) Ip({"ip", "-n", host.name(), "addr", "add", address, "dev", "lan0"});
-    Ip({"ip", "-n", host.name(), "link", "set", "lan0", "up"});
-  }
+  HaFaultTest() : HaTopologyTest("hafault", false) {}
 
   // Starts nlockd on node `n` (it waits as standby or serves, as the lease decides).
   void StartNode(int n) {
@@ -178,21 +92,6 @@ class HaFaultTest : public ::testing::Test {
     return nodes_[n].process->LoggedOrWaitFor(std::regex("nlockd listening address="), timeout);
   }
 
-  // The service address leaves node `from` (if any) and arrives at node `to`; the clients drop
-  // their neighbour entry for it.
-  void MoveAddress(std::optional<int> from, int to) {
-    const std::string cidr = std::string(kServiceAddress) + "/24";
-    if (from) RunCommand({"ip", "-n", nodes_[*from].ns->name(), "addr", "del", cidr, "dev", "lan0"});
-    Ip({"ip", "-n", nodes_[to].ns->name(), "addr", "add", cidr, "dev", "lan0"});
-    for (const auto& client : clients_ns_) {
-      RunCommand({"ip", "-n", client->name(), "neigh", "flush", "dev", "lan0"});
-    }
-  }
-
-  void SetPgLink(int n, bool up) {
-    Ip({"ip", "link", "set", nodes_[n].pg_link, up ? "up" : "down"});
-  }
-
   // A serving, B standby, the address at A.
   void StartPair() {
     StartNode(0);
@@ -201,51 +100,6 @@ class HaFaultTest : public ::testing::Test {
     active_ = 0;
     StartNode(1);
     ASSERT_TRUE(WaitStandby(1)) << nodes_[1].process->output();
-  }
-
-  void StartLoad() {
-    for (int c = 1; c <= kClients; ++c) {
-      clients_.push_back(std::make_unique<FaultClient>(
-          c, kClients, clients_ns_[static_cast<size_t>(c - 1)]->name(), ClientAddress(c),
-          kServiceAddress, kNlmPort, kStatdPort, service_, seed_ + static_cast<uint32_t>(c)));
-    }
-    for (auto& client : clients_) {
-      ASSERT_TRUE(client->WaitAnchored(seconds(20))) << "client " << client->id()
-                                                     << " could not take its locks";
-    }
-  }
-  void StopLoad() {
-    for (auto& client : clients_) client->Stop();
-  }
-
-  // Every client's status monitor got a state above `above` from the service and it reclaimed.
-  bool WaitAllReclaimed(int32_t above, milliseconds timeout) {
-    const auto deadline = Clock::now() + timeout;
-    for (auto& client : clients_) {
-      if (!client->WaitReclaimed(above, std::chrono::duration_cast<milliseconds>(
-                                             deadline - Clock::now()))) {
-        ADD_FAILURE() << "client " << client->id() << " was not notified of a state above "
-                      << above << " or could not reclaim";
-        return false;
-      }
-    }
-    return true;
-  }
-  int32_t CurrentState() {
-    int32_t state = 0;
-    for (auto& client : clients_) state = std::max(state, client->last_state());
-    return state;
-  }
-  // New exclusive locks are granted again (grace over for them) after the fault.
-  bool WaitGrantsAfter(Clock::time_point since, milliseconds timeout) {
-    const auto deadline = Clock::now() + timeout;
-    while (Clock::now() < deadline) {
-      for (auto& client : clients_) {
-        if (client->LastNewGrant() > since) return true;
-      }
-      std::this_thread::sleep_for(milliseconds(20));
-    }
-    return false;
   }
 
   // Runs one fault of the active node under load; the other node takes over; the faulty node
@@ -306,45 +160,6 @@ class HaFaultTest : public ::testing::Test {
     return std::chrono::duration_cast<milliseconds>(took_at - at);
   }
 
-  // Stops the clients, has each verify with another owner's TEST that the server still holds
-  // every lock it believes it holds, and checks the history.
-  void StopAndCheck() {
-    StopLoad();
-    std::vector<LockInterval> history;
-    size_t grants = 0;
-    size_t reclaims = 0;
-    for (auto& client : clients_) {
-      const FaultClient::Result result = client->result();
-      history.insert(history.end(), result.intervals.begin(), result.intervals.end());
-      grants += result.grants;
-      reclaims += result.reclaims;
-      EXPECT_EQ(result.lost, 0U) << "client " << client->id() << " lost locks:\n"
-                                 << result.lost_detail;
-      EXPECT_EQ(result.not_held_at_end, 0U)
-          << "client " << client->id() << ": locks it holds are free at the server:\n"
-          << result.lost_detail;
-      EXPECT_TRUE(result.verified) << "client " << client->id() << " could not verify its locks";
-    }
-    const std::vector<std::string> conflicts = Conflicts(history);
-    EXPECT_TRUE(conflicts.empty()) << conflicts.size() << " conflicting grants, first: "
-                                   << conflicts.front();
-    EXPECT_GT(grants, 0U);
-    RecordProperty("grants", static_cast<int>(grants));
-    std::cout << "checker: " << grants << " grants, " << reclaims << " reclaims, "
-              << history.size() << " intervals, " << conflicts.size() << " conflicts\n";
-  }
-
-  static constexpr const char* kServiceAddress = "10.232.0.100";
-  static constexpr uint16_t kNlmPort = 4045;
-  static constexpr uint16_t kStatdPort = 4999;
-
-  const std::string service_ = fmt::format("hafault-{}.test", getpid());
-  uint32_t seed_ = 1;
-  std::unique_ptr<NetNamespace> lan_;
-  int ports_ = 0;
-  Node nodes_[2];
-  std::vector<std::unique_ptr<NetNamespace>> clients_ns_;
-  std::vector<std::unique_ptr<FaultClient>> clients_;
   int active_ = 0;
 };
 
