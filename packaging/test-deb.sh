@@ -52,7 +52,8 @@ for path in /usr/sbin/nlockd /usr/bin/nlockctl /lib/systemd/system/nlockd.servic
   /usr/share/man/man8/nlockctl.8.gz /usr/share/man/man5/nlockd.toml.5.gz \
   /usr/share/bash-completion/completions/nlockctl /usr/share/nlockd/grafana/nlockd-dashboard.json \
   /usr/share/nlockd/prometheus/nlockd-alerts.yml /usr/include/nlockd/lock_service.hpp \
-  /usr/share/doc/nlockd/operator-guide.md.gz; do
+  /usr/share/doc/nlockd/operator-guide.md.gz /usr/lib/ocf/resource.d/nlockd/nlockd \
+  /usr/share/doc/nlockd/examples/keepalived.conf; do
   [[ -e "$path" ]] || fail "$path is not installed"
 done
 ls /usr/lib/x86_64-linux-gnu/libnlockd.so.0* /usr/lib/x86_64-linux-gnu/cmake/nlockd/nlockdConfig.cmake \
