@@ -9,14 +9,25 @@
 
 namespace nlockd::nlm {
 
-JournalBarrier::Ticket JournalBarrier::Join(std::vector<JournalEntry>& entries) {
+JournalBarrier::Ticket JournalBarrier::Open() {
   Ticket ticket;
   if (!open_) {
     open_ = std::make_shared<Batch>();
     ticket.leads = true;
   }
-  std::move(entries.begin(), entries.end(), std::back_inserter(open_->entries_));
   ticket.batch = open_;
+  return ticket;
+}
+
+JournalBarrier::Ticket JournalBarrier::Join(std::vector<JournalEntry>& entries) {
+  Ticket ticket = Open();
+  std::move(entries.begin(), entries.end(), std::back_inserter(open_->entries_));
+  return ticket;
+}
+
+JournalBarrier::Ticket JournalBarrier::Join(JournalEntry&& entry) {
+  Ticket ticket = Open();
+  open_->entries_.push_back(std::move(entry));
   return ticket;
 }
 

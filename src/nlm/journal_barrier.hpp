@@ -49,6 +49,8 @@ class JournalBarrier {
   // REQUIRES: `entries` not empty; the caller then awaits Lead (ticket.leads) or Wait, before it
   // suspends on anything else.
   Ticket Join(std::vector<JournalEntry>& entries);
+  // The same for a call with one entry (most: no waiter granted), without a vector of its own.
+  Ticket Join(JournalEntry&& entry);
   // The leader's part: lets the ready calls join, writes the batch and completes the others.
   // True if written. Throws nothing: a journal that throws has failed (logged).
   asio::awaitable<bool> Lead(std::shared_ptr<Batch> batch);
@@ -62,6 +64,9 @@ class JournalBarrier {
  private:
   asio::any_io_executor executor_;
   LockJournal& journal_;
+  // Opens a batch if none is open; the ticket of the call about to join it.
+  Ticket Open();
+
   std::shared_ptr<Batch> open_;  // The batch calls join now; null when none is open.
 };
 

@@ -182,9 +182,9 @@ asio::awaitable<nlm4_res> NlmService::Lock(const rpc::CallContext& context, nlm4
   const auto own = [&request] {
     return JournalEntry::Locks(request.file, request.owner, RangeOf(request));
   };
-  std::vector<JournalEntry> entries;
-  if (granted && journal_ != nullptr) entries.push_back(own());
-  const JournalBarrier::Ticket ticket = JoinJournal(std::move(entries), outcome.grants);
+  std::optional<JournalEntry> entry;
+  if (granted && journal_ != nullptr) entry = own();
+  const JournalBarrier::Ticket ticket = JoinJournal(std::move(entry), outcome.grants);
   const bool persisted = co_await AwaitJournal(ticket);
   FinishGrants(std::move(outcome.grants), persisted);
   if (!persisted && granted && prior) {
@@ -302,9 +302,9 @@ asio::awaitable<nlm4_res> NlmService::Unlock(const rpc::CallContext& context,
   };
   // The waiters it granted lose their grants first if it is not written, so that the owner's
   // locks can come back.
-  std::vector<JournalEntry> entries;
-  if (unlocked_ok && journal_ != nullptr) entries.push_back(own());
-  const JournalBarrier::Ticket ticket = JoinJournal(std::move(entries), unlocked.outcome.grants);
+  std::optional<JournalEntry> entry;
+  if (unlocked_ok && journal_ != nullptr) entry = own();
+  const JournalBarrier::Ticket ticket = JoinJournal(std::move(entry), unlocked.outcome.grants);
   const bool persisted = co_await AwaitJournal(ticket);
   FinishGrants(std::move(unlocked.outcome.grants), persisted);
   if (!persisted && prior) {
@@ -346,9 +346,9 @@ asio::awaitable<nlm4_shareres> NlmService::Share(const rpc::CallContext& context
   nlm4_stats stat = ToWire(outcome.status);
   const bool granted = outcome.status == LockStatus::kGranted;
   const JournalEntry own = JournalEntry::Share(request.file, request.owner);
-  std::vector<JournalEntry> entries;
-  if (granted) entries.push_back(own);
-  const JournalBarrier::Ticket ticket = JoinJournal(std::move(entries), outcome.grants);
+  std::optional<JournalEntry> entry;
+  if (granted) entry = own;
+  const JournalBarrier::Ticket ticket = JoinJournal(std::move(entry), outcome.grants);
   const bool persisted = co_await AwaitJournal(ticket);
   FinishGrants(std::move(outcome.grants), persisted);
   if (!persisted && granted && prior) {

@@ -220,11 +220,11 @@ class NlmService {
   // answered; then announces the grants, or revokes them if the write failed. True if written
   // (at once with no journal or nothing to write).
   asio::awaitable<bool> JournalCall(std::vector<JournalEntry> entries, lock::Grants grants);
-  // The same for LOCK and UNLOCK, without a coroutine of their own: JoinJournal puts the call's
-  // `entries` and its grants' into the open batch (JournalBarrier), AwaitJournal waits for that
+  // The same for LOCK, UNLOCK and SHARE, without a coroutine of their own: JoinJournal puts the
+  // call's `own` entry and its grants' into the open batch (JournalBarrier), AwaitJournal waits for that
   // batch's write (an empty ticket, with no journal or nothing to write, is written at once). The
   // caller keeps the ticket until the wait is over, then finishes the grants.
-  JournalBarrier::Ticket JoinJournal(std::vector<JournalEntry> entries, const lock::Grants& grants);
+  JournalBarrier::Ticket JoinJournal(std::optional<JournalEntry> own, const lock::Grants& grants);
   asio::awaitable<bool> AwaitJournal(const JournalBarrier::Ticket& ticket);
   asio::awaitable<bool> LeadJournal(std::shared_ptr<JournalBarrier::Batch> batch);
   // A call that changed the owner's state could not be written: puts back what the owner held

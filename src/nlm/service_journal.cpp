@@ -38,11 +38,16 @@ asio::awaitable<bool> NlmService::JournalCall(std::vector<JournalEntry> entries,
   co_return persisted;
 }
 
-JournalBarrier::Ticket NlmService::JoinJournal(std::vector<JournalEntry> entries,
+JournalBarrier::Ticket NlmService::JoinJournal(std::optional<JournalEntry> own,
                                                const lock::Grants& grants) {
   if (!barrier_) return {};
+  if (grants.empty()) {
+    if (!own) return {};
+    return barrier_->Join(std::move(*own));
+  }
+  std::vector<JournalEntry> entries;
+  if (own) entries.push_back(std::move(*own));
   AppendGrantEntries(entries, grants);
-  if (entries.empty()) return {};
   return barrier_->Join(entries);
 }
 
