@@ -61,6 +61,7 @@ class JournalBarrier {
         [](Handler handler, Batch* waiting_on) { waiting_on->Add(std::move(handler)); },
         asio::use_awaitable, batch.get());
   }
+
  private:
   asio::any_io_executor executor_;
   LockJournal& journal_;

@@ -53,10 +53,10 @@ TEST(JournalBarrier, TheCallsOfOneTurnShareOneWriteAndAreAnsweredInOrderAfterIt)
   asio::co_spawn(io, Call(barrier, "b", log, &b), asio::detached);
   asio::co_spawn(io, Call(barrier, "c", log, &c), asio::detached);
   io.run();
-  EXPECT_EQ(Render(journal.batches), "locks f=file1 h=a svid=1; locks f=file1 h=b svid=1; "
-                                     "locks f=file1 h=c svid=1");
-  EXPECT_EQ(Joined(log),
-            "a leads, b joins, c joins, record, b written, c written, a written");
+  EXPECT_EQ(Render(journal.batches),
+            "locks f=file1 h=a svid=1; locks f=file1 h=b svid=1; "
+            "locks f=file1 h=c svid=1");
+  EXPECT_EQ(Joined(log), "a leads, b joins, c joins, record, b written, c written, a written");
   EXPECT_EQ(a + b + c, 3);
 }
 

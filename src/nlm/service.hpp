@@ -221,9 +221,9 @@ class NlmService {
   // (at once with no journal or nothing to write).
   asio::awaitable<bool> JournalCall(std::vector<JournalEntry> entries, lock::Grants grants);
   // The same for LOCK, UNLOCK and SHARE, without a coroutine of their own: JoinJournal puts the
-  // call's `own` entry and its grants' into the open batch (JournalBarrier), AwaitJournal waits for that
-  // batch's write (an empty ticket, with no journal or nothing to write, is written at once). The
-  // caller keeps the ticket until the wait is over, then finishes the grants.
+  // call's `own` entry and its grants' into the open batch (JournalBarrier), AwaitJournal waits for
+  // that batch's write (an empty ticket, with no journal or nothing to write, is written at once).
+  // The caller keeps the ticket until the wait is over, then finishes the grants.
   JournalBarrier::Ticket JoinJournal(std::optional<JournalEntry> own, const lock::Grants& grants);
   asio::awaitable<bool> AwaitJournal(const JournalBarrier::Ticket& ticket);
   asio::awaitable<bool> LeadJournal(std::shared_ptr<JournalBarrier::Batch> batch);

@@ -78,13 +78,11 @@ TEST_F(LoggedStoreTest, WritesFromTwoThreadsAcrossFullBunchesReachTheStoreAsWrit
   constexpr uint64_t kPerThread = 3 * LoggedStore::kHandOnBatch;
   auto write = [&](uint64_t base) {
     for (uint64_t i = 0; i < kPerThread; ++i) {
-      store->ApplyLockChanges({PutLock{Lock(base + i)}}, [](std::exception_ptr error) {
-        EXPECT_FALSE(error);
-      });
+      store->ApplyLockChanges({PutLock{Lock(base + i)}},
+                              [](std::exception_ptr error) { EXPECT_FALSE(error); });
       if (i % 2 == 1) {
-        store->ApplyLockChanges({RemoveLock{Lock(base + i)}}, [](std::exception_ptr error) {
-          EXPECT_FALSE(error);
-        });
+        store->ApplyLockChanges({RemoveLock{Lock(base + i)}},
+                                [](std::exception_ptr error) { EXPECT_FALSE(error); });
       }
     }
   };
