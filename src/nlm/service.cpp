@@ -105,7 +105,8 @@ lock::LockRequest NlmService::TakeLockRequest(const rpc::CallContext& context, s
   // 0 is "not said" (Linux sends it in reclaims): it must not replace the state we know.
   if (args.state != 0) request.nsm_state = args.state;
   request.host_label = std::move(args.alock.caller_name);
-  request.host_address = rpc::AddressToString(context.peer_address);
+  request.host_address =
+      context.peer.empty() ? rpc::AddressToString(context.peer_address) : context.peer;
   return request;
 }
 
@@ -163,7 +164,12 @@ asio::awaitable<nlm4_res> NlmService::Lock(const rpc::CallContext& context, nlm4
     if (!ok) co_return nlm4_res{std::move(args.cookie), NLM4_DENIED_NOLOCKS};
   }
   lock::LockRequest request = TakeLockRequest(context, std::move(host), args);
-  const std::optional<OwnerTurns::Turn> turn = co_await OwnerTurn(request.file, request.owner);
+  std::optional<OwnerTurns::Turn> turn;
+  if (journal_ != nullptr) {
+    const size_t slot = OwnerTurns::SlotOf(request.file, request.owner);
+    turn = turns_.TryTake(slot);
+    if (!turn) turn = co_await turns_.Take(slot);
+  }
   // What the owner held over the range, to undo exactly this call if it cannot be written.
   std::optional<lock::PriorLocks> prior;
   if (journal_ != nullptr) {
@@ -172,15 +178,20 @@ asio::awaitable<nlm4_res> NlmService::Lock(const rpc::CallContext& context, nlm4
   lock::LockOutcome outcome = ApplyLock(context, request);
   nlm4_stats stat = ToWire(outcome.status);
   const bool granted = outcome.status == LockStatus::kGranted;
-  const JournalEntry own = JournalEntry::Locks(request.file, request.owner, RangeOf(request));
-  std::vector<JournalEntry> entries;
-  if (granted) entries.push_back(own);
-  const bool persisted = co_await JournalCall(std::move(entries), std::move(outcome.grants));
+  // The entry is made again for an undo (rare) rather than copied here for every call.
+  const auto own = [&request] {
+    return JournalEntry::Locks(request.file, request.owner, RangeOf(request));
+  };
+  std::optional<JournalEntry> entry;
+  if (granted && journal_ != nullptr) entry = own();
+  const JournalBarrier::Ticket ticket = JoinJournal(std::move(entry), outcome.grants);
+  const bool persisted = co_await AwaitJournal(ticket);
+  FinishGrants(std::move(outcome.grants), persisted);
   if (!persisted && granted && prior) {
     // Fail closed (Linux lockd, NFS-Ganesha): a lock the store does not know is not granted.
     // Unless the call was a downgrade whose released part another owner holds now: then the
     // lock as granted is the state everyone saw, and it stands.
-    const bool undone = UndoUnwritten(*prior, own);
+    const bool undone = UndoUnwritten(*prior, own());
     if (undone) stat = NLM4_DENIED_NOLOCKS;
     spdlog::warn("nlm lock host={} caller={} not persisted; answering {}",
                  LogValue(request.owner.host.value()), LogValue(request.host_label),
@@ -270,7 +281,12 @@ std::optional<nlm4_res> NlmService::TryUnlock(const rpc::CallContext& context,
 asio::awaitable<nlm4_res> NlmService::Unlock(const rpc::CallContext& context,
                                              nlm4_unlockargs args) {
   Unlocked unlocked = TakeUnlock(context, args);
-  const std::optional<OwnerTurns::Turn> turn = co_await OwnerTurn(unlocked.file, unlocked.owner);
+  std::optional<OwnerTurns::Turn> turn;
+  if (journal_ != nullptr) {
+    const size_t slot = OwnerTurns::SlotOf(unlocked.file, unlocked.owner);
+    turn = turns_.TryTake(slot);
+    if (!turn) turn = co_await turns_.Take(slot);
+  }
   std::optional<lock::PriorLocks> prior;
   if (journal_ != nullptr) {
     prior =
@@ -279,22 +295,25 @@ asio::awaitable<nlm4_res> NlmService::Unlock(const rpc::CallContext& context,
   ApplyUnlock(unlocked, args);
   nlm4_stats stat = ToWire(unlocked.outcome.status);
   const bool unlocked_ok = unlocked.outcome.status == LockStatus::kGranted;
-  const JournalEntry own =
-      JournalEntry::Locks(unlocked.file, unlocked.owner,
-                          lock::ByteRange::FromOffsetLength(args.alock.l_offset, args.alock.l_len));
+  const auto own = [&unlocked, &args] {
+    return JournalEntry::Locks(
+        unlocked.file, unlocked.owner,
+        lock::ByteRange::FromOffsetLength(args.alock.l_offset, args.alock.l_len));
+  };
   // The waiters it granted lose their grants first if it is not written, so that the owner's
   // locks can come back.
-  std::vector<JournalEntry> entries;
-  if (unlocked_ok) entries.push_back(own);
-  const bool persisted =
-      co_await JournalCall(std::move(entries), std::move(unlocked.outcome.grants));
+  std::optional<JournalEntry> entry;
+  if (unlocked_ok && journal_ != nullptr) entry = own();
+  const JournalBarrier::Ticket ticket = JoinJournal(std::move(entry), unlocked.outcome.grants);
+  const bool persisted = co_await AwaitJournal(ticket);
+  FinishGrants(std::move(unlocked.outcome.grants), persisted);
   if (!persisted && prior) {
     // The store still holds the locks: answering GRANTED would let a restart bring them back
     // with nobody to reclaim them. The owner keeps them, and the answer is the one clients
     // send their UNLOCK again for (Linux retries an UNLOCK refused with DENIED_GRACE_PERIOD,
     // having already dropped the lock locally; DENIED_NOLOCKS would end its attempts and leave
     // the lock held here for good).
-    const bool undone = UndoUnwritten(*prior, own);
+    const bool undone = UndoUnwritten(*prior, own());
     if (undone) stat = NLM4_DENIED_GRACE_PERIOD;
     spdlog::warn(
         "nlm unlock host={} not persisted; answering {}", LogValue(unlocked.owner.host.value()),
@@ -318,7 +337,8 @@ asio::awaitable<nlm4_shareres> NlmService::Share(const rpc::CallContext& context
   request.deny = ToDeny(args.share.mode);
   request.reclaim = args.reclaim;
   request.host_label = args.share.caller_name;
-  request.host_address = rpc::AddressToString(context.peer_address);
+  request.host_address =
+      context.peer.empty() ? rpc::AddressToString(context.peer_address) : context.peer;
   const std::optional<OwnerTurns::Turn> turn = co_await OwnerTurn(request.file, request.owner);
   std::optional<lock::PriorShare> prior;
   if (journal_ != nullptr) prior = locks_.SnapshotShare(request.file, request.owner);
@@ -326,9 +346,11 @@ asio::awaitable<nlm4_shareres> NlmService::Share(const rpc::CallContext& context
   nlm4_stats stat = ToWire(outcome.status);
   const bool granted = outcome.status == LockStatus::kGranted;
   const JournalEntry own = JournalEntry::Share(request.file, request.owner);
-  std::vector<JournalEntry> entries;
-  if (granted) entries.push_back(own);
-  const bool persisted = co_await JournalCall(std::move(entries), std::move(outcome.grants));
+  std::optional<JournalEntry> entry;
+  if (granted) entry = own;
+  const JournalBarrier::Ticket ticket = JoinJournal(std::move(entry), outcome.grants);
+  const bool persisted = co_await AwaitJournal(ticket);
+  FinishGrants(std::move(outcome.grants), persisted);
   if (!persisted && granted && prior) {
     // Fail closed, as for LOCK: the owner's reservation goes back to what it was (none, or
     // the one this call replaced), unless another owner already uses what the call gave up.

@@ -17,6 +17,7 @@
 #include "nlm/client_caller.hpp"
 #include "nlm/grant_cookies.hpp"
 #include "nlm/host_monitor.hpp"
+#include "nlm/journal_barrier.hpp"
 #include "nlm/lock_journal.hpp"
 #include "nlm/owner_turns.hpp"
 #include "nlm/wire.hpp"
@@ -100,7 +101,11 @@ class NlmService {
   // on one file that change state (LOCK, NM_LOCK, UNLOCK, CANCEL, SHARE, UNSHARE) run one at a
   // time: each waits for the previous one's write and undo (OwnerTurns).
   // REQUIRES: called before the service serves calls.
-  void set_journal(LockJournal* journal) { journal_ = journal; }
+  void set_journal(LockJournal* journal) {
+    journal_ = journal;
+    barrier_.reset();
+    if (journal != nullptr) barrier_.emplace(executor_, *journal);
+  }
 
   // Registers every procedure of versions 1, 3 and 4.
   void Register(rpc::Dispatcher& dispatcher);
@@ -215,6 +220,13 @@ class NlmService {
   // answered; then announces the grants, or revokes them if the write failed. True if written
   // (at once with no journal or nothing to write).
   asio::awaitable<bool> JournalCall(std::vector<JournalEntry> entries, lock::Grants grants);
+  // The same for LOCK, UNLOCK and SHARE, without a coroutine of their own: JoinJournal puts the
+  // call's `own` entry and its grants' into the open batch (JournalBarrier), AwaitJournal waits for
+  // that batch's write (an empty ticket, with no journal or nothing to write, is written at once).
+  // The caller keeps the ticket until the wait is over, then finishes the grants.
+  JournalBarrier::Ticket JoinJournal(std::optional<JournalEntry> own, const lock::Grants& grants);
+  asio::awaitable<bool> AwaitJournal(const JournalBarrier::Ticket& ticket);
+  asio::awaitable<bool> LeadJournal(std::shared_ptr<JournalBarrier::Batch> batch);
   // A call that changed the owner's state could not be written: puts back what the owner held
   // before it (`prior`), journals that in the background (`entry` names the owner and file)
   // and serves the waiters it frees. False when another owner holds what the call gave up, so
@@ -273,6 +285,7 @@ class NlmService {
   // Hosts whose first SM_MON is in flight; later first locks wait on it.
   std::unordered_map<std::string, std::shared_ptr<asio::steady_timer>> monitoring_;
   LockJournal* journal_ = nullptr;
+  std::optional<JournalBarrier> barrier_;  // Over journal_, while one is set.
   GrantCookies cookies_;
   // Per blocked LOCK (by waiter id): how to call its client back. Bounded by the lock manager's
   // waiter limits: a record lives as long as its waiter, or its callback.

@@ -17,6 +17,8 @@ void AppendGrantEntries(std::vector<JournalEntry>& entries, const lock::Grants& 
   }
 }
 
+asio::awaitable<bool> Written() { co_return true; }
+
 }  // namespace
 
 asio::awaitable<std::optional<OwnerTurns::Turn>> NlmService::OwnerTurn(
@@ -34,6 +36,31 @@ asio::awaitable<bool> NlmService::JournalCall(std::vector<JournalEntry> entries,
   }
   FinishGrants(std::move(grants), persisted);
   co_return persisted;
+}
+
+JournalBarrier::Ticket NlmService::JoinJournal(std::optional<JournalEntry> own,
+                                               const lock::Grants& grants) {
+  if (!barrier_) return {};
+  if (grants.empty()) {
+    if (!own) return {};
+    return barrier_->Join(std::move(*own));
+  }
+  std::vector<JournalEntry> entries;
+  if (own) entries.push_back(std::move(*own));
+  AppendGrantEntries(entries, grants);
+  return barrier_->Join(entries);
+}
+
+asio::awaitable<bool> NlmService::AwaitJournal(const JournalBarrier::Ticket& ticket) {
+  if (!ticket.batch) return Written();
+  if (ticket.leads) return LeadJournal(ticket.batch);
+  return barrier_->Wait(ticket.batch);
+}
+
+asio::awaitable<bool> NlmService::LeadJournal(std::shared_ptr<JournalBarrier::Batch> batch) {
+  const bool ok = co_await barrier_->Lead(std::move(batch));
+  if (!ok) ++stats_.journal_failures;
+  co_return ok;
 }
 
 bool NlmService::UndoUnwritten(const lock::PriorLocks& prior, const JournalEntry& entry) {

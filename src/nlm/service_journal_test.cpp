@@ -3,6 +3,7 @@
 #include "nlm/service.hpp"
 
 #include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
 #include <gtest/gtest.h>
 
 #include "nlm/service_test_fixture.hpp"
@@ -80,6 +81,43 @@ TEST_F(NlmJournalTest, AFailedWriteUndoesTheLockAndAnswersDeniedNolocks) {
             "locks f=file1 h=192.0.2.1 svid=1 | locks f=file1 h=192.0.2.1 svid=1");
   journal_.succeed = true;
   EXPECT_EQ(JLock(a, LockArgs("client-a", 1, 0, 10)).stat, NLM4_GRANTED);
+}
+
+// Spawns a LOCK and notes its answer in *stat when it comes.
+asio::awaitable<void> LockInto(NlmService& service, rpc::CallContext context, nlm4_lockargs args,
+                               nlm4_stats* stat) {
+  nlm4_res res = co_await service.Lock(context, std::move(args), true);
+  *stat = res.stat;
+}
+
+TEST_F(NlmJournalTest, LocksOfOneTurnShareOneWriteAndAllFailClosedWhenItFails) {
+  auto a = From("192.0.2.1"), b = From("192.0.2.2");
+  nlm4_stats first = NLM4_FAILED, second = NLM4_FAILED;
+  // Answered only after the write: the two calls are in flight together, as calls read from
+  // the same socket are.
+  asio::co_spawn(io_, LockInto(*service_, a, LockArgs("client-a", 1, 0, 10), &first),
+                 asio::detached);
+  asio::co_spawn(io_, LockInto(*service_, b, LockArgs("client-b", 2, 100, 10), &second),
+                 asio::detached);
+  RunFor(std::chrono::milliseconds(10));
+  EXPECT_EQ(first, NLM4_GRANTED);
+  EXPECT_EQ(second, NLM4_GRANTED);
+  EXPECT_EQ(Render(journal_.batches),
+            "locks f=file1 h=192.0.2.1 svid=1; locks f=file1 h=192.0.2.2 svid=2");
+
+  journal_.batches.clear();
+  journal_.succeed = false;
+  first = second = NLM4_FAILED;
+  asio::co_spawn(io_, LockInto(*service_, a, LockArgs("client-a", 1, 20, 10), &first),
+                 asio::detached);
+  asio::co_spawn(io_, LockInto(*service_, b, LockArgs("client-b", 2, 120, 10), &second),
+                 asio::detached);
+  RunFor(std::chrono::milliseconds(10));
+  EXPECT_EQ(first, NLM4_DENIED_NOLOCKS);
+  EXPECT_EQ(second, NLM4_DENIED_NOLOCKS);
+  EXPECT_EQ(OwnerLocks(locks_, "192.0.2.1"), "X [0,9]") << "the failed lock is undone";
+  EXPECT_EQ(OwnerLocks(locks_, "192.0.2.2"), "X [100,109]");
+  EXPECT_EQ(service_->stats().journal_failures, 3u) << "the batch's write and the two undos'";
 }
 
 TEST_F(NlmJournalTest, AFailedUpgradeKeepsTheSharedLockItUpgraded) {

@@ -8,6 +8,7 @@
 #include "rpc/use_tuple.hpp"
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
+#include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
@@ -152,6 +153,10 @@ void Server::Connection::QueueReply(std::vector<uint8_t> reply) {
 }
 
 asio::awaitable<void> Server::Connection::WriteLoop(std::shared_ptr<Connection> /*keep_alive*/) {
+  // Started by the first reply of a turn: behind the handlers ready now, so that the replies
+  // they finish (the rest of a read's records, the calls of a journal batch) go out with it in
+  // one send instead of one each.
+  co_await asio::post(socket_.get_executor(), asio::use_awaitable);
   std::vector<std::vector<uint8_t>> batch;
   std::vector<asio::const_buffer> buffers;
   while (!pending_replies_.empty() && !closed_) {

@@ -215,18 +215,20 @@ void LoggedStore::SubmitLogged(LoggedOp op, Done done) {
       error = std::make_exception_ptr(Error(
           ErrorKind::kOverloaded, "store write queue is full (the database is not keeping up)"));
     } else {
-      record_.clear();
-      EncodeLogRecordTo(op, record_);
+      // Encoded once, where the hand-on thread will read it back; `op` is freed on this thread.
+      const size_t start = gathered_.records.size();
+      EncodeLogRecordTo(op, gathered_.records);
       try {
-        segment_->Append(record_);
+        segment_->Append(std::string_view(gathered_.records).substr(start));
       } catch (...) {
         error = std::current_exception();
+        gathered_.records.resize(start);
       }
     }
     if (!error) {
       const uint64_t seq = ++logged_seq_;
-      gathered_.push_back(std::move(op));
-      if (gathered_.size() == 1 || gathered_.size() == kHandOnBatch) gathered_cv_.notify_one();
+      ++gathered_.count;
+      if (gathered_.count == 1 || gathered_.count == kHandOnBatch) gathered_cv_.notify_one();
       if (segment_->size() >= kSegmentBytes) {
         std::lock_guard applied(applied_mu_);
         closed_.push_back(Closed{segment_->path(), seq});
@@ -241,11 +243,22 @@ void LoggedStore::SubmitLogged(LoggedOp op, Done done) {
   done(error);
 }
 
-std::pair<std::vector<LoggedOp>, uint64_t> LoggedStore::TakeGatheredLocked() {
-  const uint64_t first = logged_seq_ + 1 - gathered_.size();
-  std::vector<LoggedOp> ops;
-  ops.swap(gathered_);
-  return {std::move(ops), first};
+std::pair<LoggedStore::Gathered, uint64_t> LoggedStore::TakeGatheredLocked() {
+  const uint64_t first = logged_seq_ + 1 - gathered_.count;
+  Gathered taken;
+  // The next bunch is likely as large: its buffer grows once, not record by record.
+  taken.records.reserve(gathered_.records.capacity());
+  std::swap(taken, gathered_);
+  return {std::move(taken), first};
+}
+
+void LoggedStore::ForwardGathered(const Gathered& gathered, uint64_t first_seq) {
+  if (gathered.count == 0) return;
+  size_t valid = 0;
+  std::vector<LoggedOp> ops = DecodeLogRecords(gathered.records, &valid);
+  // Encoded by SubmitLogged a moment ago, in memory: they decode, all of them.
+  NLOCKD_ASSERT(ops.size() == gathered.count && valid == gathered.records.size());
+  ForwardLogged(std::move(ops), first_seq);
 }
 
 void LoggedStore::ForwardLogged(std::vector<LoggedOp> ops, uint64_t first_seq) {
@@ -266,26 +279,26 @@ void LoggedStore::ForwardLogged(std::vector<LoggedOp> ops, uint64_t first_seq) {
 }
 
 void LoggedStore::HandOnLocked() {
-  auto [ops, first] = TakeGatheredLocked();
-  ForwardLogged(std::move(ops), first);
+  auto [gathered, first] = TakeGatheredLocked();
+  ForwardGathered(gathered, first);
 }
 
 void LoggedStore::RunHandOn() {
   std::unique_lock forward(forward_mu_, std::defer_lock);
   std::unique_lock lock(mu_);
   for (;;) {
-    gathered_cv_.wait(lock, [this] { return stopping_ || !gathered_.empty(); });
+    gathered_cv_.wait(lock, [this] { return stopping_ || gathered_.count > 0; });
     if (stopping_) break;
     // Let the bunch gather (a full bunch or a stop cuts the wait short).
     gathered_cv_.wait_for(lock, kHandOnDelay,
-                          [this] { return stopping_ || gathered_.size() >= kHandOnBatch; });
+                          [this] { return stopping_ || gathered_.count >= kHandOnBatch; });
     lock.unlock();
     forward.lock();  // before mu_
     lock.lock();
-    auto [ops, first] = TakeGatheredLocked();
+    auto [gathered, first] = TakeGatheredLocked();
     lock.unlock();
-    // Coalescing and handing on take a while: the io thread logs meanwhile.
-    ForwardLogged(std::move(ops), first);
+    // Decoding, coalescing and handing on take a while: the io thread logs meanwhile.
+    ForwardGathered(gathered, first);
     forward.unlock();
     lock.lock();
   }

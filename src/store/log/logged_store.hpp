@@ -81,8 +81,17 @@ class LoggedStore final : public Store {
   // Coalesces logged writes first_seq, first_seq + 1, ... and hands them on, each kept write
   // reporting the writes it accounts for as applied. REQUIRES: forward_mu_ held.
   void ForwardLogged(std::vector<LoggedOp> ops, uint64_t first_seq);
+  // Logged writes not yet handed on, as their log records: the writes themselves stay with the
+  // thread that made them (allocated and freed there), and the hand-on thread decodes its own
+  // copies, so that no allocation of one thread is freed by another.
+  struct Gathered {
+    std::string records;
+    size_t count = 0;
+  };
+  // Decodes `gathered` and forwards its writes (ForwardLogged). REQUIRES: forward_mu_ held.
+  void ForwardGathered(const Gathered& gathered, uint64_t first_seq);
   // Takes the gathered writes and the sequence number of the first. REQUIRES: mu_ held.
-  std::pair<std::vector<LoggedOp>, uint64_t> TakeGatheredLocked();
+  std::pair<Gathered, uint64_t> TakeGatheredLocked();
   // Hands on every gathered logged write. REQUIRES: forward_mu_ and mu_ held.
   void HandOnLocked();
   // The hand-on thread.
@@ -109,9 +118,8 @@ class LoggedStore final : public Store {
   std::unique_ptr<LogSegment> segment_;  // guarded by mu_
   uint64_t segment_number_ = 0;          // guarded by mu_
   uint64_t logged_seq_ = 0;              // guarded by mu_: the last logged write
-  std::string record_;                   // guarded by mu_: scratch for encoding
   // Logged, acknowledged, not yet handed on (the last is logged_seq_); guarded by mu_.
-  std::vector<LoggedOp> gathered_;
+  Gathered gathered_;
   // With mu_: the first write gathered, a full bunch, or stopping.
   std::condition_variable gathered_cv_;
   bool stopping_ = false;  // guarded by mu_

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -67,6 +68,32 @@ TEST_F(LoggedStoreTest, ALockWriteIsAcknowledgedBeforeItReturns) {
   });
   EXPECT_TRUE(done);
   EXPECT_EQ(Offsets(*store), std::vector<uint64_t>{1});  // reads wait for the wrapped store
+}
+
+TEST_F(LoggedStoreTest, WritesFromTwoThreadsAcrossFullBunchesReachTheStoreAsWritten) {
+  auto store = Open();
+  // Each thread locks its own offsets and removes every other one, over more than a full
+  // bunch each (kHandOnBatch), so that the hand-on thread decodes bunches the writers keep
+  // appending to.
+  constexpr uint64_t kPerThread = 3 * LoggedStore::kHandOnBatch;
+  auto write = [&](uint64_t base) {
+    for (uint64_t i = 0; i < kPerThread; ++i) {
+      store->ApplyLockChanges({PutLock{Lock(base + i)}},
+                              [](std::exception_ptr error) { EXPECT_FALSE(error); });
+      if (i % 2 == 1) {
+        store->ApplyLockChanges({RemoveLock{Lock(base + i)}},
+                                [](std::exception_ptr error) { EXPECT_FALSE(error); });
+      }
+    }
+  };
+  std::thread other(write, 1'000'000);
+  write(0);
+  other.join();
+  std::vector<uint64_t> expected;
+  for (const uint64_t base : {uint64_t{0}, uint64_t{1'000'000}}) {
+    for (uint64_t i = 0; i < kPerThread; i += 2) expected.push_back(base + i);
+  }
+  EXPECT_EQ(Offsets(*store), expected);
 }
 
 TEST_F(LoggedStoreTest, ReplaysWhatACrashedRunLeftInOrderAndRemovesIt) {
