@@ -119,19 +119,8 @@ asio::awaitable<bool> StoreLockJournal::Write(std::vector<store::Write> writes, 
   co_return false;
 }
 
-StoreLockJournal::OpenBatch::OpenBatch(const asio::any_io_executor& executor)
+StoreLockJournal::Batch::Batch(const asio::any_io_executor& executor)
     : written(executor, asio::steady_timer::time_point::max()) {}
-
-std::shared_ptr<StoreLockJournal::OpenBatch> StoreLockJournal::Join(
-    const asio::any_io_executor& executor, std::vector<nlm::JournalEntry>& entries) {
-  if (!open_) {
-    open_ = std::make_shared<OpenBatch>(executor);
-    // Runs after the handlers that are ready now, so the calls they decode join this batch.
-    asio::post(executor, [this] { WriteOpenBatch(); });
-  }
-  std::move(entries.begin(), entries.end(), std::back_inserter(open_->entries));
-  return open_;
-}
 
 void StoreLockJournal::MarkSynced(const std::vector<nlm::JournalEntry>& entries) {
   if (unsynced_.empty()) return;
@@ -151,10 +140,10 @@ void StoreLockJournal::MarkUnsynced(const std::vector<nlm::JournalEntry>& entrie
   }
 }
 
-void StoreLockJournal::WriteOpenBatch() {
-  if (!open_) return;  // Already written ahead of a host release.
-  std::shared_ptr<OpenBatch> batch = std::move(open_);
-  open_.reset();
+std::shared_ptr<StoreLockJournal::Batch> StoreLockJournal::WriteBatch(
+    const asio::any_io_executor& executor, std::vector<nlm::JournalEntry> entries) {
+  auto batch = std::make_shared<Batch>(executor);
+  batch->entries = std::move(entries);
   // One write per owner, file and range, however often the batch names them: the state is read
   // now, so a repeat would write the same rows again.
   auto key = [](const nlm::JournalEntry& e) {
@@ -172,9 +161,9 @@ void StoreLockJournal::WriteOpenBatch() {
   Plan plan = PlanWrites(batch->entries);
   // The owners written in full are in sync again unless this write fails.
   MarkSynced(batch->entries);
-  const asio::any_io_executor executor = batch->written.get_executor();
   auto finish = [this, batch, changes = plan.changes](std::exception_ptr error) {
     batch->ok = !error;
+    batch->finished = true;
     if (error) {
       Failed(changes, error);
       MarkUnsynced(batch->entries);
@@ -183,7 +172,7 @@ void StoreLockJournal::WriteOpenBatch() {
   };
   if (plan.writes.size() != 1) {
     store::AsyncWrite(std::move(plan.writes), asio::bind_executor(executor, std::move(finish)));
-    return;
+    return batch;
   }
   // One write (no host release joins a batch). A store that acknowledges it at once, as the lock
   // log does, runs its Done on this thread within the call: the batch then completes here,
@@ -198,6 +187,7 @@ void StoreLockJournal::WriteOpenBatch() {
       finish(std::move(error));
     });
   });
+  return batch;
 }
 
 asio::awaitable<bool> StoreLockJournal::Record(std::vector<nlm::JournalEntry> entries) {
@@ -205,17 +195,19 @@ asio::awaitable<bool> StoreLockJournal::Record(std::vector<nlm::JournalEntry> en
     return e.kind == nlm::JournalEntry::Kind::kHostReleased;
   });
   if (releases_host) {
-    // Rare (FREE_ALL, a reboot): written on its own, in order after the open batch, which is
-    // submitted first so that the store applies the two in the order they happened.
-    if (open_) WriteOpenBatch();
+    // Rare (FREE_ALL, a reboot): written on its own; the store applies writes in the order
+    // they are submitted.
     Plan plan = PlanWrites(entries);
     MarkSynced(entries);
     const bool ok = co_await Write(std::move(plan.writes), plan.changes);
     if (!ok) MarkUnsynced(entries);
     co_return ok;
   }
-  std::shared_ptr<OpenBatch> batch = Join(co_await asio::this_coro::executor, entries);
-  co_await batch->written.async_wait(rpc::kUseTuple);
+  // NLM hands in the calls of a whole turn at once (nlm::JournalBarrier): written now, not
+  // after another trip through the executor.
+  std::shared_ptr<Batch> batch =
+      WriteBatch(co_await asio::this_coro::executor, std::move(entries));
+  if (!batch->finished) co_await batch->written.async_wait(rpc::kUseTuple);
   co_return batch->ok;
 }
 

@@ -29,11 +29,11 @@ namespace nlockd::server {
 // crash is caught by the store's lock_table_complete). Runs on the lock executor; `locks` and
 // `store` must outlive it, and so must the executor's pending handlers.
 //
-// Group journal: the entries of every call recorded in one turn of the executor go into one
-// open batch, written as a single store write once the executor has run what was ready, and
-// every call of the batch resumes when that write is done. The owners' state is read when the
-// batch is written, so two calls of an owner on the same range in one batch are written once.
-// One store write, one wake-up of the writer thread and one completion per batch, not per call.
+// Group journal: NLM gathers the calls of one turn of the executor (nlm::JournalBarrier) and
+// records their entries at once; they are written as a single store write, and the calls resume
+// when that write is done. The owners' state is read when the batch is written, so two calls of
+// an owner on the same range in one batch are written once. One store write, one wake-up of the
+// writer thread and one completion per batch, not per call.
 class StoreLockJournal final : public nlm::LockJournal {
  public:
   StoreLockJournal(const lock::LockManager& locks, store::Store& store)
@@ -80,23 +80,21 @@ class StoreLockJournal final : public nlm::LockJournal {
   void MarkSynced(const std::vector<nlm::JournalEntry>& entries);
   store::LockChange CurrentShare(const lock::FileKey& file, const lock::LockOwner& owner) const;
   asio::awaitable<bool> Write(std::vector<store::Write> writes, size_t changes);
-  // The batch of lock and share entries waiting for the next write, and its outcome.
-  struct OpenBatch {
-    explicit OpenBatch(const asio::any_io_executor& executor);
+  // A batch of lock and share entries being written, and its outcome.
+  struct Batch {
+    explicit Batch(const asio::any_io_executor& executor);
     std::vector<nlm::JournalEntry> entries;
-    // Never expires by itself; set to expire at once when the write is done, which wakes
-    // every call waiting on it.
+    // Never expires by itself; set to expire at once when the write is done, which wakes the
+    // call waiting on it.
     asio::steady_timer written;
     bool ok = false;
+    bool finished = false;  // the write completed (ok says how)
   };
-  // Writes the open batch (posted when the batch opens).
-  void WriteOpenBatch();
-  // Appends `entries` (no host releases) to the open batch, opening one if needed.
-  std::shared_ptr<OpenBatch> Join(const asio::any_io_executor& executor,
-                                  std::vector<nlm::JournalEntry>& entries);
+  // Writes `entries` (no host releases) as one batch now. A store that acknowledges at once (the
+  // lock log) has finished the batch when this returns; otherwise it completes on `executor`.
+  std::shared_ptr<Batch> WriteBatch(const asio::any_io_executor& executor,
+                                    std::vector<nlm::JournalEntry> entries);
   void Failed(size_t changes, const std::exception_ptr& error);
-
-  std::shared_ptr<OpenBatch> open_;
 
   const lock::LockManager& locks_;
   store::Store& store_;

@@ -332,12 +332,14 @@ class GroupJournalTest : public ::testing::Test {
   const lock::LockOwner b_{lock::HostId("10.0.0.2"), 9, lock::OwnerHandle("9@b")};
 };
 
-TEST_F(GroupJournalTest, CallsRecordedInOneTurnShareOneStoreWriteAndAllResumeWhenItIsDone) {
+// NLM gathers the calls of a turn (nlm::JournalBarrier) and records them at once: one Record is
+// one store write, written at once, duplicates removed, and the call resumes only once it is done.
+TEST_F(GroupJournalTest, OneRecordIsOneStoreWriteAndResumesWhenItIsDone) {
   locks_.Lock(Req(file_, a_, 0, 10, lock::LockType::kExclusive));
   locks_.Lock(Req(file_, b_, 20, 10, lock::LockType::kExclusive));
-  Start(0, {JournalEntry::Locks(file_, a_)});
-  Start(1, {JournalEntry::Locks(file_, b_)});
-  Start(2, {JournalEntry::Locks(file_, a_)});  // a again: written once, as it is now.
+  // a twice: written once, as it is now.
+  Start(0, {JournalEntry::Locks(file_, a_), JournalEntry::Locks(file_, b_),
+            JournalEntry::Locks(file_, a_)});
   Drain();
   ASSERT_EQ(store_.ops.size(), 1u);
   EXPECT_EQ(ChangesIn(store_.ops[0]), 2u);
@@ -345,29 +347,28 @@ TEST_F(GroupJournalTest, CallsRecordedInOneTurnShareOneStoreWriteAndAllResumeWhe
 
   store_.CompleteAll();
   Drain();
-  EXPECT_EQ(results_, (std::map<size_t, bool>{{0, true}, {1, true}, {2, true}}));
+  EXPECT_EQ(results_, (std::map<size_t, bool>{{0, true}}));
 
-  // The next turn opens a new batch.
-  Start(3, {JournalEntry::Locks(file_, b_)});
+  // The next Record is the next write.
+  Start(1, {JournalEntry::Locks(file_, b_)});
   Drain();
   ASSERT_EQ(store_.ops.size(), 2u);
   store_.CompleteAll();
   Drain();
-  EXPECT_TRUE(results_.at(3));
+  EXPECT_TRUE(results_.at(1));
 }
 
-TEST_F(GroupJournalTest, AFailedWriteFailsEveryCallOfItsBatch) {
+TEST_F(GroupJournalTest, AFailedWriteFailsItsRecord) {
   locks_.Lock(Req(file_, a_, 0, 10, lock::LockType::kExclusive));
-  Start(0, {JournalEntry::Locks(file_, a_)});
-  Start(1, {JournalEntry::Locks(file_, b_)});
+  Start(0, {JournalEntry::Locks(file_, a_), JournalEntry::Locks(file_, b_)});
   Drain();
   store_.CompleteAll(std::make_exception_ptr(Error(ErrorKind::kDisconnected, "disk gone")));
   Drain();
-  EXPECT_EQ(results_, (std::map<size_t, bool>{{0, false}, {1, false}}));
+  EXPECT_EQ(results_, (std::map<size_t, bool>{{0, false}}));
   EXPECT_EQ(journal_.failures(), 1u);
 }
 
-TEST_F(GroupJournalTest, AHostReleaseIsWrittenAfterTheBatchOpenedBeforeIt) {
+TEST_F(GroupJournalTest, AHostReleaseIsWrittenAfterTheWritesRecordedBeforeIt) {
   locks_.Lock(Req(file_, a_, 0, 10, lock::LockType::kExclusive));
   Start(0, {JournalEntry::Locks(file_, a_)});
   Start(1, {JournalEntry::HostReleased(b_.host)});
@@ -395,8 +396,7 @@ TEST_F(GroupJournalTest, AfterAFailedWriteTheOwnersNextWriteReplacesAllItsRows) 
   store_.CompleteAll(std::make_exception_ptr(Error(ErrorKind::kDisconnected, "disk gone")));
   Drain();
 
-  Start(1, {JournalEntry::Locks(file_, a_, range_a)});
-  Start(2, {JournalEntry::Locks(file_, b_, range_b)});
+  Start(1, {JournalEntry::Locks(file_, a_, range_a), JournalEntry::Locks(file_, b_, range_b)});
   Drain();
   ASSERT_EQ(store_.ops.size(), 2u);
   // Sorted by owner: a (unsynced: all its rows), then b (in sync: near its range only).
@@ -410,7 +410,7 @@ TEST_F(GroupJournalTest, AfterAFailedWriteTheOwnersNextWriteReplacesAllItsRows) 
   EXPECT_TRUE(within(2, 0)) << "a is in sync again";
   store_.CompleteAll();
   Drain();
-  EXPECT_EQ(results_, (std::map<size_t, bool>{{0, false}, {1, true}, {2, true}, {3, true}}));
+  EXPECT_EQ(results_, (std::map<size_t, bool>{{0, false}, {1, true}, {3, true}}));
 }
 
 TEST(DecideGrace, FollowsWhatTheStoreKnows) {
