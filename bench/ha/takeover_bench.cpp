@@ -191,53 +191,25 @@ bool RunFault(const Options& o, const std::string& fault, int round) {
     hosts.push_back(std::make_unique<NlmHost>(HostAddress(h), server));
   }
   NlmHost prober("127.0.0.2", server);
-  std::atomic<size_t> granted = 0, failed = 0;
-  std::atomic<int64_t> last_grant_ns = 0;
-  std::atomic<int32_t> reclaim_state = 0;
-  HostQueue queue;
-  std::vector<std::thread> workers;
-  for (size_t w = 0; w < o.workers; ++w) {
-    workers.emplace_back([&] {
-      while (auto h = queue.Pop()) {
-        const int32_t state = reclaim_state.load();
-        for (int32_t stat : hosts[*h]->LockAll(LocksOf(*h, o.locks), state != 0,
-                                               state != 0 ? state : 1, std::chrono::seconds(30))) {
-          ++(stat == 0 ? granted : failed);
-        }
-        last_grant_ns = Clock::now().time_since_epoch().count();
-      }
-    });
-  }
-  auto finish = [&] {
-    queue.Close();
-    for (auto& worker : workers) worker.join();
-  };
+  LockWorkers workers(hosts, o.locks, o.workers);
 
   auto a = std::make_unique<Daemon>(
       argv(relayed, fault == "release" ? fmt::format("127.0.0.1:{}", o.admin_port) : "off"));
   if (!a->Wait("nlockd listening", std::chrono::seconds(60))) {
-    finish();
     throw std::runtime_error("A did not serve:\n" + a->Log());
   }
-  for (size_t h = 0; h < o.hosts; ++h) queue.Push(h);
-  while (granted + failed < o.hosts * o.locks) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  if (failed != 0) {
-    finish();
-    throw std::runtime_error(fmt::format("{} first locks failed", failed.load()));
+  workers.LockAll();
+  workers.WaitAllAnswered();
+  if (workers.failed() != 0) {
+    throw std::runtime_error(fmt::format("{} first locks failed", workers.failed()));
   }
   Daemon b(argv(o.store, "off"));
   if (!b.Wait("ha: standby for service", std::chrono::seconds(60))) {
-    finish();
     throw std::runtime_error("B did not wait as standby:\n" + b.Log());
   }
-  granted = 0;
-  last_grant_ns = 0;
-  StatusMonitors monitors(o.statd_port, o.hosts, [&](size_t host, int32_t state) {
-    reclaim_state = state;
-    queue.Push(host);
-  });
+  workers.ResetCounts();
+  StatusMonitors monitors(o.statd_port, o.hosts,
+                          [&](size_t host, int32_t state) { workers.Reclaim(host, state); });
 
   const Clock::time_point fault_at = Clock::now();
   std::string a_status;
@@ -247,7 +219,6 @@ bool RunFault(const Options& o, const std::string& fault, int round) {
     a->Kill(SIGTERM);
   } else if (fault == "release") {
     if (PostRelease(o.admin_port) != 202) {
-      finish();
       throw std::runtime_error("A did not accept the release:\n" + a->Log());
     }
   } else {
@@ -257,27 +228,24 @@ bool RunFault(const Options& o, const std::string& fault, int round) {
       FirstGrant(prober, "unrelated-" + fault, fault_at + std::chrono::seconds(o.lease * 4 + 60));
   auto listening = b.Wait("nlockd listening", std::chrono::seconds(60));
   auto ended = b.Wait("grace period ended", std::chrono::seconds(o.grace + 30));
-  const auto settle = Clock::now() + std::chrono::seconds(5);
-  while (granted + failed < o.hosts * o.locks && Clock::now() < settle) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  workers.WaitAllAnswered(Clock::now() + std::chrono::seconds(5));
   std::optional<std::pair<Clock::time_point, std::string>> a_stopped;
   if (fault == "partition") {
     a_stopped = a->Wait("ha: (lost the lease|could not renew)", std::chrono::seconds(30));
   }
-  finish();
+  workers.Close();
   if (!listening || !ended) {
     std::cerr << "B did not log the expected lines:\n" << b.Log();
     return false;
   }
-  const bool all = granted == o.hosts * o.locks &&
+  const bool all = workers.granted() == o.hosts * o.locks &&
                    ended->second.find("reason=all-reclaimed") != std::string::npos;
   std::cout << fmt::format(
       "{:9} {} hosts x {} locks, lease {} s: fault -> B listening {:.3f} s, (i) first new lock "
       "{:.3f} s, (ii) grace ended {:.3f} s ({:.3f} s after (i)); {} of {} reclaimed{}\n",
       fault, o.hosts, o.locks, o.lease, Seconds(listening->first - fault_at),
       Seconds(available - fault_at), Seconds(ended->first - fault_at),
-      Seconds(ended->first - available), granted.load(), o.hosts * o.locks,
+      Seconds(ended->first - available), workers.granted(), o.hosts * o.locks,
       a_stopped ? fmt::format("; A stopped {:.3f} s after the cut",
                               Seconds(a_stopped->first - fault_at))
                 : std::string());

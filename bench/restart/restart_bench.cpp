@@ -75,24 +75,8 @@ int Run(const Options& o) {
   }
   NlmHost prober("127.0.0.2", server);
 
-  // Reclaims (or first locks) run on workers fed by the queue; `granted` counts GRANTED replies.
-  std::atomic<size_t> granted = 0, failed = 0;
-  std::atomic<int64_t> last_grant_ns = 0;
-  std::atomic<int32_t> reclaim_state = 0;  // 0: first locks; else the state SM_NOTIFY carried
-  HostQueue queue;
-  std::vector<std::thread> workers;
-  for (size_t w = 0; w < o.workers; ++w) {
-    workers.emplace_back([&] {
-      while (auto h = queue.Pop()) {
-        const int32_t state = reclaim_state.load();
-        for (int32_t stat : hosts[*h]->LockAll(LocksOf(*h, o.locks), state != 0,
-                                               state != 0 ? state : 1, std::chrono::seconds(30))) {
-          ++(stat == 0 ? granted : failed);
-        }
-        last_grant_ns = Clock::now().time_since_epoch().count();
-      }
-    });
-  }
+  // First locks, then reclaims, on workers fed by a queue.
+  LockWorkers workers(hosts, o.locks, o.workers);
 
   // Run 1: a fresh store; every host takes its locks. Its exec-to-first-lock is the baseline.
   auto first = std::make_unique<Daemon>(argv);
@@ -101,22 +85,19 @@ int Run(const Options& o) {
       first->exec());
   prober.Unlock({"unrelated-cold", 0, 1}, std::chrono::seconds(5));
   const Clock::time_point locking = Clock::now();
-  for (size_t h = 0; h < o.hosts; ++h) queue.Push(h);
-  while (granted + failed < o.hosts * o.locks) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  workers.LockAll();
+  workers.WaitAllAnswered();
   const double lock_seconds = Seconds(Clock::now() - locking);
-  if (failed != 0) throw std::runtime_error(fmt::format("{} first locks failed", failed.load()));
+  if (workers.failed() != 0) {
+    throw std::runtime_error(fmt::format("{} first locks failed", workers.failed()));
+  }
   first->Kill(SIGKILL);
   first.reset();
 
   // Run 2: the same store after kill -9.
-  granted = 0;
-  last_grant_ns = 0;
-  StatusMonitors monitors(o.statd_port, o.hosts, [&](size_t host, int32_t state) {
-    reclaim_state = state;
-    queue.Push(host);
-  });
+  workers.ResetCounts();
+  StatusMonitors monitors(o.statd_port, o.hosts,
+                          [&](size_t host, int32_t state) { workers.Reclaim(host, state); });
   Daemon second(argv);
   const Clock::time_point exec = second.exec();
   const Clock::time_point available =
@@ -125,12 +106,8 @@ int Run(const Options& o) {
   auto started = second.Wait("grace period (started|none)", std::chrono::seconds(60));
   auto ended = second.Wait("grace period ended", std::chrono::seconds(o.grace + 30));
   // Reclaims still in flight when grace ended (it should end only after the last one).
-  const auto settle = Clock::now() + std::chrono::seconds(5);
-  while (granted + failed < o.hosts * o.locks && Clock::now() < settle) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  queue.Close();
-  for (auto& worker : workers) worker.join();
+  workers.WaitAllAnswered(Clock::now() + std::chrono::seconds(5));
+  workers.Close();
   if (!listening || !started || !ended) {
     std::cerr << "nlockd did not log the expected lines:\n" << second.Log();
     return 1;
@@ -140,8 +117,9 @@ int Run(const Options& o) {
   auto since_exec = [&](Clock::time_point at, bool happened) {
     return happened ? fmt::format("{:.3f} s", Seconds(at - exec)) : std::string("never");
   };
-  const std::string reclaimed = since_exec(
-      Clock::time_point(Clock::duration(last_grant_ns.load())), last_grant_ns.load() != 0);
+  const std::optional<Clock::time_point> last_reclaim = workers.last_answered();
+  const std::string reclaimed =
+      since_exec(last_reclaim.value_or(Clock::time_point()), last_reclaim.has_value());
   const std::string notified =
       since_exec(monitors.last_notification(), monitors.notifications() != 0);
   std::cout << fmt::format(
@@ -159,8 +137,8 @@ int Run(const Options& o) {
       o.hosts, o.locks, o.store.substr(0, o.store.find(':')), baseline, o.hosts * o.locks,
       lock_seconds, Seconds(listening->first - exec), a, a / baseline, 90.0 / a,
       notified, monitors.notifications(), reclaimed,
-      granted.load(), o.hosts * o.locks, b, 90.0 / b, started->second, ended->second);
-  const bool all_reclaimed = granted == o.hosts * o.locks &&
+      workers.granted(), o.hosts * o.locks, b, 90.0 / b, started->second, ended->second);
+  const bool all_reclaimed = workers.granted() == o.hosts * o.locks &&
                              ended->second.find("reason=all-reclaimed") != std::string::npos;
   if (!all_reclaimed) std::cerr << "not every lock was reclaimed before grace ended\n";
   return all_reclaimed ? 0 : 1;

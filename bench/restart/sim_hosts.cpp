@@ -263,4 +263,57 @@ void HostQueue::Close() {
   ready_.notify_all();
 }
 
+LockWorkers::LockWorkers(const std::vector<std::unique_ptr<NlmHost>>& hosts, size_t locks,
+                         size_t threads)
+    : hosts_(hosts), locks_(locks) {
+  for (size_t t = 0; t < threads; ++t) {
+    threads_.emplace_back([this] {
+      while (auto h = queue_.Pop()) {
+        const int32_t state = reclaim_state_.load();
+        for (int32_t stat : hosts_[*h]->LockAll(LocksOf(*h, locks_), state != 0,
+                                                state != 0 ? state : 1, std::chrono::seconds(30))) {
+          ++(stat == 0 ? granted_ : failed_);
+        }
+        last_answered_ns_ = Clock::now().time_since_epoch().count();
+      }
+    });
+  }
+}
+
+void LockWorkers::LockAll() {
+  for (size_t h = 0; h < hosts_.size(); ++h) queue_.Push(h);
+}
+
+void LockWorkers::Reclaim(size_t host, int32_t state) {
+  reclaim_state_ = state;
+  queue_.Push(host);
+}
+
+bool LockWorkers::WaitAllAnswered(std::optional<Clock::time_point> until) const {
+  while (granted_ + failed_ < hosts_.size() * locks_) {
+    if (until && Clock::now() >= *until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+void LockWorkers::ResetCounts() {
+  granted_ = 0;
+  failed_ = 0;
+  last_answered_ns_ = 0;
+}
+
+std::optional<Clock::time_point> LockWorkers::last_answered() const {
+  const int64_t ns = last_answered_ns_.load();
+  if (ns == 0) return std::nullopt;
+  return Clock::time_point(Clock::duration(ns));
+}
+
+void LockWorkers::Close() {
+  queue_.Close();
+  for (std::thread& thread : threads_) {
+    if (thread.joinable()) thread.join();
+  }
+}
+
 }  // namespace nlockd::bench

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -117,6 +118,43 @@ class HostQueue {
   std::condition_variable ready_;
   std::deque<size_t> hosts_;
   bool closed_ = false;
+};
+
+// The simulated hosts taking their `locks` locks each (LocksOf), or reclaiming them, on `threads`
+// worker threads fed by a queue: first locks until Reclaim() gives the state an SM_NOTIFY
+// carried, reclaims with that state after. Counts the replies, GRANTED or not. `hosts` must
+// outlive it; the destructor stops the workers once the queue is empty.
+class LockWorkers {
+ public:
+  LockWorkers(const std::vector<std::unique_ptr<NlmHost>>& hosts, size_t locks, size_t threads);
+  ~LockWorkers() { Close(); }
+  LockWorkers(const LockWorkers&) = delete;
+  LockWorkers& operator=(const LockWorkers&) = delete;
+
+  // Every host takes its locks.
+  void LockAll();
+  // `host` reclaims its locks with `state` (call from a status monitor's SM_NOTIFY).
+  void Reclaim(size_t host, int32_t state);
+  // Waits until every host's every lock was answered, or `until` passed; whether they were.
+  bool WaitAllAnswered(std::optional<Clock::time_point> until = std::nullopt) const;
+  // Zeroes the counts and the last answer's time (before the reclaims).
+  void ResetCounts();
+  size_t granted() const { return granted_; }
+  size_t failed() const { return failed_; }
+  // When the last host's locks were all answered; nullopt if none since ResetCounts().
+  std::optional<Clock::time_point> last_answered() const;
+  // Stops the workers once the queue is empty (idempotent).
+  void Close();
+
+ private:
+  const std::vector<std::unique_ptr<NlmHost>>& hosts_;
+  const size_t locks_;
+  HostQueue queue_;
+  std::atomic<size_t> granted_ = 0;
+  std::atomic<size_t> failed_ = 0;
+  std::atomic<int64_t> last_answered_ns_ = 0;
+  std::atomic<int32_t> reclaim_state_ = 0;  // 0: first locks
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace nlockd::bench

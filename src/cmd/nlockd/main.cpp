@@ -234,6 +234,14 @@ void Reload(const std::string& config_file, const Flags& flags, Config& current,
   }
 }
 
+// The service's options: the configuration without the admin token, which StartAdmin's handler
+// checks itself so that SIGHUP can change it.
+nlockd::Options ServiceOptions(const Config& config) {
+  nlockd::Options options = config;
+  options.admin_token.clear();
+  return options;
+}
+
 // Listens as the configuration says and starts the service.
 void ListenAndStart(const Config& config, nlockd::LockService& service) {
   // NSM on a port of its own when nsm_listen says so (rpc.statd has one); NLM stays on listen.
@@ -277,8 +285,6 @@ void Run(Config config, const std::string& config_file, const Flags& flags) {
 
   if (config.name.empty()) config.name = nlockd::server::DefaultServerName();
   AdminPolicy policy(config.admin_token, config.admin_open_writes);
-  nlockd::Options service_options = config;
-  service_options.admin_token.clear();  // Checked by StartAdmin's handler.
   ServiceSlot running;
   std::unique_ptr<nlockd::admin::AdminServer> admin;
   // With ha the service's constructor waits as standby; the admin server answers meanwhile
@@ -300,8 +306,8 @@ void Run(Config config, const std::string& config_file, const Flags& flags) {
   for (;;) {
     // With ha, waits as standby until this node holds the lease.
     std::unique_ptr<nlockd::LockService> service =
-        ha_status ? std::make_unique<nlockd::LockService>(service_options, ha_status)
-                  : std::make_unique<nlockd::LockService>(service_options);
+        ha_status ? std::make_unique<nlockd::LockService>(ServiceOptions(config), ha_status)
+                  : std::make_unique<nlockd::LockService>(ServiceOptions(config));
     running.Set(service.get());
     systemd.Attach(service.get());
     // Up before the store loads, so that /healthz answers and /readyz says "not ready"
@@ -317,8 +323,6 @@ void Run(Config config, const std::string& config_file, const Flags& flags) {
       if (signal == SIGHUP) {
         systemd.Reloading();
         Reload(config_file, flags, config, policy, *service);
-        service_options = config;
-        service_options.admin_token.clear();
         systemd.Ready();
         continue;
       }
