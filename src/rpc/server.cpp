@@ -36,6 +36,7 @@ class Server::Connection : public std::enable_shared_from_this<Connection> {
         socket_(std::move(socket)),
         pass_(std::move(pass)),
         signal_(socket_.get_executor(), asio::steady_timer::time_point::max()),
+        replies_ready_(socket_.get_executor(), asio::steady_timer::time_point::max()),
         idle_timer_(socket_.get_executor()),
         last_activity_(std::chrono::steady_clock::now()) {
     asio::error_code ec;
@@ -63,6 +64,7 @@ class Server::Connection : public std::enable_shared_from_this<Connection> {
     asio::error_code ec;
     socket_.close(ec);
     idle_timer_.cancel();
+    replies_ready_.cancel();
     Wake();
   }
 
@@ -78,12 +80,18 @@ class Server::Connection : public std::enable_shared_from_this<Connection> {
     co_await signal_.async_wait(kUseTuple);
   }
   void Wake() { signal_.cancel(); }
+  // The writer's own wake-up, so that waking the reader (a call finished) does not wake it.
+  asio::awaitable<void> WaitForReplies() {
+    replies_ready_.expires_at(asio::steady_timer::time_point::max());
+    co_await replies_ready_.async_wait(kUseTuple);
+  }
 
   Server& server_;
   asio::ip::tcp::socket socket_;
   TaskGate::Pass pass_;
   CallContext context_;
   asio::steady_timer signal_;
+  asio::steady_timer replies_ready_;
   asio::steady_timer idle_timer_;
   std::chrono::steady_clock::time_point last_activity_;
   std::deque<std::vector<uint8_t>> pending_replies_;
@@ -94,6 +102,7 @@ class Server::Connection : public std::enable_shared_from_this<Connection> {
 
 asio::awaitable<void> Server::Connection::Run(std::shared_ptr<Connection> self) {
   asio::co_spawn(socket_.get_executor(), IdleWatch(self), asio::detached);
+  asio::co_spawn(socket_.get_executor(), WriteLoop(self), asio::detached);
   std::vector<uint8_t> buffer(kReadChunk);
   RecordAssembler assembler(server_.options_.max_record_size);
   std::vector<std::vector<uint8_t>> records;
@@ -148,21 +157,29 @@ void Server::Connection::QueueReply(std::vector<uint8_t> reply) {
   pending_replies_.push_back(std::move(reply));
   if (!writing_) {
     writing_ = true;
-    asio::co_spawn(socket_.get_executor(), WriteLoop(shared_from_this()), asio::detached);
+    replies_ready_.cancel();
   }
 }
 
 asio::awaitable<void> Server::Connection::WriteLoop(std::shared_ptr<Connection> /*keep_alive*/) {
-  // Started by the first reply of a turn: behind the handlers ready now, so that the replies
-  // they finish (the rest of a read's records, the calls of a journal batch) go out with it in
-  // one send instead of one each.
-  co_await asio::post(socket_.get_executor(), asio::use_awaitable);
+  // One writer for the connection's life. The first reply of a turn wakes it, and the wake-up
+  // runs behind the handlers ready then, so the replies they finish (the rest of a read's
+  // records, the calls of a journal batch) go out with it in one send instead of one each.
+  constexpr size_t kMaxRepliesPerSend = 64;
   std::vector<std::vector<uint8_t>> batch;
   std::vector<asio::const_buffer> buffers;
-  while (!pending_replies_.empty() && !closed_) {
+  batch.reserve(kMaxRepliesPerSend);
+  buffers.reserve(kMaxRepliesPerSend);
+  while (!closed_) {
+    if (pending_replies_.empty()) {
+      writing_ = false;
+      Wake();
+      co_await WaitForReplies();
+      continue;
+    }
     batch.clear();
     buffers.clear();
-    while (!pending_replies_.empty() && batch.size() < 64) {
+    while (!pending_replies_.empty() && batch.size() < kMaxRepliesPerSend) {
       batch.push_back(std::move(pending_replies_.front()));
       pending_replies_.pop_front();
       buffers.push_back(asio::buffer(batch.back()));
