@@ -65,6 +65,10 @@ getent passwd nlockd >/dev/null || fail "no nlockd user"
 grep -q '^store = "sqlite:/var/lib/nlockd/nlockd.db"$' /etc/nlockd/nlockd.toml ||
   fail "the packaged config does not keep its store in /var/lib/nlockd"
 /usr/sbin/nlockd --version | contains "^nlockd $version " || fail "nlockd --version"
+# The daemon's allocator (CMakeLists.txt, NLOCKD_DAEMON_MALLOC): linked, and a package dependency.
+ldd /usr/sbin/nlockd | contains 'libtcmalloc_minimal\.so' || fail "nlockd does not link tcmalloc"
+dpkg-query -W -f='${Depends}\n' nlockd | contains 'libtcmalloc-minimal4' ||
+  fail "the package does not depend on libtcmalloc-minimal4"
 /usr/bin/nlockctl --version | contains "^nlockctl $version " || fail "nlockctl --version"
 runuser -u nlockd -- /usr/sbin/nlockd --config /etc/nlockd/nlockd.toml --check-config \
   >"$scratch/check.txt" || fail "--check-config of the packaged config"
