@@ -26,10 +26,16 @@ rounds=${3:-5}
 baseline=${4:-}
 ticks=$(getconf CLK_TCK)
 
-# embedded_start BINARY STORE_NAME: the example host on 127.0.0.1 (a free port), like
+# The allocator the daemon links (tcmalloc in a Release build), or none: the example host runs
+# with the same one preloaded, so that the comparison is of the transports, not of allocators.
+daemon_allocator() {  # BUILD_DIR
+  ldd "$1/src/cmd/nlockd" | awk '/libtcmalloc/ {print $3; exit}'
+}
+
+# embedded_start BINARY STORE_NAME ALLOCATOR: the example host on 127.0.0.1 (a free port), like
 # nlockd_start.
 embedded_start() {
-  "$1" --listen 127.0.0.1:0 --grace 0 --store "sqlite:$bench_scratch/$2.db" \
+  LD_PRELOAD="${3:-}" "$1" --listen 127.0.0.1:0 --grace 0 --store "sqlite:$bench_scratch/$2.db" \
     >"$bench_scratch/embedded.log" 2>&1 &
   nlockd_pid=$!
   bench_await_listener embedded_server "$bench_scratch/embedded.log"
@@ -62,12 +68,14 @@ for round in $(seq "$rounds"); do
   for variant in "${variants[@]}"; do
     case "$variant" in
       daemon) nlockd_start "$build" --store "sqlite:$bench_scratch/$variant-$round.db" ;;
-      embedded) embedded_start "$build/examples/embedded_server" "$variant-$round" ;;
+      embedded)
+        embedded_start "$build/examples/embedded_server" "$variant-$round" \
+          "$(daemon_allocator "$build")" ;;
       daemon-baseline)
         nlockd_start "$baseline" --store "sqlite:$bench_scratch/$variant-$round.db" ;;
       embedded-baseline)
         LD_LIBRARY_PATH="$baseline/src" embedded_start "$baseline/examples/embedded_server" \
-          "$variant-$round" ;;
+          "$variant-$round" "$(daemon_allocator "$baseline")" ;;
     esac
     read -r r c <<<"$(measure)"
     nlockd_stop

@@ -272,12 +272,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
                        std::move(reply)});
     if (writing_) return;
     writing_ = true;
-    // Started through the io_context's queue, so that the replies completing in the meantime
-    // go out in the same write.
     asio::co_spawn(socket_.get_executor(), Write(shared_from_this()), asio::detached);
   }
 
   asio::awaitable<void> Write(std::shared_ptr<Connection> /*keep_alive*/) {
+    // co_spawn runs a coroutine at once up to its first wait. Wait first behind the handlers
+    // ready now, so that the replies they finish (the other calls of a journal batch, say) go
+    // out in this write instead of in one write each.
+    co_await asio::post(socket_.get_executor(), asio::use_awaitable);
     std::vector<Outgoing> batch;
     std::vector<asio::const_buffer> buffers;
     while (!outbox_.empty()) {
