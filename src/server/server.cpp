@@ -518,14 +518,6 @@ asio::awaitable<void> Core::ShutDown() {
   stopped_ = true;
 }
 
-asio::awaitable<bool> Core::Handle(rpc::CallContext context, const rpc::CallHeader& header,
-                                   std::span<const uint8_t> args, std::vector<uint8_t>& reply) {
-  if (!started_) co_return false;
-  std::optional<rpc::TaskGate::Pass> pass = calls_.TryEnter();
-  if (!pass) co_return false;
-  co_return co_await dispatcher_.Dispatch(std::move(context), header, args, reply);
-}
-
 std::vector<nlockd::HeldLock> Core::FindConflicts(const nlockd::ConflictQuery& query) const {
   std::vector<nlockd::HeldLock> out;
   auto range = lock::ByteRange::FromOffsetLength(query.range.offset, query.range.length);

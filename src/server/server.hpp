@@ -101,11 +101,15 @@ class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
   // clean stop is recorded in the store. Idempotent (a second call returns at once).
   asio::awaitable<void> ShutDown();
 
-  // One call from the host's transport, its header already read. Appends the reply to
-  // `reply`; returns whether there is one to send. REQUIRES: what `header` points to, `args`
-  // and `reply` outlive the awaitable.
-  asio::awaitable<bool> Handle(rpc::CallContext context, const rpc::CallHeader& header,
-                               std::span<const uint8_t> args, std::vector<uint8_t>& reply);
+  // Admits one call from the host's transport, to be served by dispatcher(): nullopt before
+  // Start and once shutdown began (the call is then dropped, as a listener would). Shutdown
+  // waits for the calls whose pass is alive. A pass and not a coroutine of its own, because
+  // this is on every embedded call's path.
+  std::optional<rpc::TaskGate::Pass> AdmitHostCall() {
+    if (!started_) return std::nullopt;
+    return calls_.TryEnter();
+  }
+  rpc::Dispatcher& dispatcher() { return dispatcher_; }
 
   std::vector<std::pair<uint32_t, uint32_t>> ProgramVersions() const {
     return dispatcher_.ProgramVersions();
