@@ -57,8 +57,8 @@ void NlmService::SmNotify(const rpc::CallContext& context, const nlm_sm_status& 
         args.mon_name, rpc::AddressToString(context.peer_address), context.peer_port);
     return;
   }
-  // As Linux lockd: a host is released only if the state it last told us (lockargs.state)
-  // differs from the notified one. A replayed or late callback, or one that arrives after the
+  // As Linux lockd, a host is released only if its known NSM state differs from the notified
+  // one; here that is also the state its lock requests carried (lockargs.state). A replayed or late callback, or one that arrives after the
   // rebooted client already locked under its new state, must not drop what it holds now. The
   // lock table keeps one state per host, so locks of the old state that such a host still
   // holds beside the new ones stay too. A released host keeps its old state until its next
