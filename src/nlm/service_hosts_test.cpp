@@ -69,6 +69,17 @@ TEST_F(StatusCallbackTest, LocksTakenUnderTheNewStateBeforeTheCallbackSurvive) {
   EXPECT_EQ(service_->stats().hosts_released, 1u);
 }
 
+TEST_F(StatusCallbackTest, ALateCallbackLeavesWhatTheClientLockedUnderItsNewState) {
+  // Same address: the host entry now says state 5, so the callback for 5 releases nothing.
+  // (The lock of state 3 is not told apart from it: the table keeps one state per host.)
+  auto a = From("192.0.2.1");
+  ASSERT_EQ(Lock(a, LockUnder(3, "client-a", 1, 0)).stat, NLM4_GRANTED);
+  ASSERT_EQ(Lock(a, LockUnder(5, "client-a", 2, 20)).stat, NLM4_GRANTED);
+  Notify("client-a", 5);
+  EXPECT_NE(OwnerLocks(locks_, "192.0.2.1").find("X [20,29]"), std::string::npos);
+  EXPECT_EQ(service_->stats().hosts_released, 0u);
+}
+
 TEST_F(StatusCallbackTest, ALaterRebootReleasesAgain) {
   auto a = From("192.0.2.1");
   ASSERT_EQ(Lock(a, LockUnder(3, "client-a", 1, 0)).stat, NLM4_GRANTED);
