@@ -2,7 +2,8 @@
 // its one port (4045, TCP and UDP) only, through rpcgen's NLM clients, Debian's sm-notify and
 // the toy file client. NLM and NSM reach libnlockd through the host's transport, so this checks
 // the embedding API the way an NFS server uses it: lock, conflict, a blocked lock granted by
-// callback, a client reboot, a removed file losing its locks, and a restart with reclaim.
+// callback, a client reboot, a removed file losing its locks, a restart with reclaim, and a
+// client pipelining far past the host's limit of calls in flight on one connection.
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -150,6 +151,27 @@ TEST_F(EmbeddedServer, ARestartRestoresTheLocksAndGraceWaitsForTheirReclaim) {
       std::regex(R"(event: grace ended \(all-reclaimed\))"), kWait))
       << hosts_->nlockd().process().output();
   EXPECT_EQ(Nlm(2, "lock fh=" + f + " " + c2 + " offset=50 length=10"), "lock stat=denied");
+  EXPECT_EQ(hosts_->nlockd().Stop(), 0) << hosts_->nlockd().process().output();
+}
+
+TEST_F(EmbeddedServer, AClientPipeliningFarMoreCallsThanTheLimitGetsEveryReply) {
+  // The client sends 400 000 calls (24 MB) on one connection and reads nothing until the host
+  // stops taking them. The host stops reading at 128 calls whose replies are unwritten, so it
+  // takes only what the sockets' buffers hold before the client reads (about 10 MB at most with
+  // Linux's default limits); without the limit it would read, and queue the replies of, all
+  // of them. Every call must still be answered once, correctly.
+  ASSERT_TRUE(Start({}));
+  auto [status, lines] = hosts_->Run(
+      1, {TOY_FILE_CLIENT_BINARY, hosts_->ServerAddressOf(1), "4045", "pipeline", "400000"},
+      std::chrono::seconds(120));
+  ASSERT_EQ(status, 0) << ::testing::PrintToString(lines);
+  ASSERT_FALSE(lines.empty());
+  std::smatch match;
+  ASSERT_TRUE(
+      std::regex_search(lines.back(), match,
+                        std::regex(R"(^replies=400000 sent_before_reading=(\d+) of (\d+) bytes)")))
+      << lines.back();
+  EXPECT_LT(std::stoull(match[1].str()), std::stoull(match[2].str()) / 2) << lines.back();
   EXPECT_EQ(hosts_->nlockd().Stop(), 0) << hosts_->nlockd().process().output();
 }
 

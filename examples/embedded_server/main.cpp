@@ -20,6 +20,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <asio/awaitable.hpp>
@@ -32,10 +33,12 @@
 #include <asio/post.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/signal_set.hpp>
+#include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
 #include <nlockd/nlockd.hpp>
 
+#include "call_window.hpp"
 #include "record_reader.hpp"
 #include "toy_file_service.hpp"
 #include "xdr_lite.hpp"
@@ -228,10 +231,15 @@ class Host {
 
 // One TCP connection: one read takes whatever the client sent (often several pipelined calls),
 // each record in it is handed on from the read buffer, and the replies that are ready go out
-// together in one write, in completion order.
+// together in one write, in completion order. At kMaxCallsPerConnection calls whose replies are
+// not yet written it stops handing on records and reading, until a write drains some
+// (CallWindow).
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(tcp::socket socket, Host& host) : socket_(std::move(socket)), host_(host) {}
+  Connection(tcp::socket socket, Host& host)
+      : socket_(std::move(socket)),
+        host_(host),
+        room_(socket_.get_executor(), asio::steady_timer::time_point::max()) {}
 
   asio::awaitable<void> Read() {
     auto self = shared_from_this();
@@ -247,12 +255,21 @@ class Connection : public std::enable_shared_from_this<Connection> {
       if (ec) break;
       reader.Filled(n);
       std::span<const uint8_t> record;
-      RecordReader::Status status;
-      while ((status = reader.Next(record)) == RecordReader::Status::kRecord) {
+      RecordReader::Status status = RecordReader::Status::kNeedMore;
+      while (socket_.is_open()) {
+        if (window_.Full()) {
+          // One thread: nothing answers between the check and the wait. A write that drains
+          // the window, or one that fails, cancels the wait.
+          co_await room_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+          continue;
+        }
+        status = reader.Next(record);
+        if (status != RecordReader::Status::kRecord) break;
+        window_.Opened();
         host_.Serve(record, nlockd::Transport::kTcp, peer_address, peer.port(),
                     [self](std::vector<uint8_t> reply) { self->Send(std::move(reply)); });
       }
-      if (status == RecordReader::Status::kTooLarge) break;
+      if (status == RecordReader::Status::kTooLarge || !socket_.is_open()) break;
     }
     socket_.close(ec);
   }
@@ -265,7 +282,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   };
 
   void Send(std::vector<uint8_t> reply) {
-    if (reply.empty() || !socket_.is_open()) return;
+    if (reply.empty() || !socket_.is_open()) return Answered(1);
     const uint32_t mark = 0x80000000U | static_cast<uint32_t>(reply.size());
     outbox_.push_back({{static_cast<uint8_t>(mark >> 24), static_cast<uint8_t>(mark >> 16),
                         static_cast<uint8_t>(mark >> 8), static_cast<uint8_t>(mark)},
@@ -273,6 +290,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (writing_) return;
     writing_ = true;
     asio::co_spawn(socket_.get_executor(), Write(shared_from_this()), asio::detached);
+  }
+
+  // `n` calls are done with: wakes the reader if it waits for room.
+  void Answered(size_t n) {
+    if (window_.Answered(n)) room_.cancel();
   }
 
   asio::awaitable<void> Write(std::shared_ptr<Connection> /*keep_alive*/) {
@@ -291,16 +313,31 @@ class Connection : public std::enable_shared_from_this<Connection> {
       }
       asio::error_code ec;
       co_await asio::async_write(socket_, buffers, asio::redirect_error(asio::use_awaitable, ec));
+      const size_t written = batch.size();
       batch.clear();
-      if (ec) outbox_.clear();
+      if (ec) {
+        // The client is gone: drop what is queued and stop the reader, even if it waits.
+        socket_.close(ec);
+        room_.cancel();
+        Answered(written + std::exchange(outbox_, {}).size());
+        break;
+      }
+      Answered(written);
     }
     writing_ = false;
   }
+
+  // Calls in flight per connection past which it is no longer read (as the daemon's rpc
+  // server): bounds what a client that pipelines without reading its replies makes us hold.
+  static constexpr size_t kMaxCallsPerConnection = 128;
 
   tcp::socket socket_;
   Host& host_;
   std::vector<Outgoing> outbox_;
   bool writing_ = false;
+  CallWindow window_{kMaxCallsPerConnection};
+  // Never expires: the reader waits on it while the window is full; Answered() cancels it.
+  asio::steady_timer room_;
 };
 
 asio::awaitable<void> AcceptLoop(tcp::acceptor& acceptor, Host& host) {

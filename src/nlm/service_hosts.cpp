@@ -1,5 +1,6 @@
 // NlmService and client hosts as a whole: FREE_ALL, the status monitor's reboot callback
-// (procedure 16) and reboots NSM reports, each releasing everything of a host.
+// (procedure 16) and reboots NSM reports, each releasing everything of a host (the callback
+// only of hosts whose known NSM state differs from the notified one).
 #include <asio/ip/address.hpp>
 #include <spdlog/spdlog.h>
 
@@ -9,6 +10,16 @@
 #include "rpc/address.hpp"
 
 namespace nlockd::nlm {
+namespace {
+
+// A rebooted host's lockd may come back on another port: the next callback asks again.
+void ForgetCallbackPort(ClientCaller& caller, const lock::HostInfo& host) {
+  asio::error_code bad;
+  const asio::ip::address address = asio::ip::make_address(host.address, bad);
+  if (!bad) caller.ForgetHost(address);
+}
+
+}  // namespace
 
 asio::awaitable<void> NlmService::FreeAll(const rpc::CallContext& context, nlm4_notify args) {
   // A caller may free only itself, as with Linux lockd: the named host (by key or caller_name)
@@ -46,7 +57,35 @@ void NlmService::SmNotify(const rpc::CallContext& context, const nlm_sm_status& 
         args.mon_name, rpc::AddressToString(context.peer_address), context.peer_port);
     return;
   }
-  HostRebooted(args.mon_name);
+  // As Linux lockd, a host is released only if its known NSM state differs from the notified
+  // one; here that is also the state its lock requests carried (lockargs.state). A replayed or late callback, or one that arrives after the
+  // rebooted client already locked under its new state, must not drop what it holds now. The
+  // lock table keeps one state per host, so locks of the old state that such a host still
+  // holds beside the new ones stay too. A released host keeps its old state until its next
+  // lock request says the new one; until then a replay finds it holding nothing.
+  std::vector<std::string> hosts;
+  locks_.hosts().ForEach([&](const lock::HostInfo& host) {
+    if (!SameHostName(host.id.value(), args.mon_name) && !SameHostName(host.label, args.mon_name)) {
+      return;
+    }
+    if (host.nsm_state == args.state) {
+      spdlog::info(
+          "nlm SM_NOTIFY (procedure 16) for {} state={}: host={} ignored, already at that state",
+          LogValue(args.mon_name), args.state, LogValue(host.id.value()));
+      return;
+    }
+    if (!host.HoldsState()) {
+      // Nothing to release; its lockd may still have moved to another port.
+      ForgetCallbackPort(caller_, host);
+      return;
+    }
+    hosts.push_back(host.id.value());
+  });
+  HostsReleased released;
+  std::vector<JournalEntry> entries;
+  lock::Grants grants;
+  for (const auto& host : hosts) ReleaseHost(host, released, entries, grants);
+  PersistInBackground(std::move(entries), std::move(grants));
 }
 
 HostsReleased NlmService::ReleaseHosts(const std::string& name) {
@@ -66,11 +105,8 @@ HostsReleased NlmService::ReleaseHosts(const std::string& name) {
 
 void NlmService::ReleaseHost(const std::string& host, HostsReleased& released,
                              std::vector<JournalEntry>& entries, lock::Grants& grants) {
-  // Its lockd may come back on another port after a reboot: the next callback asks again.
   if (const lock::HostInfo* info = locks_.hosts().Find(lock::HostId(host)); info != nullptr) {
-    asio::error_code bad;
-    const asio::ip::address address = asio::ip::make_address(info->address, bad);
-    if (!bad) caller_.ForgetHost(address);
+    ForgetCallbackPort(caller_, *info);
   }
   lock::HostReleaseOutcome outcome = locks_.ReleaseHost(lock::HostId(host));
   ForgetHostWaiters(host);

@@ -1,6 +1,9 @@
 #include "nsm/service.hpp"
 
+#include <algorithm>
+#include <exception>
 #include <map>
+#include <set>
 
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
@@ -301,10 +304,19 @@ void NsmService::Notify(const rpc::CallContext& context, const stat_chge& args) 
   std::string source = rpc::AddressToString(context.peer_address);
   std::vector<Registry::Peer> peers = registry_.Match(args.mon_name, source);
   if (peers.empty()) {
-    ++stats_.notify_not_monitored;
-    ++stats_.failed[SM_NOTIFY];
-    spdlog::info("nsm SM_NOTIFY mon_name={} state={} from {} ignored: not monitored",
-                 LogValue(args.mon_name), args.state, source);
+    // A peer registered by address (as Linux's lockd registers its clients) may notify with its
+    // host name from another of its addresses. Only then is the name looked up, in the
+    // background: the common path stays free of lookups.
+    if (resolver_ && registry_.peer_count() != 0 && !NormalizedAddressLiteral(args.mon_name) &&
+        notify_lookups_ < kMaxNotifyLookups) {
+      if (auto pass = gate_.TryEnter()) {
+        ++notify_lookups_;
+        asio::co_spawn(executor_, MatchByResolvedName(args, source, std::move(*pass)),
+                       asio::detached);
+        return;
+      }
+    }
+    NotMonitored(args, source);
     return;
   }
   ++stats_.succeeded[SM_NOTIFY];
@@ -323,6 +335,13 @@ void NsmService::Notify(const rpc::CallContext& context, const stat_chge& args) 
     }
     RejectAddress(peer.name, args, source);
   }
+}
+
+void NsmService::NotMonitored(const stat_chge& args, const std::string& source) {
+  ++stats_.notify_not_monitored;
+  ++stats_.failed[SM_NOTIFY];
+  spdlog::info("nsm SM_NOTIFY mon_name={} state={} from {} ignored: not monitored",
+               LogValue(args.mon_name), args.state, source);
 }
 
 void NsmService::RejectAddress(const std::string& peer, const stat_chge& args,
@@ -347,6 +366,42 @@ asio::awaitable<void> NsmService::CheckByName(std::string peer_name, stat_chge a
     } else {
       RejectAddress(peer.name, args, source);
     }
+  }
+}
+
+asio::awaitable<void> NsmService::MatchByResolvedName(stat_chge args, std::string source,
+                                                      rpc::TaskGate::Pass pass) {
+  rpc::TaskGate::Pass held = std::move(pass);
+  std::vector<std::string> addresses;
+  try {
+    addresses = co_await resolver_->Resolve(args.mon_name);
+  } catch (const std::exception& e) {
+    spdlog::warn("nsm cannot look up SM_NOTIFY mon_name={}: {}", LogValue(args.mon_name), e.what());
+  }
+  --notify_lookups_;
+  // The registry may have changed while we waited: match now. Each peer once.
+  std::vector<Registry::Peer> peers;
+  std::set<std::string> seen;
+  for (const auto& address : addresses) {
+    for (auto& peer : registry_.Match(address, "")) {
+      if (seen.insert(FoldName(peer.name)).second) peers.push_back(std::move(peer));
+    }
+  }
+  if (peers.empty()) {
+    NotMonitored(args, source);
+    co_return;
+  }
+  ++stats_.succeeded[SM_NOTIFY];
+  const bool from_the_name =
+      std::find(addresses.begin(), addresses.end(), source) != addresses.end();
+  for (const auto& peer : peers) {
+    if (options_.check_notifier_address && !from_the_name) {
+      RejectAddress(peer.name, args, source);
+      continue;
+    }
+    spdlog::info("nsm SM_NOTIFY mon_name={} from {}: the name resolves to an address of {}",
+                 LogValue(args.mon_name), source, peer.name);
+    HostRebooted(peer, args, source);
   }
 }
 

@@ -122,7 +122,12 @@ class NsmService {
   void HostRebooted(const Registry::Peer& peer, const stat_chge& args, const std::string& source);
   // Writes the peer's new state into each of its registrations (in the background).
   void PersistPeerState(const Registry::Peer& peer, int32_t state);
+  void NotMonitored(const stat_chge& args, const std::string& source);
   void RejectAddress(const std::string& peer, const stat_chge& args, const std::string& source);
+  // An SM_NOTIFY that matched no peer by name or source address: the peers that have an
+  // address of mon_name, resolved (with check_notifier_address, `source` must be one of them).
+  asio::awaitable<void> MatchByResolvedName(stat_chge args, std::string source,
+                                            rpc::TaskGate::Pass pass);
   asio::awaitable<void> CheckByName(std::string peer_name, stat_chge args, std::string source,
                                     rpc::TaskGate::Pass pass);
   // Validates a registration's names and callback; logs and counts what is wrong.
@@ -145,6 +150,11 @@ class NsmService {
   NsmStats stats_;
   int32_t state_ = 0;
   rpc::TaskGate gate_;
+  // Lookups of MatchByResolvedName in flight. Past the limit an unmatched SM_NOTIFY is ignored
+  // at once, so that a flood of notifications with made-up names (SM_NOTIFY comes from the
+  // network) cannot queue lookups without bound ahead of those that check monitored hosts.
+  static constexpr size_t kMaxNotifyLookups = 16;
+  size_t notify_lookups_ = 0;
   // The blocking BumpState of SM_SIMU_CRASH runs here, never on the executor.
   asio::thread_pool worker_{1};
 };

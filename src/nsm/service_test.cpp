@@ -1,8 +1,12 @@
 #include "nsm/service.hpp"
 
+#include <map>
+
 #include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
 #include <gtest/gtest.h>
 
+#include "rpc/use_tuple.hpp"
 #include "store/open_store.hpp"
 #include "testutil/run_coroutine.hpp"
 
@@ -29,10 +33,25 @@ struct FakeLocal final : LocalStatusReceiver {
 struct FakeResolver final : NameResolver {
   asio::awaitable<std::vector<std::string>> Resolve(std::string name) override {
     asked.push_back(name);
+    if (auto it = by_name.find(name); it != by_name.end()) co_return it->second;
     co_return addresses;
   }
   std::vector<std::string> asked;
-  std::vector<std::string> addresses;
+  std::vector<std::string> addresses;  // For a name not in by_name.
+  std::map<std::string, std::vector<std::string>> by_name;
+};
+
+// Answers nothing until the test releases every lookup (as DNS that does not answer).
+struct StalledResolver final : NameResolver {
+  explicit StalledResolver(asio::any_io_executor executor)
+      : release(std::move(executor), asio::steady_timer::time_point::max()) {}
+  asio::awaitable<std::vector<std::string>> Resolve(std::string name) override {
+    asked.push_back(name);
+    co_await release.async_wait(rpc::kUseTuple);
+    co_return std::vector<std::string>{};
+  }
+  asio::steady_timer release;
+  std::vector<std::string> asked;
 };
 
 struct FakeHook final : RestartHook {
@@ -62,7 +81,7 @@ class NsmServiceTest : public ::testing::Test {
   void Make(NsmOptions options) {
     service_.reset();
     service_ = std::make_unique<NsmService>(io_.get_executor(), *store_, caller_, local_,
-                                            std::move(options));
+                                            std::move(options), resolver_);
     service_->SetRestartHook(&hook_);
     service_->Load(store_->BumpState(), store_->LoadAll().registrations);
   }
@@ -81,6 +100,7 @@ class NsmServiceTest : public ::testing::Test {
   FakeCaller caller_;
   FakeLocal local_;
   FakeHook hook_;
+  NameResolver* resolver_ = nullptr;  // Set before Make().
   std::unique_ptr<NsmService> service_;
 };
 
@@ -357,6 +377,107 @@ TEST(NsmServiceNames, WithoutAResolverAHostKnownOnlyByNameIsRejected) {
   service.Notify(From("10.0.0.5"), stat_chge{"client.example", 3});
   EXPECT_EQ(service.stats().notify_wrong_address, 1u);
   EXPECT_TRUE(caller.calls.empty());
+}
+
+// A peer registered by address (Linux's lockd registers its clients so) whose reboot
+// notification names it by host name, sent from another of its addresses.
+class NsmServiceOtherAddressTest : public NsmServiceTest {
+ protected:
+  NsmServiceOtherAddressTest() {
+    resolver_ = &resolver;
+    Make({});
+    CallMon(Mon("10.0.0.5", 4));
+    testutil::RunCoroutine(
+        io_, service_->MonitorLocal("10.0.0.5", asio::ip::make_address("10.0.0.5"), 3));
+  }
+  FakeResolver resolver;
+};
+
+TEST_F(NsmServiceOtherAddressTest, TheResolvedNameFindsThePeerByItsAddress) {
+  resolver.by_name["client.example"] = {"10.1.0.5", "10.0.0.5"};
+  Notify("client.example", 5, "10.1.0.5");
+  EXPECT_EQ(resolver.asked, std::vector<std::string>{"client.example"});
+  EXPECT_EQ(caller_.calls, std::vector<std::string>{"localhost/16:10.0.0.5@5 priv0=4"});
+  EXPECT_EQ(local_.rebooted, std::vector<std::string>{"10.0.0.5@5"});
+  EXPECT_EQ(service_->stats().crashes_detected, 1u);
+  EXPECT_EQ(service_->stats().succeeded[SM_NOTIFY], 1u);
+  EXPECT_EQ(store_->LoadAll().registrations[0].peer_state, 5);
+  // The same notification again: the state rules apply as to any other match.
+  Notify("client.example", 5, "10.1.0.5");
+  EXPECT_EQ(service_->stats().notify_replayed, 1u);
+  EXPECT_EQ(local_.rebooted.size(), 1u);
+  Notify("client.example", 7, "10.1.0.5");
+  EXPECT_EQ(local_.rebooted, (std::vector<std::string>{"10.0.0.5@5", "10.0.0.5@7"}));
+}
+
+TEST_F(NsmServiceOtherAddressTest, TheSourceMustBeAnAddressOfTheNotifiedName) {
+  // The name is the peer's, but the notification came from elsewhere: spoofed.
+  resolver.by_name["client.example"] = {"10.0.0.5"};
+  Notify("client.example", 5, "192.0.2.66");
+  EXPECT_TRUE(local_.rebooted.empty());
+  EXPECT_TRUE(caller_.calls.empty());
+  EXPECT_EQ(service_->stats().notify_wrong_address, 1u);
+
+  NsmOptions unchecked;
+  unchecked.check_notifier_address = false;
+  service_->SetCallerRules(unchecked);
+  Notify("client.example", 5, "192.0.2.66");
+  EXPECT_EQ(local_.rebooted, std::vector<std::string>{"10.0.0.5@5"});
+}
+
+TEST_F(NsmServiceOtherAddressTest, ANameOfNoMonitoredAddressIsNotMonitored) {
+  resolver.by_name["stranger"] = {"10.9.9.9"};
+  resolver.by_name["unresolvable"] = {};
+  Notify("stranger", 5, "10.9.9.9");
+  Notify("unresolvable", 5, "10.9.9.8");
+  EXPECT_TRUE(local_.rebooted.empty());
+  EXPECT_EQ(service_->stats().notify_not_monitored, 2u);
+  EXPECT_EQ(service_->stats().failed[SM_NOTIFY], 2u);
+}
+
+TEST_F(NsmServiceOtherAddressTest, AMatchByNameOrSourceLooksNothingUp) {
+  resolver.addresses = {"10.0.0.5"};
+  Notify("client.example", 5, "10.0.0.5");  // by source address
+  Notify("10.0.0.5", 7, "10.0.0.5");        // by name
+  Notify("10.0.0.6", 9, "10.0.0.6");        // an address literal: nothing to resolve
+  EXPECT_TRUE(resolver.asked.empty());
+  EXPECT_EQ(local_.rebooted, (std::vector<std::string>{"10.0.0.5@5", "10.0.0.5@7"}));
+  EXPECT_EQ(service_->stats().notify_not_monitored, 1u);
+}
+
+TEST_F(NsmServiceTest, WithNothingMonitoredAnUnmatchedNameIsNotLookedUp) {
+  FakeResolver resolver;
+  resolver_ = &resolver;
+  Make({});
+  Notify("client.example", 5, "10.1.0.5");
+  EXPECT_TRUE(resolver.asked.empty());
+  EXPECT_EQ(service_->stats().notify_not_monitored, 1u);
+}
+
+TEST_F(NsmServiceTest, LookupsForUnmatchedNotificationsAreBounded) {
+  StalledResolver resolver(io_.get_executor());
+  resolver_ = &resolver;
+  Make({});
+  CallMon(Mon("10.0.0.5"));
+  for (int i = 0; i < 20; ++i) {
+    service_->Notify(From("10.1.0.5"), stat_chge{"made-up-" + std::to_string(i), 5});
+  }
+  io_.restart();
+  io_.run_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(resolver.asked.size(), 16u);
+  EXPECT_EQ(service_->stats().notify_not_monitored, 4u);
+  resolver.release.cancel();
+  io_.restart();
+  io_.run_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(service_->stats().notify_not_monitored, 20u);
+  // Room again for the next one.
+  service_->Notify(From("10.1.0.5"), stat_chge{"made-up-again", 5});
+  io_.restart();
+  io_.run_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(resolver.asked.size(), 17u);
+  resolver.release.cancel();
+  io_.restart();
+  io_.run_for(std::chrono::milliseconds(20));
 }
 
 TEST(PrintableName, RefusesControlAndHighBytes) {

@@ -26,8 +26,9 @@ AdminBackend::~AdminBackend() {
   parts_.metrics.SetServiceCountsSource({});
 }
 
-void AdminBackend::MarkListening(const rpc::Server& rpc_server) {
-  rpc_server_.store(&rpc_server);
+void AdminBackend::MarkListening(std::span<const std::unique_ptr<rpc::Server>> rpc_servers) {
+  rpc_servers_.clear();
+  for (const auto& server : rpc_servers) rpc_servers_.push_back(server.get());
   MarkServing();
 }
 
@@ -111,12 +112,14 @@ admin::ServiceCounts AdminBackend::ReadServiceCounts() const {
   }
   counts.reclaims = nlm.reclaims_granted;
 
-  if (const rpc::Server* server = rpc_server_.load()) {
-    const rpc::ServerStats rpc = server->stats();
-    counts.bytes_received = rpc.bytes_received;
-    counts.bytes_sent = rpc.bytes_sent;
-    counts.records_too_large = rpc.records_too_large;
-    counts.open_connections = rpc.open_connections;
+  if (serving_.load()) {
+    for (const rpc::Server* server : rpc_servers_) {
+      const rpc::ServerStats& rpc = server->stats();
+      counts.bytes_received += rpc.bytes_received;
+      counts.bytes_sent += rpc.bytes_sent;
+      counts.records_too_large += rpc.records_too_large;
+      counts.open_connections += rpc.open_connections;
+    }
   }
   return counts;
 }

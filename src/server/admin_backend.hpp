@@ -4,9 +4,12 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
+#include <vector>
 
 #include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>
@@ -78,9 +81,10 @@ class AdminBackend final : public admin::Backend {
 
   // Start-up steps, from the thread that runs server::Core::Start before calls are served.
   // MarkListening also notes the restored state awaiting reclaim, so call it after the lock
-  // table is restored. `rpc_server` must outlive the backend's calls.
+  // table is restored. The RPC counters are summed over every listener in `rpc_servers` (the
+  // main port, --nsm-listen's), which must outlive the backend's calls.
   void MarkStoreLoaded() { store_loaded_.store(true); }
-  void MarkListening(const rpc::Server& rpc_server);
+  void MarkListening(std::span<const std::unique_ptr<rpc::Server>> rpc_servers);
   // Serving calls the host program hands in, without a listener of nlockd's own.
   void MarkServing();
   // Shutting down: calls fail with kUnavailable from now on.
@@ -126,11 +130,11 @@ class AdminBackend final : public admin::Backend {
   std::chrono::milliseconds timeout_;
   Clock::time_point started_;
   std::atomic<bool> store_loaded_{false};
-  std::atomic<const rpc::Server*> rpc_server_{nullptr};
   std::atomic<bool> serving_{false};
   std::atomic<bool> closed_{false};
-  // Written before the executor runs (MarkListening), read on it.
+  // Written before the executor runs (MarkListening), before serving_ is set; read on it.
   uint64_t reclaims_expected_ = 0;
+  std::vector<const rpc::Server*> rpc_servers_;
 };
 
 }  // namespace nlockd::server

@@ -16,11 +16,15 @@
 #include <vector>
 
 #include <asio/co_spawn.hpp>
+#include <asio/connect.hpp>
 #include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
 #include <asio/ip/udp.hpp>
 #include <asio/post.hpp>
+#include <asio/read.hpp>
 #include <asio/use_future.hpp>
+#include <asio/write.hpp>
 #include <gtest/gtest.h>
 
 #include "admin/metrics.hpp"
@@ -31,6 +35,7 @@
 #include "rpc/client.hpp"
 #include "rpc/dispatcher.hpp"
 #include "rpc/message.hpp"
+#include "rpc/server.hpp"
 #include "server/call_metrics.hpp"
 #include "server/nsm_bridge.hpp"
 #include "store/memory/memory_store.hpp"
@@ -521,6 +526,108 @@ TEST_F(AdminBackendTest, RefreshReadsTheServicesOwnCountersIntoTheMetrics) {
   metrics_.Refresh(backend_.Status());
   EXPECT_NE(metrics_.Serialize().find("nlm_reclaims_total 2"), std::string::npos);
   EXPECT_NE(metrics_.Serialize().find(lock_res), std::string::npos);
+}
+
+// A blocking TCP client of one listener: NULL calls and raw record headers.
+class RecordClient {
+ public:
+  explicit RecordClient(uint16_t port) : socket_(io_) {
+    socket_.connect(asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
+  }
+  // Sends procedure 0 of `program` and returns the reply's length.
+  size_t CallNull(uint32_t xid, uint32_t program, uint32_t version) {
+    std::vector<uint8_t> call;
+    xdr::Encoder enc(call);
+    rpc::EncodeCallHeader(enc, xid, program, version, 0);
+    SendHeader(static_cast<uint32_t>(call.size()));
+    asio::write(socket_, asio::buffer(call));
+    std::array<uint8_t, 4> header{};
+    asio::read(socket_, asio::buffer(header));
+    const uint32_t length = ((uint32_t{header[0]} & 0x7f) << 24) | (uint32_t{header[1]} << 16) |
+                            (uint32_t{header[2]} << 8) | uint32_t{header[3]};
+    std::vector<uint8_t> reply(length);
+    asio::read(socket_, asio::buffer(reply));
+    return length;
+  }
+  // Announces a last fragment of `length` bytes.
+  void SendHeader(uint32_t length) {
+    const uint32_t marked = length | 0x80000000U;
+    const std::array<uint8_t, 4> header = {
+        static_cast<uint8_t>(marked >> 24), static_cast<uint8_t>(marked >> 16),
+        static_cast<uint8_t>(marked >> 8), static_cast<uint8_t>(marked)};
+    asio::write(socket_, asio::buffer(header));
+  }
+  // True once the server closed the connection.
+  bool Closed() {
+    std::array<uint8_t, 1> byte{};
+    asio::error_code ec;
+    asio::read(socket_, asio::buffer(byte), ec);
+    return ec == asio::error::eof || ec == asio::error::connection_reset;
+  }
+
+ private:
+  asio::io_context io_;
+  asio::ip::tcp::socket socket_;
+};
+
+TEST_F(AdminBackendTest, RpcCountersSumEveryListener) {
+  // As nlockd with --nsm-listen: NLM on one port, NSM on another.
+  std::vector<std::unique_ptr<rpc::Server>> servers;
+  OnIo([&] {
+    nsm_.Register(dispatcher_);
+    rpc::ServerOptions nlm_options;
+    nlm_options.programs = {nlm::NLM_PROG};
+    rpc::ServerOptions nsm_options;
+    nsm_options.programs = {nsm::SM_PROG};
+    nsm_options.max_record_size = 4096;
+    for (auto* options : {&nlm_options, &nsm_options}) {
+      servers.push_back(std::make_unique<rpc::Server>(io_.get_executor(), dispatcher_, *options));
+      servers.back()->Listen(asio::ip::make_address("127.0.0.1"), 0);
+      servers.back()->Start();
+    }
+  });
+  backend_.MarkListening(servers);
+
+  RecordClient to_nlm(servers[0]->port());
+  RecordClient to_nsm(servers[1]->port());
+  EXPECT_GT(to_nlm.CallNull(1, nlm::NLM_PROG, nlm::NLM4_VERS), 0u);
+  EXPECT_GT(to_nsm.CallNull(2, nsm::SM_PROG, nsm::SM_VERS), 0u);
+  EXPECT_GT(to_nsm.CallNull(3, nsm::SM_PROG, nsm::SM_VERS), 0u);
+  RecordClient oversized(servers[1]->port());
+  oversized.SendHeader(1 << 20);
+  EXPECT_TRUE(oversized.Closed());
+
+  rpc::ServerStats nlm_port;
+  rpc::ServerStats nsm_port;
+  ASSERT_TRUE(Eventually([&] {
+    OnIo([&] {
+      nlm_port = servers[0]->stats();
+      nsm_port = servers[1]->stats();
+    });
+    return nsm_port.records_too_large == 1 && nlm_port.open_connections == 1 &&
+           nsm_port.open_connections == 1;
+  }));
+  EXPECT_GT(nlm_port.bytes_received, 0u);
+  EXPECT_GT(nsm_port.bytes_received, nlm_port.bytes_received);
+  metrics_.Refresh(backend_.Status());
+  const std::string text = metrics_.Serialize();
+  const auto line = [](const std::string& name, uint64_t value) {
+    return "\n" + name + " " + std::to_string(value) + "\n";
+  };
+  EXPECT_NE(text.find(line("rpc_bytes_received_total",
+                           nlm_port.bytes_received + nsm_port.bytes_received)),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(line("rpc_bytes_sent_total", nlm_port.bytes_sent + nsm_port.bytes_sent)),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(line("rpc_connections", 2)), std::string::npos) << text;
+  EXPECT_NE(text.find(R"(rpc_malformed_requests_total{reason="record_too_large"} 1)"),
+            std::string::npos)
+      << text;
+
+  for (auto& server : servers) OnIo(server->Shutdown());
+  OnIo([&] { servers.clear(); });
 }
 
 TEST_F(AdminBackendTest, ReadinessAndCallsBeforeListeningAndAfterClose) {

@@ -438,7 +438,7 @@ void Core::Serve(int32_t state, store::LoadedState loaded) {
   loaded = {};
   for (const auto& server : rpc_servers_) server->Start();
   if (!rpc_servers_.empty()) {
-    admin_backend_.MarkListening(*rpc_servers_.front());
+    admin_backend_.MarkListening(rpc_servers_);
   } else {
     admin_backend_.MarkServing();
   }

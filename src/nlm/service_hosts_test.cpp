@@ -1,0 +1,105 @@
+// The status monitor's reboot callback (procedure 16) as NLM-only mode takes it from the
+// system's statd: only hosts whose known NSM state differs from the notified one are released.
+#include <gtest/gtest.h>
+
+#include "nlm/service.hpp"
+#include "nlm/service_test_fixture.hpp"
+
+namespace nlockd::nlm {
+namespace {
+
+using test_support::NlmServiceTest;
+using test_support::OwnerLocks;
+
+class StatusCallbackTest : public NlmServiceTest {
+ protected:
+  // From the co-resident statd: loopback, a reserved port.
+  void Notify(const char* mon_name, int32_t state) {
+    service_->SmNotify(From("127.0.0.1", 4, 700), nlm_sm_status{mon_name, state, {}});
+  }
+
+  nlm4_lockargs LockUnder(int32_t state, const char* caller, int32_t svid, uint64_t offset) {
+    nlm4_lockargs args = LockArgs(caller, svid, offset, 10);
+    args.state = state;
+    return args;
+  }
+};
+
+TEST_F(StatusCallbackTest, ANewStateReleasesTheHost) {
+  ASSERT_EQ(Lock(From("192.0.2.1"), LockUnder(3, "client-a", 1, 0)).stat, NLM4_GRANTED);
+  ASSERT_EQ(Lock(From("192.0.2.2"), LockUnder(3, "client-b", 2, 20)).stat, NLM4_GRANTED);
+  Notify("client-a", 5);
+  EXPECT_EQ(OwnerLocks(locks_, "192.0.2.1"), "");
+  EXPECT_EQ(OwnerLocks(locks_, "192.0.2.2"), "X [20,29]");
+  EXPECT_EQ(service_->stats().hosts_released, 1u);
+  EXPECT_EQ(caller_.forgotten, std::vector<std::string>{"192.0.2.1"});
+}
+
+TEST_F(StatusCallbackTest, AHostThatNeverSaidItsStateIsReleased) {
+  // lockargs.state 0 is "not said": any notified state is news.
+  ASSERT_EQ(Lock(From("192.0.2.1"), LockUnder(0, "client-a", 1, 0)).stat, NLM4_GRANTED);
+  Notify("client-a", 5);
+  EXPECT_EQ(locks_.Counts().locks, 0u);
+}
+
+TEST_F(StatusCallbackTest, AReplayedCallbackReleasesNothing) {
+  auto a = From("192.0.2.1");
+  ASSERT_EQ(Lock(a, LockUnder(3, "client-a", 1, 0)).stat, NLM4_GRANTED);
+  Notify("client-a", 5);
+  ASSERT_EQ(service_->stats().hosts_released, 1u);
+  // Replayed before the client locks again: the host holds nothing.
+  Notify("client-a", 5);
+  EXPECT_EQ(service_->stats().hosts_released, 1u);
+  // The rebooted client locks under its new state; the same callback again leaves that alone.
+  ASSERT_EQ(Lock(a, LockUnder(5, "client-a", 1, 0)).stat, NLM4_GRANTED);
+  Notify("client-a", 5);
+  Notify("CLIENT-A", 5);
+  EXPECT_EQ(OwnerLocks(locks_, "192.0.2.1"), "X [0,9]");
+  EXPECT_EQ(service_->stats().hosts_released, 1u);
+}
+
+TEST_F(StatusCallbackTest, LocksTakenUnderTheNewStateBeforeTheCallbackSurvive) {
+  // The client held a lock under state 3 from one address, rebooted, came back on another
+  // address and locked under state 5 before its statd's notification reached us.
+  ASSERT_EQ(Lock(From("192.0.2.1"), LockUnder(3, "client-a", 1, 0)).stat, NLM4_GRANTED);
+  ASSERT_EQ(Lock(From("192.0.2.9"), LockUnder(5, "client-a", 1, 20)).stat, NLM4_GRANTED);
+  Notify("client-a", 5);
+  EXPECT_EQ(OwnerLocks(locks_, "192.0.2.1"), "");
+  EXPECT_EQ(OwnerLocks(locks_, "192.0.2.9"), "X [20,29]");
+  EXPECT_EQ(service_->stats().hosts_released, 1u);
+}
+
+TEST_F(StatusCallbackTest, ALateCallbackLeavesWhatTheClientLockedUnderItsNewState) {
+  // Same address: the host entry now says state 5, so the callback for 5 releases nothing.
+  // (The lock of state 3 is not told apart from it: the table keeps one state per host.)
+  auto a = From("192.0.2.1");
+  ASSERT_EQ(Lock(a, LockUnder(3, "client-a", 1, 0)).stat, NLM4_GRANTED);
+  ASSERT_EQ(Lock(a, LockUnder(5, "client-a", 2, 20)).stat, NLM4_GRANTED);
+  Notify("client-a", 5);
+  EXPECT_NE(OwnerLocks(locks_, "192.0.2.1").find("X [20,29]"), std::string::npos);
+  EXPECT_EQ(service_->stats().hosts_released, 0u);
+}
+
+TEST_F(StatusCallbackTest, ALaterRebootReleasesAgain) {
+  auto a = From("192.0.2.1");
+  ASSERT_EQ(Lock(a, LockUnder(3, "client-a", 1, 0)).stat, NLM4_GRANTED);
+  Notify("client-a", 5);
+  ASSERT_EQ(Lock(a, LockUnder(5, "client-a", 1, 0)).stat, NLM4_GRANTED);
+  Notify("client-a", 7);
+  EXPECT_EQ(locks_.Counts().locks, 0u);
+  EXPECT_EQ(service_->stats().hosts_released, 2u);
+}
+
+TEST_F(StatusCallbackTest, ACallbackByCallerNameKeyComparesTheSameState) {
+  NlmOptions options = TestOptions();
+  options.host_key = NlmOptions::HostKey::kCallerName;
+  MakeService(options);
+  ASSERT_EQ(Lock(From("192.0.2.1"), LockUnder(5, "client-a", 1, 0)).stat, NLM4_GRANTED);
+  Notify("client-a", 5);
+  EXPECT_EQ(OwnerLocks(locks_, "client-a"), "X [0,9]");
+  Notify("client-a", 6);
+  EXPECT_EQ(OwnerLocks(locks_, "client-a"), "");
+}
+
+}  // namespace
+}  // namespace nlockd::nlm
