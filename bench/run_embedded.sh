@@ -2,7 +2,8 @@
 # What routing NLM through the embedding API costs: NLM4 LOCK+UNLOCK at 8 connections with 8
 # calls in flight each, against the daemon's own listener (nlockd) and against
 # examples/embedded_server (a host with its own transport that hands each call to
-# LockService::HandleCall on its io_context), alternating, ROUNDS times each, in a private
+# LockService::HandleCall on its io_context; linked with the shared library, and with the static
+# one when the benchmarks built that twin), alternating, ROUNDS times each, in a private
 # network namespace. Both run the same store setup: a fresh SQLite file with persist_locks on.
 # Each run reports calls/s and the server's CPU time per call (user+sys from /proc/PID/stat
 # over the measured seconds, so the warm-up is left out): on a shared machine the CPU per call
@@ -59,17 +60,26 @@ measure() {
 
 median() { sort -n | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 
-# Variants: name, then how to start it.
+# Variants: name, then how to start it. embedded-static is the same host linked with the static
+# library (built with the benchmarks), when there is one.
 variants=(daemon embedded)
-[[ -n "$baseline" ]] && variants=(daemon embedded daemon-baseline embedded-baseline)
+[[ -x "$build/examples/embedded_server_static" ]] && variants+=(embedded-static)
+[[ -n "$baseline" ]] && variants+=(daemon-baseline embedded-baseline)
 declare -A rate cpu
 for round in $(seq "$rounds"); do
   line="round $round:"
-  for variant in "${variants[@]}"; do
+  # Each round starts with the next variant: a slot's place in the round (what ran just before
+  # it, the machine warming) must not favour one variant.
+  shift_by=$(((round - 1) % ${#variants[@]}))
+  order=("${variants[@]:shift_by}" "${variants[@]:0:shift_by}")
+  for variant in "${order[@]}"; do
     case "$variant" in
       daemon) nlockd_start "$build" --store "sqlite:$bench_scratch/$variant-$round.db" ;;
       embedded)
         embedded_start "$build/examples/embedded_server" "$variant-$round" \
+          "$(daemon_allocator "$build")" ;;
+      embedded-static)
+        embedded_start "$build/examples/embedded_server_static" "$variant-$round" \
           "$(daemon_allocator "$build")" ;;
       daemon-baseline)
         nlockd_start "$baseline" --store "sqlite:$bench_scratch/$variant-$round.db" ;;
@@ -98,5 +108,6 @@ summary() {  # DAEMON EMBEDDED LABEL
   }'
 }
 summary daemon embedded ""
+[[ -n "${rate[embedded-static]:-}" ]] && summary daemon embedded-static " (static library)"
 [[ -n "$baseline" ]] && summary daemon-baseline embedded-baseline " (baseline)"
 exit 0
