@@ -266,6 +266,8 @@ class NlmService {
   asio::awaitable<void> SendRes(ClientAddress client, uint32_t version, uint32_t procedure,
                                 std::vector<uint8_t> body, rpc::TaskGate::Pass pass);
   void SpawnRes(const rpc::CallContext& context, uint32_t procedure, std::vector<uint8_t> body);
+  // Releases each of these hosts (keys in the lock table) and journals it in the background.
+  HostsReleased ReleaseHostKeys(const std::vector<std::string>& hosts);
   // Releases everything of `host`; adds it to `released` and appends its journal entry and the
   // grants it made.
   void ReleaseHost(const std::string& host, HostsReleased& released,

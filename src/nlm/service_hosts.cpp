@@ -12,6 +12,11 @@
 namespace nlockd::nlm {
 namespace {
 
+// Whether a monitor's name for a host (its mon_name) names this host: by key or caller_name.
+bool HostNamed(const lock::HostInfo& host, const std::string& name) {
+  return SameHostName(host.id.value(), name) || SameHostName(host.label, name);
+}
+
 // A rebooted host's lockd may come back on another port: the next callback asks again.
 void ForgetCallbackPort(ClientCaller& caller, const lock::HostInfo& host) {
   asio::error_code bad;
@@ -28,7 +33,7 @@ asio::awaitable<void> NlmService::FreeAll(const rpc::CallContext& context, nlm4_
   std::vector<std::string> hosts;
   const std::string peer = rpc::AddressToString(context.peer_address);
   locks_.hosts().ForEach([&](const lock::HostInfo& host) {
-    bool named = SameHostName(host.id.value(), args.name) || SameHostName(host.label, args.name);
+    bool named = HostNamed(host, args.name);
     if (named && !host.address.empty() && host.address == peer) hosts.push_back(host.id.value());
   });
   if (hosts.empty()) {
@@ -58,16 +63,15 @@ void NlmService::SmNotify(const rpc::CallContext& context, const nlm_sm_status& 
     return;
   }
   // As Linux lockd, a host is released only if its known NSM state differs from the notified
-  // one; here that is also the state its lock requests carried (lockargs.state). A replayed or late callback, or one that arrives after the
-  // rebooted client already locked under its new state, must not drop what it holds now. The
-  // lock table keeps one state per host, so locks of the old state that such a host still
-  // holds beside the new ones stay too. A released host keeps its old state until its next
-  // lock request says the new one; until then a replay finds it holding nothing.
+  // one; here that is also the state its lock requests carried (lockargs.state). A replayed or
+  // late callback, or one that arrives after the rebooted client already locked under its new
+  // state, must not drop what it holds now. The lock table keeps one state per host, so locks
+  // of the old state that such a host still holds beside the new ones stay too. A released
+  // host keeps its old state until its next lock request says the new one; until then a
+  // replay finds it holding nothing.
   std::vector<std::string> hosts;
   locks_.hosts().ForEach([&](const lock::HostInfo& host) {
-    if (!SameHostName(host.id.value(), args.mon_name) && !SameHostName(host.label, args.mon_name)) {
-      return;
-    }
+    if (!HostNamed(host, args.mon_name)) return;
     if (host.nsm_state == args.state) {
       spdlog::info(
           "nlm SM_NOTIFY (procedure 16) for {} state={}: host={} ignored, already at that state",
@@ -81,20 +85,18 @@ void NlmService::SmNotify(const rpc::CallContext& context, const nlm_sm_status& 
     }
     hosts.push_back(host.id.value());
   });
-  HostsReleased released;
-  std::vector<JournalEntry> entries;
-  lock::Grants grants;
-  for (const auto& host : hosts) ReleaseHost(host, released, entries, grants);
-  PersistInBackground(std::move(entries), std::move(grants));
+  ReleaseHostKeys(hosts);
 }
 
 HostsReleased NlmService::ReleaseHosts(const std::string& name) {
   std::vector<std::string> hosts;
   locks_.hosts().ForEach([&](const lock::HostInfo& host) {
-    if (SameHostName(host.id.value(), name) || SameHostName(host.label, name)) {
-      hosts.push_back(host.id.value());
-    }
+    if (HostNamed(host, name)) hosts.push_back(host.id.value());
   });
+  return ReleaseHostKeys(hosts);
+}
+
+HostsReleased NlmService::ReleaseHostKeys(const std::vector<std::string>& hosts) {
   HostsReleased released;
   std::vector<JournalEntry> entries;
   lock::Grants grants;
