@@ -55,10 +55,9 @@ asio::awaitable<RpcReply> Serve(server::Core& core, rpc::CallContext context,
 
 // The caller's address, normalised, and its text as NLM keys hosts by. An IPv4 address that
 // parsed is already in the canonical form (inet_pton takes no other), so its text is kept
-// rather than printed again; others are printed. False if it is not an address.
-// A host's calls mostly come from the few peers its connections serve, so the last text parsed
-// on this thread is kept with its result: parsing it again cost as much as a tenth of what the
-// embedding adds to a call.
+// rather than printed again; others are printed. False if it is not an address. A host's calls
+// mostly come from the few peers its connections serve, so the last text parsed on this thread
+// is kept with its result: parsing cost a tenth of what the embedding adds to a call.
 bool SetPeer(std::string_view text, rpc::CallContext& context) {
   struct ParsedPeer {
     std::string text;

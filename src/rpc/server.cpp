@@ -8,9 +8,7 @@
 #include "rpc/use_tuple.hpp"
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
-#include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
-#include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
 #include <spdlog/spdlog.h>
 
