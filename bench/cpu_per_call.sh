@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Server CPU per call and calls/s, NLM4 LOCK+UNLOCK against RPC NULL, for one or more nlockd
 # binaries in one session (before/after comparisons on a shared machine): each round starts each
 # binary afresh and runs NULL, then LOCK+UNLOCK, with the same connections and pipeline; the CPU

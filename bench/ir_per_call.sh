@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # User-space instructions nlockd executes per call, NULL and then NLM4 LOCK+UNLOCK (C=8 P=8),
 # counted by valgrind's callgrind with its counters zeroed before and dumped after each run: a
 # figure that other load on the machine disturbs far less than time (only through batching:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
 # Sourced by the bench scripts (bench/run_*.sh, bench/nsm/run_*.sh): a scratch directory and an
 # nlockd on a free loopback port, both gone when the script exits however it ends.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # What routing NLM through the embedding API costs: NLM4 LOCK+UNLOCK at 8 connections with 8
 # calls in flight each, against the daemon's own listener (nlockd) and against
 # examples/embedded_server (a host with its own transport that hands each call to

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # 200 blocked waiters released at once: time until every GRANTED_MSG callback is acknowledged,
 # with every client answering and with 10% of them silent. Runs nlockd and the bench
 # in a private network namespace (needs root) so that the 127.x.y.z client addresses meet

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The lock journal's cost, in one run: NLM4 LOCK+UNLOCK against the RPC NULL ceiling of the same
 # server, at C = 1, 8, 64 connections x P = 1, 8 calls in flight, one client host and a host per
 # connection, for each configuration in turn:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # NLM4 LOCK+UNLOCK against the RPC NULL ceiling of the same server, in one run: 1, 8 and 64
 # connections, 1 and 8 calls in flight each, once from one client host and once with every
 # connection a different host (its own 127.1.x.y source address). nlockd runs as configured by

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # NLM4 TEST against a file holding 100,000 locks, against TEST on a file holding 1 lock and the
 # RPC NULL ceiling of the same server, in one run. The files are filled over the wire.
 # Usage: bench/run_nlm_test.sh [BUILD_DIR] [SECONDS]

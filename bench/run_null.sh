@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The RPC NULL ceiling: starts nlockd from BUILD_DIR on a free loopback port and drives NULL
 # (NLM v4 procedure 0) at 1, 8 and 64 connections with 1 and 8 calls in flight each.
 # Usage: bench/run_null.sh [BUILD_DIR] [SECONDS]

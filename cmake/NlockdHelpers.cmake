@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Warnings every nlockd target compiles with.
 add_library(nlockd_warnings INTERFACE)
 target_compile_options(nlockd_warnings INTERFACE

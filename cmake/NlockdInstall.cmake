@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # `cmake --install`: libnlockd (shared and static), its public headers, the CMake package
 # (nlockdConfig.cmake, its version file, targets nlockd::nlockd and nlockd::nlockd_static),
 # nlockd.pc, the binaries, the systemd unit, the example config and the docs.

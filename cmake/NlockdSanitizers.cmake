@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 if(NLOCKD_SANITIZE STREQUAL "address")
   add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all)
   add_link_options(-fsanitize=address,undefined)

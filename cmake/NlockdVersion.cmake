@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The build's identity for `nlockd --version`, `nlockctl --version`, /api/v1/status and the
 # nlockd_build_info metric: the project version, the git revision and the build type, in the
 # private header nlockd_build_info.hpp (not installed).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Checks the shipped Grafana dashboard and Prometheus alert rules: promtool accepts the rules,
 # and every metric they name is one a running nlockd exports (its /metrics scraped after a few
 # NLM and NSM calls, so that the per-procedure families exist).

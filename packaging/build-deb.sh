@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the Debian packages (nlockd, libnlockd0, nlockd-dev) from this checkout with
 # `dpkg-buildpackage -b -us -uc`, in a copy of the tracked and new files under build-deb/ (so
 # that the .deb files land in build-deb/ rather than beside the checkout, and ccache sees the
 # same paths every time). The git revision is passed in, since the copy has no .git.
 # Usage: packaging/build-deb.sh      -> prints the paths of the .deb files it built
+# NLOCKD_MAINTAINER="Full Name <address>" puts whoever builds a release in debian/control's
+# Maintainer field and the changelog's trailer of the copy (the tree keeps the team's entry).
+# DEB_BUILD_OPTIONS defaults to nocheck (scripts/test.sh runs every test itself); without it
+# the package build also runs the unit tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -26,6 +31,10 @@ git ls-files -z --cached --others --exclude-standard | grep -zv '^build' |
   xargs -0 tar -cf - --no-recursion | tar -xf - -C "$src"
 
 cd "$src"
+if [[ -n "${NLOCKD_MAINTAINER:-}" ]]; then
+  sed -i "s|^Maintainer: .*|Maintainer: $NLOCKD_MAINTAINER|" debian/control
+  sed -i "s|^ -- .* <[^>]*>  | -- $NLOCKD_MAINTAINER  |" debian/changelog
+fi
 export NLOCKD_GIT_REVISION="$revision"
 export CCACHE_BASEDIR="$src"
 export DEB_BUILD_OPTIONS="${DEB_BUILD_OPTIONS:-nocheck} parallel=$(nproc)"

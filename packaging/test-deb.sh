@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # CI for the Debian packages: builds them (packaging/build-deb.sh), runs lintian (no error
 # allowed), installs them on this machine with dpkg -i, runs the installed daemon as the nlockd
 # user with the unit's own ExecStart line (under systemd when it is PID 1), smoke-tests it with
@@ -69,6 +70,15 @@ grep -q '^store = "sqlite:/var/lib/nlockd/nlockd.db"$' /etc/nlockd/nlockd.toml |
 ldd /usr/sbin/nlockd | contains 'libtcmalloc_minimal\.so' || fail "nlockd does not link tcmalloc"
 dpkg-query -W -f='${Depends}\n' nlockd | contains 'libtcmalloc-minimal4' ||
   fail "the package does not depend on libtcmalloc-minimal4"
+# The licence: machine-readable copyright in every package, and in the library's metadata.
+for package in nlockd libnlockd0 nlockd-dev; do
+  contains '^License: Apache-2.0$' <"/usr/share/doc/$package/copyright" ||
+    fail "$package's copyright does not name Apache-2.0"
+done
+contains '^License: Apache-2.0$' </usr/lib/x86_64-linux-gnu/pkgconfig/nlockd.pc ||
+  fail "nlockd.pc names no licence"
+contains 'set(nlockd_LICENSE "Apache-2.0")' </usr/lib/x86_64-linux-gnu/cmake/nlockd/nlockdConfig.cmake ||
+  fail "nlockdConfig.cmake names no licence"
 /usr/bin/nlockctl --version | contains "^nlockctl $version " || fail "nlockctl --version"
 runuser -u nlockd -- /usr/sbin/nlockd --config /etc/nlockd/nlockd.toml --check-config \
   >"$scratch/check.txt" || fail "--check-config of the packaged config"

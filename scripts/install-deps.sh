@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs the Debian 12 packages nlockd needs, and only those that are missing, so that a second
 # run needs no network.
 #   scripts/install-deps.sh          build and run nlockd

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds nlockd with ASan+UBSan and -Werror, runs every test (unit, db, integration) against a
 # PostgreSQL server this script starts, then an out-of-tree consumer of the installed library,
 # then a Linux kernel NFS client under QEMU against that nlockd, then the Debian packages (built,

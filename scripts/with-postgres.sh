@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs COMMAND against a private PostgreSQL server, then stops the server and removes it.
 #   scripts/with-postgres.sh COMMAND [ARGS...]
 #   e.g. scripts/with-postgres.sh ctest --test-dir build -L db

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nlockd-grant-bench: N blocked waiters released at once. One holder locks a whole
 // file; N client hosts (each its own UDP socket on 127.<case>.x.y) queue a blocking LOCK_MSG
 // for a range of their own and get LOCK_RES BLOCKED; the holder unlocks, nlockd grants all N at

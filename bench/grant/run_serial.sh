@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Grant after unlock, one waiter released N times in a row: each time nlockd calls the waiter
 # back with NLM4_GRANTED at the port the waiter's portmapper (played by the bench on
 # 127.2.0.1:111) names. Reports UNLOCK -> GRANTED p50/p99 and how many GETPORTs nlockd asked.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # HA takeover with 1,000 simulated client hosts x 10 locks (by default) after kill -9, SIGTERM
 # (planned move) and a partition of the active from PostgreSQL, then NLM4 LOCK+UNLOCK throughput
 # with the PostgreSQL store (without and with --ha) against SQLite, in one run, in a private

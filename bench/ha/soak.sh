@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The randomized HA fault run of tests/integration/ha_fault_test.cpp (kill -9, partition from
 # PostgreSQL, SIGTERM move, each round under LOCK/UNLOCK load with the clients' checker), for
 # ROUNDS rounds (default 100) against a private PostgreSQL. Needs root.

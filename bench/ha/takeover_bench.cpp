@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nlockd-takeover-bench: HA takeover with H simulated client hosts (default 1,000) holding L
 // locks each (default 10). Node A (nlockd --ha on a PostgreSQL store) serves and the hosts take
 // their locks; node B waits as standby; then a fault of A: kill -9, SIGTERM or `nlockctl

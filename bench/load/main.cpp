@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nlockd-load: drives an RPC server with a closed-loop load and prints calls per second and
 // latency percentiles. By default it calls NULL of NLM version 4.
 #include <cstdlib>

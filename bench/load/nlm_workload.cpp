@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "bench/load/nlm_workload.hpp"
 
 #include "nlm/wire.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Lock manager micro-benchmarks: uncontended LOCK+UNLOCK on an empty file and on a file holding
 // 100,000 other locks (the ratio shows the conflict search is O(log n + k), not O(n)), TEST on
 // that file, and the memory held per lock with 1,000,000 locks over 10,000 files.

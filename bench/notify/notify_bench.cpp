@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nlockd-notify-bench: one restart-notification round to many monitored hosts on loopback
 // addresses (127.a.b.c), a share of which never answer.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nlockd-nsm-bench: SM_MON durable registrations per second at 1 and 64 connections against
 // the RPC NULL ceiling of the same server in the same run, and SM_MON latency (one client,
 // one call at a time) with no registrations present and with 10,000 present.

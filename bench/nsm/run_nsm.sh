@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # SM_MON throughput (1 and 64 clients, durable on SQLite) against the RPC NULL ceiling, and SM_MON
 # latency with no registrations and with 10,000 present, against a fresh nlockd on a fresh
 # SQLite file. Usage: bench/nsm/run_nsm.sh [BUILD_DIR] [SECONDS]

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # SM_NOTIFY received -> status callback sent (1 and 10,000 registrations) and SM_SIMU_CRASH with
 # 10,000 monitored hosts, in a private network namespace (needs root): there the bench can play
 # rpcbind on :111 for this host and for every peer on 127.a.b.c, and nlockd asks it.

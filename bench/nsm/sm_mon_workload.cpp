@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "bench/nsm/sm_mon_workload.hpp"
 
 #include "nsm/wire.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nlockd-nsm-status-bench: against a running nlockd, (1) SM_NOTIFY received -> status callback
 // sent, with 1 registration present and with N (default 10,000), measured from sending the
 // SM_NOTIFY to the callback's arrival at a local callback server; (2) SM_SIMU_CRASH with N

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nlockd-recovery-probe: a client host that wants its first lock as soon as the server can
 // give it. From the moment it starts it asks the server's rpcbind for NLM 4 over UDP (PMAP
 // GETPORT) and, once a port is known, sends NLM4 LOCK (non-blocking) until GRANTED, every

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Recovery latencies with real processes, each host its own network namespace with its own
 # rpcbind (Debian's) and /run: a server host running nlockd and two client hosts.
 #   fresh    exec of nlockd on an empty store -> first lock granted to a client that has been

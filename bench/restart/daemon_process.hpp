@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 // nlockd started by a benchmark, its log lines timestamped as they arrive (the restart and HA

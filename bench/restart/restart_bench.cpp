@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nlockd-restart-bench: restart-to-available. H simulated client hosts (default 1,000)
 // take L locks each (default 10) from a fresh nlockd on a SQLite store; nlockd is killed with
 // SIGKILL and started again on the same store. Each host's status monitor reclaims the host's

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Restart-to-available after kill -9 (1,000 hosts x 10 locks by default, SQLite store), then
 # NLM4 LOCK+UNLOCK throughput with --persist-locks true and false against the same kind of store,
 # in one run, in a private network namespace (needs root): there every simulated host has its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 // The client hosts of the restart benchmark, all in this process: host i is the loopback

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Store benchmarks (speed is measured here, never asserted in tests).
 //   store_bench                                  SQLite only
 //   scripts/with-postgres.sh store_bench         SQLite and PostgreSQL

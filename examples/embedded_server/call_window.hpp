@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 // The calls of one connection that are in flight: read, but their replies not yet written (or

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // embedded_server end to end: client hosts in network namespaces talk to the example host on
 // its one port (4045, TCP and UDP) only, through rpcgen's NLM clients, Debian's sm-notify and
 // the toy file client. NLM and NSM reach libnlockd through the host's transport, so this checks

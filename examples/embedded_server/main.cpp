@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // embedded_server: a small RPC server that embeds libnlockd, as a user-space NFS server would.
 // It owns the transport (TCP with record marking and UDP, one port), serves its own program (a
 // toy file service, toy_file_service.hpp) and routes NLM (100021) and NSM (100024) calls to an

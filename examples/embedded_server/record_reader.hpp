@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 // ONC RPC record marking over TCP (RFC 5531 section 11), read from a buffered stream: a read

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // toy_file_client: calls the toy file service of embedded_server.
 //   toy_file_client SERVER PORT lookup|remove NAME
 //   toy_file_client SERVER PORT pipeline COUNT

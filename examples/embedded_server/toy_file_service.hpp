@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 // The example's own RPC program: a toy file service that hands out file handles, as an NFS

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 // The few XDR pieces the example's transport needs (RFC 4506): big-endian words, opaque data

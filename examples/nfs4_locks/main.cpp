@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nfs4_locks: libnlockd's lock manager without the wire, as an NFSv4 server uses it. NFSv4
 // carries LOCK, LOCKT and LOCKU in its own compound procedures and polls for blocked locks, so
 // the server asks the lock table directly; sharing the table with NLM (were it routed too)

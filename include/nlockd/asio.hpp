@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 // Asio forms of LockService's asynchronous calls, for hosts built on standalone Asio (the same

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 // NLOCKD_EXPORT marks what libnlockd.so exports; everything else in it is hidden.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 // libnlockd: an NFS lock manager (NLM and NSM) to link into an NFS server. See

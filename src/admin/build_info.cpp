@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "admin/build_info.hpp"
 
 #include <prometheus/gauge.h>

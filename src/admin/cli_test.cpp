@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nlockctl, the real binary, run against an AdminServer over a FakeBackend.
 #include "admin/cli.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "admin/json_views.hpp"
 
 #include "nlockd_build_info.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The API over real HTTP (127.0.0.1, a free port) against a FakeBackend: every endpoint, its
 // filters and paging, and the error answers.
 #include "admin/router.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The public nlockd::LockService over server::Core: threads, executors and the conversions
 // between the public plain types and the internal ones.
 #include "nlockd/lock_service.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The public API from inside the tree: what the examples and the out-of-tree consumer do not
 // reach (sockets given by the host, several services in one process, the host's io_context
 // run by several threads, calls refused before Start and after Shutdown, bad input).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "lock/grace_period.hpp"
 
 #include "base/error.hpp"

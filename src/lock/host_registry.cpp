@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "lock/host_registry.hpp"
 
 namespace nlockd::lock {

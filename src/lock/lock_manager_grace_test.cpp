@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // LockManager: grace period, reclaims and restored state.
 
 #include <chrono>

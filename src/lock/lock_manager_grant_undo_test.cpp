@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // LockManager: taking back a granted block (CANCEL of a granted block, a revoked grant) gives
 // the owner back what it held over the range before the grant, not nothing.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // LockManager: host release (crash clean-up, FREE_ALL) and the host registry.
 
 #include <gtest/gtest.h>

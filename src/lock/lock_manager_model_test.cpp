@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // LockManager against a deliberately simple reference model: thousands of random operations by
 // several owners on one small file, compared after every step — status, holder, waiter ids,
 // grants (in order), the lock set and the waiter records.

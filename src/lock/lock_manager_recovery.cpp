@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // LockManager: host release, grace period and restored state.
 
 #include <exception>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // LockManager: undoing a change that was made but must not stand. A LOCK, UNLOCK, SHARE or
 // UNSHARE the protocol layer could not persist, and a granted block taken back (CANCEL, a
 // revoked grant), give the owner back exactly what it held before over the range, not nothing:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // LockManager: undoing a LOCK, UNLOCK, SHARE or UNSHARE gives the owner back exactly its prior
 // state.
 

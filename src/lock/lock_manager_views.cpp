@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // LockManager: read-only views for the store, the admin API and tests.
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // LockManager: blocked requests, grants, cancel, revoke.
 
 #include <gtest/gtest.h>

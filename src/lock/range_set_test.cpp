@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "lock/range_set.hpp"
 
 #include <gtest/gtest.h>

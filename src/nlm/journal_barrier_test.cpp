@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // JournalBarrier: the calls of one turn share one journal write and all see its outcome.
 #include "nlm/journal_barrier.hpp"
 

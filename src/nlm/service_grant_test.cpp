@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GRANTED callbacks of blocked locks: the per-waiter record (version, caller, address), the
 // cookie and who may answer it, callbacks that stop once their grant is gone, and how each grant
 // is counted (acknowledged, refused, failed).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NlmService's GRANTED callbacks: the record each blocked LOCK leaves for its callback, and the
 // delivery of a grant (cookie, retries, GRANTED_RES) until it is acknowledged, refused, or
 // taken back by CANCEL, UNLOCK or a host release.

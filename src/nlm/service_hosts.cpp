@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NlmService and client hosts as a whole: FREE_ALL, the status monitor's reboot callback
 // (procedure 16) and reboots NSM reports, each releasing everything of a host (the callback
 // only of hosts whose known NSM state differs from the notified one).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The status monitor's reboot callback (procedure 16) as NLM-only mode takes it from the
 // system's statd: only hosts whose known NSM state differs from the notified one are released.
 #include <gtest/gtest.h>

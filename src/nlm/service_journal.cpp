@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NlmService and the lock journal: the owner's turn, writing a call's change before its answer,
 // undoing a change that could not be written, and the grants that wait for their write
 // (docs/architecture.md, journal-before-answer).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The lock journal: every change of the lock and share table is recorded, in order, before
 // the call is answered and before a granted waiter is called back; a failed write fails closed.
 #include "nlm/service.hpp"

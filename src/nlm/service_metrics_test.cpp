@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What NlmService tells the metrics through the dispatcher: the protocol status of each reply
 // (CallContext::result), granted reclaims, and the _RES calls by procedure and outcome.
 #include <string>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The procedure table of NlmService: every procedure of versions 1, 3 and 4, in one place.
 // The class's header comes first: Asio picks its coroutine-frame allocator by what was included
 // before it, and every file must pick the same one (a mismatch aborts under ASan).

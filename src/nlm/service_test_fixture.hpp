@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fixture of NlmService's unit tests: fakes for the monitor, the client calls and the lock
 // journal, and a service on a test io_context.
 #pragma once

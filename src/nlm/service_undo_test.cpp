@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Undoing what NLM granted: a granted block taken back (CANCEL, an unreachable client) gives the
 // owner back what it held before; a LOCK or SHARE undone after its journal write failed never
 // overwrites a later call of the same owner.

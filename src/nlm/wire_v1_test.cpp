@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NLM versions 1 and 3 codec against the rpcgen routines of the system's nlm_prot.x.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NLM version 4 codec against the rpcgen routines of tests/integration/rpcgen/nlm4_prot.x.
 #include <cstring>
 

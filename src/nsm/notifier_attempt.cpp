@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Notifier::Attempt: one SM_NOTIFY to one host (resolve, the peer's rpcbind, the call).
 #include <algorithm>
 

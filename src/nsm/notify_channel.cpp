@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "nsm/notify_channel.hpp"
 
 #include <algorithm>

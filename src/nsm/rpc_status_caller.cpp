@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "nsm/rpc_status_caller.hpp"
 
 #include <asio/steady_timer.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The procedure table of NsmService, in one place.
 #include "nsm/service.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The NSM codec against rpcgen's routines for the system's sm_inter.x (with SM_NOTIFY added).
 #include "nsm/wire.hpp"
 

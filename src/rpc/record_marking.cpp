@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "rpc/record_marking.hpp"
 
 #include <algorithm>

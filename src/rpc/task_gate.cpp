@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "rpc/task_gate.hpp"
 
 #include "rpc/use_tuple.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // AdminBackend: start-up marks, status and readiness, the grace view, and the services' own
 // counters for Metrics.
 #include "server/admin_backend.hpp"

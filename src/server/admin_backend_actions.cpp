@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // AdminBackend's actions: what the admin API changes (a registration deleted, a host released,
 // grace ended, SM_NOTIFY sent again), each done on the executor the way the protocol would.
 #include <optional>

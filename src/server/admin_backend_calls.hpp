@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // AdminBackend's way onto the executor, shared by its three files (see admin_backend.hpp).
 

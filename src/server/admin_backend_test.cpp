@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // AdminBackend over the real services, wired as Server wires them (server.cpp) with the memory
 // store: the views and actions against real lock and NSM state. The executor runs on its own
 // thread, as in nlockd, and the test calls the backend from the main thread, as the HTTP

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // AdminBackend's read views: registrations, hosts, locks, shares and waiters, each taken on the
 // executor and paged on the caller's thread.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GraceController: the start-up grace period over a real LockManager and store (memory, and a
 // SQLite file where the store's own completeness record matters). Time is a ManualClock; the
 // controller's watcher ticks every millisecond of real time.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "server/ha_lease_keeper.hpp"
 
 #include <algorithm>

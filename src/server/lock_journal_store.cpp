@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "server/lock_journal_store.hpp"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // StoreLockJournal and the start-up recovery decisions, on the memory store.
 
 #include "server/lock_journal_store.hpp"

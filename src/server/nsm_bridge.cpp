@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "server/nsm_bridge.hpp"
 
 #include <spdlog/spdlog.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The conformance suite every Store implementation passes; the backends' own test files
 // instantiate it.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "xdr/encoder.hpp"
 
 #include "base/error.hpp"

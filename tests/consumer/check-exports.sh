@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Checks that a libnlockd.so exports the public API and nothing else (cmake/libnlockd.map): every
 # defined dynamic symbol is in namespace nlockd, but for Asio's per-thread call stack, which a
 # host on the same Asio must share with the library.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Uses only the installed headers and library: starts a LockService on a free port, sends it
 // an NLM NULL and an NSM SM_STAT through HandleCall, takes a lock and reads it back through the
 // admin view; exits 0 when every answer is right.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs the nlockd tree built in BUILD_DIR to a temporary prefix, then builds and runs
 # tests/consumer/consumer.cpp against that prefix only: with find_package(nlockd) (the shared
 # and the static library) and with pkg-config. Reuses BUILD_DIR (builds only what `install`

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: bytes in -> record marking -> RPC message decode -> dispatch.
 // The first input byte picks the path: even = a TCP byte stream, odd = one UDP datagram.
 #include <cstddef>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The admin HTTP server of the real nlockd: NLM locks and NSM registrations made with the rpcgen
 // clients, then checked and steered through real HTTP requests (cpp-httplib), promtool, and the
 // built nlockctl.

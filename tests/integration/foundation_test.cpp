@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The foundation against clients nobody here wrote: rpcgen-generated libtirpc clients, rpcinfo
 // and rpcbind from Debian's packages, and raw bytes for what no polite client sends.
 #include <arpa/inet.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "integration/ha_fault_clients.hpp"
 
 #include <fcntl.h>

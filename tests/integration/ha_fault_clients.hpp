@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 // The client hosts of the HA fault tests: one thread per host, inside the host's network

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // HA faults with real processes in network namespaces (run under scripts/with-postgres.sh; ctest
 // label "db"), on the network of ha_topology.hpp: the test itself moves the service address
 // (ip addr del/add, then the clients forget the old neighbour entry, as a cluster manager's

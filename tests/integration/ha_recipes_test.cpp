@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The floating-address recipes of docs/operator-guide.md with the real software, on the network
 // of ha_topology.hpp (run under scripts/with-postgres.sh as root; ctest label "db"):
 //   - Debian's ocf-tester against contrib/ocf/nlockd and a real nlockd;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // HA on a real PostgreSQL (run under scripts/with-postgres.sh; ctest label "db"): two nlockd
 // processes of one service, one active and one standby. The active is killed, stopped or loses
 // its lease; the standby must take the service over with its lock table, notify the monitored

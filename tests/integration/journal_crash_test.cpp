@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The lock journal under kill -9: lanes of NLM clients lock and unlock ranges that they contend
 // for, nlockd is killed at a random moment, started again on the same store, and its restored
 // lock table must hold every lock whose LOCK was answered GRANTED (and not released since), none

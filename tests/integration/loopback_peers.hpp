@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 // Many client hosts on one machine, for the recovery tests: host i is the loopback address

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Who may release a host's state: FREE_ALL only from the host it names, procedure 16 (the
 // status monitor's reboot callback) only from the local status monitor. Client hosts are
 // loopback addresses (LoopbackPeers numbering): every one of them is "local", none of them is

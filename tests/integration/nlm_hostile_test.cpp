@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Malformed and hostile NLM input against the real nlockd: fields past their bounds, lengths
 // that lie, truncated arguments, values no enum has, versions and procedures that do not exist.
 // Each gets its RPC error (GARBAGE_ARGS, PROG_MISMATCH, PROC_UNAVAIL, RPC_MISMATCH) and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 // Test hosts for the NLM tests that need callbacks or several client addresses (TestHosts on

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NLM between hosts: nlockd in a server network namespace, clients in namespaces of their own,
 // each with its own rpcbind. Blocked locks come back as GRANTED or GRANTED_MSG callbacks to the
 // client host's NLM service, which nlockd finds through that host's rpcbind (as Linux and

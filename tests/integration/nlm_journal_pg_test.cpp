@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NLM over the lock journal on a real PostgreSQL (run under scripts/with-postgres.sh; ctest label
 // "db"): when the database is gone for longer than the store's retry limit, or refuses nlockd's
 // role, a release is not answered as done unless it is written. What the answer said, what

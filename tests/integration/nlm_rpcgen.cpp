@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The version-independent half of nlm_rpcgen.hpp: creating libtirpc clients and picking the
 // generated code of a version family.
 #include "integration/nlm_rpcgen.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 // NLM calls through the stubs and XDR routines that rpcgen generated from the system's

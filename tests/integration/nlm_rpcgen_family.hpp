@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 // The shared body of nlm_rpcgen_v1.cpp and nlm_rpcgen_v4.cpp: everything written once against

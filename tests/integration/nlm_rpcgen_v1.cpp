@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nlm_rpcgen.hpp for versions 1 and 3: the stubs and XDR routines rpcgen made from
 // the system's rpcsvc/nlm_prot.x (with NLM_NULL added). The CLIENT carries the version: the
 // version-1 stubs serve version 3 too, and the version-3 ones (SHARE...) sent on a version-1

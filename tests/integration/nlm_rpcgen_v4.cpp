@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nlm_rpcgen.hpp for version 4: the stubs and XDR routines rpcgen made from
 // tests/integration/rpcgen/nlm4_prot.x (RFC 1813, Appendix II).
 #include "integration/nlm_rpcgen_family.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nlockd under AddressSanitizer with every check on, alloc-dealloc-mismatch included. Asio's
 // aligned new and delete once paired differently across translation units, depending on which
 // header a file included first; the build now pins that choice (docs/decisions/0002), and this

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NLM against the real nlockd on 127.0.0.1, through clients nobody here wrote: rpcgen's stubs
 // from the system's rpcsvc/nlm_prot.x (versions 1 and 3) and from our RFC 1813 nlm4_prot.x
 // (version 4), over TCP and UDP; raw datagrams, encoded by rpcgen's XDR routines, where the

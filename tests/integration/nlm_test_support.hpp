@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 // Shared by the NLM integration tests that talk to nlockd on 127.0.0.1 from this process:

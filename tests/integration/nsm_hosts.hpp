@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 // Test hosts for the NSM tests (TestHosts on 10.198.n.0/24): clients run nsm_client,

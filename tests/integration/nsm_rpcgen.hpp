@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 // NSM (program 100024 version 1) through the stubs rpcgen generates from the system's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nlockd's restart notification against Debian's rpc.statd (nfs-common) as a peer's status
 // monitor: peer host P (client host 1) runs its own rpcbind, rpc.statd and a local "lock
 // manager" (nsm_status_server serving program 100021, procedure 16), which asks P's statd to

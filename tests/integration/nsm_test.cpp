@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NSM against the real nlockd: rpcgen's stubs from the system's sm_inter.x for every procedure,
 // raw bytes for malformed calls, network-namespace hosts for the loopback rule and status
 // callbacks, and Debian's sm-notify as a rebooting client whose locks must go.

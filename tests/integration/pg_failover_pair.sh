@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # A PostgreSQL primary with a synchronous streaming replica, for the HA failover test
 # (tests/integration/ha_test.cpp): both in DIR, both on 127.0.0.1, run as the postgres user
 # when called as root. Synchronous replication (synchronous_commit on, the replica named in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "integration/raw_rpc.hpp"
 
 #include <arpa/inet.h>

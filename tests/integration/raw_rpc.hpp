@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 // ONC RPC messages as bytes (RFC 5531), for what no polite client sends: retransmissions with

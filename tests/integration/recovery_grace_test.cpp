@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The edges of the grace period after a restart: a host that never answers its
 // notification, SM_SIMU_CRASH as a restart in place, and what is refused during and after grace.
 #include <chrono>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A client host reboots: nfs-common's sm-notify, run on the rebooted host, tells
 // nlockd; the host's locks and shares must go from memory and from the store, and the host
 // that waited behind them must be granted through its GRANTED callback.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Restored locks that leave without their reclaim: a host that reboots during grace loses
 // them, and they count as dropped, not reclaimed, in the log and the admin API.
 #include <chrono>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nlockd restarted on the store it crashed with: a hundred client hosts on loopback
 // addresses hold locks, nlockd is killed with SIGKILL and started again; every host must learn
 // of the restart from SM_NOTIFY, get its locks back by reclaiming them, and the service must

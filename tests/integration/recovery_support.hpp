@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 // Shared by the restart-recovery tests: nlockd on a SQLite store in a temporary

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nlockd in the roles beside the Linux NFS stack, between network-namespace hosts: NLM alone
 // beside Debian's rpc.statd (nfs-common), as NFS-Ganesha runs; and NLM alone beside nlockd
 // serving NSM alone (in place of rpc.statd). Client host 1 takes a lock (the server's NLM asks

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Registration with Debian's rpcbind, as `rpcinfo` shows it: rpcbind v4 entries with netids
 // and owners, a mapping another process holds left alone at start and at shutdown, and an
 // rpcbind that comes up after nlockd. (rpcbind's v2-only fallback is covered against a fake

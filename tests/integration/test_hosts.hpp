@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 // A small network of test hosts: a server host running nlockd and client hosts 1..N, each its

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The guest's agent: runs as the guest's PID 1 (after guest-init.sh) and answers the host over
 the virtio serial port named nlk.agent, one JSON object per line each way.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Prepares what QEMU boots, from Debian's kernel package unpacked into the rig's cache.
 
 guest-image.py vmlinux VMLINUZ OUT

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The guest's init after switch_root: it runs the host's own programs, read-only over 9p.
 # Brings up the network, starts rpcbind, rpc.statd and sm-notify as a Debian client would, then
 # becomes the agent that the host drives over a virtio serial port (tests/kernel/agent.py).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The host's side of the kernel client rig (docs/kernel-rig.md): the server-side daemons
 (rpcbind, NFS-Ganesha, nlockd, and for some scenarios rpc.statd), the guest under QEMU, and the
 link to its agent (agent.py). The scenarios (scenarios.py) drive these; rig.py runs them.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Runs the kernel client rig (docs/kernel-rig.md). run.sh starts it inside a network namespace
 of its own with a private /run; it starts rpcbind, NFS-Ganesha (NFSv3, its NLM off) and nlockd
 there, boots a Debian kernel under QEMU as the NFS client, and drives the guest's agent

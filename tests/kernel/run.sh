@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs the Linux kernel NFS client scenarios against NLOCKD_BINARY (docs/kernel-rig.md).
 # Usage: tests/kernel/run.sh NLOCKD_BINARY [SCENARIO...]  (1-8; default all but 7: fails today)
 # Needs root, ip netns, qemu-system-x86, busybox-static, nfs-ganesha(-vfs), rpcbind, nfs-common

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The kernel client rig's scenarios (docs/kernel-rig.md, "What it checks"). Each takes the Rig,
 raises Failure, and returns a line of measurements."""
 import os

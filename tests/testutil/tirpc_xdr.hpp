@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 // Runs libtirpc's rpcgen-generated XDR routines over memory, so that our codec can be checked

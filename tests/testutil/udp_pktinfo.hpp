@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 // UDP over one IPv4 socket that plays many hosts at once (tests and benchmarks bind it to

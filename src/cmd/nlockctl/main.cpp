@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nlockctl: the command-line client of nlockd's admin API (docs/api.md); the logic is in
 // admin/cli.cpp.
 #include <cstdlib>

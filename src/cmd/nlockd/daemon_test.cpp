@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The real nlockd binary: configuration checks, --version, systemd notifications, SIGHUP.
 #include <chrono>
 #include <cstdlib>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nlockd: the NFS network lock manager (NLM) and status monitor (NSM) daemon.
 // Parses the config file and flags (both through the settings table, server/config_table.hpp),
 // then runs one nlockd::LockService (the public library API, the same one an embedding NFS

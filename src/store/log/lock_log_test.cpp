@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "store/log/lock_log.hpp"
 
 #include <algorithm>

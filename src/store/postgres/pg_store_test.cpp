@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Needs a PostgreSQL server: run under scripts/with-postgres.sh (ctest label "db").
 #include "store/postgres/pg_store.hpp"
 

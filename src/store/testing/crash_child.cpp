@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // store_crash_child URI NODE [locks]: the victim of the crash tests. Opens the store and issues
 // durable registrations (mon_name "host-N") or, with "locks", lock-table writes (a lock at
 // offset N, ApplyLockChanges), 64 in flight, as fast as it can until it is killed; writes N on a

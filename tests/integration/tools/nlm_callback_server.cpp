@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nlm_callback_server: a client host's NLM service as a server's GRANTED callbacks see it.
 // Registers NLM versions 1, 3 and 4 over UDP and TCP with this host's rpcbind (libtirpc's
 // svc_register, which calls pmap_set) and serves:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nlm_client: one NLM client host's lock manager, reduced to what a test asks of it. Performs
 // the operations given on the command line, in order, through rpcgen's stubs, and prints one
 // line per result. Runs inside a client host's network namespace.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nsm_client: calls a status monitor through rpcgen's NSM stubs (nsm_rpcgen.hpp) and prints one
 // line per result; for tests that must call from another host (a network namespace).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nsm_status_server: a local lock manager as a status monitor's `status` callback sees it.
 // Registers PROGRAM VERSION over UDP and TCP with this host's rpcbind (svc_register) and, for
 // every procedure but NULL, decodes the argument with rpcgen's xdr_status (sm_inter.x), prints
