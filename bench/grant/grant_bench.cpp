@@ -323,7 +323,6 @@ asio::awaitable<void> RunCase(asio::io_context& io, udp::endpoint server, size_t
   close_all();
 }
 
-
 // A client host's portmapper on ADDRESS:111 (UDP): answers PMAP GETPORT for NLM with `nlm_port`
 // and counts the questions, so the bench sees how often nlockd asks.
 class Portmapper {
@@ -464,9 +463,9 @@ int main(int argc, char** argv) {
     asio::io_context io(1);
     SerialResult result;
     const auto stamp = std::chrono::system_clock::now().time_since_epoch().count();
-    asio::co_spawn(io, RunSerial(io, server, serial, 2, fmt::format("nlockd-grant-serial-{}", stamp),
-                                 result),
-                   asio::detached);
+    asio::co_spawn(
+        io, RunSerial(io, server, serial, 2, fmt::format("nlockd-grant-serial-{}", stamp), result),
+        asio::detached);
     io.run();
     std::vector<double> sorted = result.granted_ms;
     std::sort(sorted.begin(), sorted.end());

@@ -2,23 +2,15 @@
 // nlockd-takeover-bench: HA takeover with H simulated client hosts (default 1,000) holding L
 // locks each (default 10). Node A (nlockd --ha on a PostgreSQL store) serves and the hosts take
 // their locks; node B waits as standby; then a fault of A: kill -9, SIGTERM or `nlockctl
-// service release` (planned moves: A stops, or A stays as standby), or a partition from PostgreSQL (A reaches the database through a TCP relay in this process, which
-// stops forwarding: no data, no reset, as a cut link). Measured from the fault: (i) the first
-// new lock granted on a file nobody held, (ii) B's grace period ended with every lock reclaimed.
-// Both nodes listen on the same address and port (a standby has no listener): the service
-// address stays put, as it would with a floating address moved at once.
+// service release` (planned moves: A stops, or A stays as standby), or a partition from PostgreSQL
+// (A reaches the database through a TCP relay in this process, which stops forwarding: no data, no
+// reset, as a cut link). Measured from the fault: (i) the first new lock granted on a file nobody
+// held, (ii) B's grace period ended with every lock reclaimed. Both nodes listen on the same
+// address and port (a standby has no listener): the service address stays put, as it would with a
+// floating address moved at once.
 //
 // REQUIRES: a private network namespace with lo up (run_takeover.sh) with a PostgreSQL inside
 // it (scripts/with-postgres.sh), its URI in NLOCKD_TEST_PG_URI; the fixed ports free.
-#include <netinet/in.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -34,6 +26,14 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "bench/restart/daemon_process.hpp"
 #include "bench/restart/sim_hosts.hpp"
@@ -173,17 +173,30 @@ bool RunFault(const Options& o, const std::string& fault, int round) {
     return m;
   }();
   Relay relay(o.relay_port, Ipv4(match[1].str(), static_cast<uint16_t>(std::stoi(match[2]))));
-  const std::string relayed = std::regex_replace(
-      o.store, std::regex(R"(@[0-9.]+:\d+/)"), fmt::format("@127.0.0.1:{}/", o.relay_port));
+  const std::string relayed = std::regex_replace(o.store, std::regex(R"(@[0-9.]+:\d+/)"),
+                                                 fmt::format("@127.0.0.1:{}/", o.relay_port));
   auto argv = [&](const std::string& store, const std::string& admin) {
-    return std::vector<std::string>{o.nlockd, "--listen", fmt::format("127.0.0.1:{}", o.port),
-                                    "--rpcbind-register=false", "--admin-listen", admin,
+    return std::vector<std::string>{o.nlockd,
+                                    "--listen",
+                                    fmt::format("127.0.0.1:{}", o.port),
+                                    "--rpcbind-register=false",
+                                    "--admin-listen",
+                                    admin,
                                     "--admin-open-writes=true",
-                                    "--name", service, "--store", store, "--grace",
-                                    std::to_string(o.grace), "--notify-statd-port",
-                                    std::to_string(o.statd_port), "--max-hosts",
-                                    std::to_string(o.hosts + 100), "--nsm-max-registrations",
-                                    std::to_string(o.hosts + 100), "--ha=true", "--ha-lease",
+                                    "--name",
+                                    service,
+                                    "--store",
+                                    store,
+                                    "--grace",
+                                    std::to_string(o.grace),
+                                    "--notify-statd-port",
+                                    std::to_string(o.statd_port),
+                                    "--max-hosts",
+                                    std::to_string(o.hosts + 100),
+                                    "--nsm-max-registrations",
+                                    std::to_string(o.hosts + 100),
+                                    "--ha=true",
+                                    "--ha-lease",
                                     std::to_string(o.lease)};
   };
   const sockaddr_in server = Ipv4("127.0.0.1", o.port);
@@ -247,10 +260,11 @@ bool RunFault(const Options& o, const std::string& fault, int round) {
       fault, o.hosts, o.locks, o.lease, Seconds(listening->first - fault_at),
       Seconds(available - fault_at), Seconds(ended->first - fault_at),
       Seconds(ended->first - available), workers.granted(), o.hosts * o.locks,
-      a_stopped ? fmt::format("; A stopped {:.3f} s after the cut",
-                              Seconds(a_stopped->first - fault_at))
-                : std::string());
-  if (!all) std::cerr << "not every lock was reclaimed before grace ended: " << ended->second << "\n";
+      a_stopped
+          ? fmt::format("; A stopped {:.3f} s after the cut", Seconds(a_stopped->first - fault_at))
+          : std::string());
+  if (!all)
+    std::cerr << "not every lock was reclaimed before grace ended: " << ended->second << "\n";
   if (std::getenv("NLOCKD_BENCH_LOGS") != nullptr) {
     std::cerr << "--- A (" << fault << ")\n" << a->Log() << "--- B (" << fault << ")\n" << b.Log();
   }

@@ -114,9 +114,9 @@ asio::awaitable<void> Connection::Run(std::shared_ptr<Connection> self) {
   asio::error_code ec;
   socket_.open(target.protocol(), ec);
   if (shared_.options.distinct_sources) {
-    auto source = asio::ip::make_address_v4(
-        0x7f010000u + static_cast<uint32_t>((index_ / 250) << 8) +
-        static_cast<uint32_t>(index_ % 250 + 1));
+    auto source =
+        asio::ip::make_address_v4(0x7f010000u + static_cast<uint32_t>((index_ / 250) << 8) +
+                                  static_cast<uint32_t>(index_ % 250 + 1));
     socket_.bind({source, 0}, ec);
   }
   auto [connect_ec] = co_await socket_.async_connect(target, kUseTuple);
@@ -209,8 +209,7 @@ asio::awaitable<void> Connection::Reader(std::shared_ptr<Connection> /*keep_aliv
   for (;;) {
     auto [ec, n] = co_await socket_.async_read_some(asio::buffer(buffer), kUseTuple);
     if (ec) break;
-    if (assembler.Feed(std::span(buffer.data(), n), records) !=
-        rpc::RecordAssembler::Status::kOk) {
+    if (assembler.Feed(std::span(buffer.data(), n), records) != rpc::RecordAssembler::Status::kOk) {
       break;
     }
     for (auto& record : records) {

@@ -28,9 +28,7 @@ class Workload {
   virtual std::string name() const = 0;
   virtual CallSpec Next(size_t connection, size_t lane, uint64_t seq) = 0;
   // Checks a SUCCESS reply's result; false counts the call as an error.
-  virtual bool Check(const CallSpec& /*call*/, std::span<const uint8_t> /*result*/) {
-    return true;
-  }
+  virtual bool Check(const CallSpec& /*call*/, std::span<const uint8_t> /*result*/) { return true; }
 };
 
 // Calls one procedure with fixed arguments (NULL when args are empty).

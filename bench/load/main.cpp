@@ -166,8 +166,8 @@ int main(int argc, char** argv) {
       std::cout << (json ? nlockd::bench::ResultJson(options, workload.name(), result)
                          : nlockd::bench::FormatResult(options, workload.name(), result));
       if (null_result && null_result->calls_per_second > 0) {
-        std::cout << (json ? "\n" : "  ") << "ratio to NULL: "
-                  << result.calls_per_second / null_result->calls_per_second;
+        std::cout << (json ? "\n" : "  ")
+                  << "ratio to NULL: " << result.calls_per_second / null_result->calls_per_second;
       }
       std::cout << std::endl;
       if (result.calls == 0) return EXIT_FAILURE;

@@ -117,7 +117,8 @@ class Peers {
  public:
   explicit Peers(bool play_rpcbind) {
     // Without it the socket stays unbound (never readable); the real rpcbind holds :111.
-    rpcbind_fd_ = play_rpcbind ? Bind(Ipv4("0.0.0.0", kRpcbindPort)) : ::socket(AF_INET, SOCK_DGRAM, 0);
+    rpcbind_fd_ =
+        play_rpcbind ? Bind(Ipv4("0.0.0.0", kRpcbindPort)) : ::socket(AF_INET, SOCK_DGRAM, 0);
     callback_fd_ = Bind(Ipv4("127.0.0.1", 0));
     sockaddr_in bound{};
     socklen_t length = sizeof bound;

@@ -3,11 +3,6 @@
 
 // nlockd started by a benchmark, its log lines timestamped as they arrive (the restart and HA
 // takeover benches measure from them).
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -18,6 +13,11 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "bench/restart/sim_hosts.hpp"
 

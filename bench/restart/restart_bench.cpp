@@ -81,9 +81,9 @@ int Run(const Options& o) {
 
   // Run 1: a fresh store; every host takes its locks. Its exec-to-first-lock is the baseline.
   auto first = std::make_unique<Daemon>(argv);
-  const double baseline = Seconds(
-      FirstGrant(prober, "unrelated-cold", first->exec() + std::chrono::seconds(30)) -
-      first->exec());
+  const double baseline =
+      Seconds(FirstGrant(prober, "unrelated-cold", first->exec() + std::chrono::seconds(30)) -
+              first->exec());
   prober.Unlock({"unrelated-cold", 0, 1}, std::chrono::seconds(5));
   const Clock::time_point locking = Clock::now();
   workers.LockAll();
@@ -136,9 +136,9 @@ int Run(const Options& o) {
       "sooner)\n"
       "  {}\n  {}\n",
       o.hosts, o.locks, o.store.substr(0, o.store.find(':')), baseline, o.hosts * o.locks,
-      lock_seconds, Seconds(listening->first - exec), a, a / baseline, 90.0 / a,
-      notified, monitors.notifications(), reclaimed,
-      workers.granted(), o.hosts * o.locks, b, 90.0 / b, started->second, ended->second);
+      lock_seconds, Seconds(listening->first - exec), a, a / baseline, 90.0 / a, notified,
+      monitors.notifications(), reclaimed, workers.granted(), o.hosts * o.locks, b, 90.0 / b,
+      started->second, ended->second);
   const bool all_reclaimed = workers.granted() == o.hosts * o.locks &&
                              ended->second.find("reason=all-reclaimed") != std::string::npos;
   if (!all_reclaimed) std::cerr << "not every lock was reclaimed before grace ended\n";
@@ -152,8 +152,7 @@ int main(int argc, char** argv) {
   CLI::App app{"nlockd-restart-bench: restart-to-available after kill -9"};
   nlockd::bench::Options o;
   app.add_option("--nlockd", o.nlockd, "the nlockd binary")->required();
-  app.add_option("--store", o.store, "store URI, e.g. sqlite:/tmp/x/nlockd.db (fresh)")
-      ->required();
+  app.add_option("--store", o.store, "store URI, e.g. sqlite:/tmp/x/nlockd.db (fresh)")->required();
   app.add_option("--hosts", o.hosts, "simulated client hosts (default 1000)")
       ->check(CLI::Range(1, 60000));
   app.add_option("--locks", o.locks, "locks per host (default 10)")->check(CLI::Range(1, 1000));

@@ -10,7 +10,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-
 #include "nlm/wire.hpp"
 #include "tests/testutil/udp_pktinfo.hpp"
 #include "xdr/decoder.hpp"
@@ -68,8 +67,8 @@ NlmHost::NlmHost(const std::string& address, sockaddr_in server)
 
 NlmHost::~NlmHost() { ::close(fd_); }
 
-std::vector<uint8_t> NlmHost::Call(uint32_t xid, uint32_t procedure, const Lock& lock,
-                                   bool reclaim, int32_t state) const {
+std::vector<uint8_t> NlmHost::Call(uint32_t xid, uint32_t procedure, const Lock& lock, bool reclaim,
+                                   int32_t state) const {
   std::vector<uint8_t> bytes;
   xdr::Encoder enc(bytes);
   for (uint32_t word : {xid, 0u, 2u, nlm::NLM_PROG, nlm::NLM4_VERS, procedure, 0u, 0u, 0u, 0u}) {
@@ -218,15 +217,14 @@ void StatusMonitors::Serve() {
   uint32_t xid = 0, type = 0, rpcvers = 0, prog = 0, vers = 0, proc = 0, flavor = 0;
   std::string credential, verifier, mon_name;
   int32_t state = 0;
-  if (!dec.U32(xid, "xid") || !dec.U32(type, "type") || type != 0 ||
-      !dec.U32(rpcvers, "rpcvers") || !dec.U32(prog, "prog") || prog != kSmProg ||
-      !dec.U32(vers, "vers") || !dec.U32(proc, "proc") || !dec.U32(flavor, "cred") ||
-      !dec.Opaque(credential, 400, "cred") || !dec.U32(flavor, "verf") ||
-      !dec.Opaque(verifier, 400, "verf")) {
+  if (!dec.U32(xid, "xid") || !dec.U32(type, "type") || type != 0 || !dec.U32(rpcvers, "rpcvers") ||
+      !dec.U32(prog, "prog") || prog != kSmProg || !dec.U32(vers, "vers") ||
+      !dec.U32(proc, "proc") || !dec.U32(flavor, "cred") || !dec.Opaque(credential, 400, "cred") ||
+      !dec.U32(flavor, "verf") || !dec.Opaque(verifier, 400, "verf")) {
     return;
   }
-  const bool notify = proc == kSmNotify && dec.String(mon_name, 1024, "mon_name") &&
-                      dec.I32(state, "state");
+  const bool notify =
+      proc == kSmNotify && dec.String(mon_name, 1024, "mon_name") && dec.I32(state, "state");
   if (proc != 0 && !notify) return;
   std::vector<uint8_t> reply;
   xdr::Encoder enc(reply);

@@ -86,14 +86,14 @@ enum class GraceMode {
 struct GraceStarted {
   GraceMode mode = GraceMode::kClassic;
   std::chrono::seconds duration{0};
-  std::string reason;  // Why this kind of grace (for logs).
+  std::string reason;           // Why this kind of grace (for logs).
   size_t restored_locks = 0;    // Locks restored from the store.
   size_t restored_shares = 0;   // Shares restored from the store.
   size_t awaiting_reclaim = 0;  // Of those, how many wait for their owner's reclaim.
 };
 
 struct GraceEnded {
-  std::string reason;  // "timer", "all-reclaimed" or "admin".
+  std::string reason;      // "timer", "all-reclaimed" or "admin".
   uint64_t reclaimed = 0;  // Restored locks and shares their owners reclaimed.
   uint64_t dropped = 0;    // Restored ones dropped unreclaimed (host rebooted or never answered).
 };

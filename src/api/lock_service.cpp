@@ -170,9 +170,9 @@ class HaStatus::Impl {
  private:
   const std::string token_;
   mutable std::mutex mutex_;
-  HaState state_;  // guarded by mutex_
-  std::function<void()> release_handler_;      // guarded by mutex_
-  std::chrono::milliseconds hold_off_{0};       // guarded by mutex_
+  HaState state_;                          // guarded by mutex_
+  std::function<void()> release_handler_;  // guarded by mutex_
+  std::chrono::milliseconds hold_off_{0};  // guarded by mutex_
   // The standby's own registry (build info and the HA gauges); the service has its own.
   mutable admin::Metrics metrics_;
 };
@@ -201,8 +201,7 @@ class LockService::Impl {
         // unless it was made for one.
         executor_(own_io_ || RunsOnOneThread(io_) ? asio::any_io_executor(io_.get_executor())
                                                   : asio::any_io_executor(asio::make_strand(io_))),
-        core_(std::make_unique<server::Core>(executor_, std::move(options),
-                                             std::move(ha_link))) {
+        core_(std::make_unique<server::Core>(executor_, std::move(options), std::move(ha_link))) {
     admin_router_.emplace(core_->admin_backend(), core_->metrics(),
                           admin::RouterOptions{options_token_});
     // Its thread runs from the start, so that calls handed in before Start() are refused on

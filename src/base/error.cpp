@@ -24,9 +24,8 @@ std::string_view ToString(ErrorKind kind) {
 
 void FailCheck(const char* macro, const char* condition, const char* file, int line,
                std::string_view message) {
-  throw Error(ErrorKind::kFailed,
-              fmt::format("{} failed at {}:{}: {}{}{}", macro, file, line, condition,
-                          message.empty() ? "" : ": ", message));
+  throw Error(ErrorKind::kFailed, fmt::format("{} failed at {}:{}: {}{}{}", macro, file, line,
+                                              condition, message.empty() ? "" : ": ", message));
 }
 
 void FailInvariant(const char* condition, const char* file, int line,

@@ -21,8 +21,7 @@ std::string_view ToString(ErrorKind kind);
 // The one exception type nlockd throws.
 class Error : public std::runtime_error {
  public:
-  Error(ErrorKind kind, const std::string& message)
-      : std::runtime_error(message), kind_(kind) {}
+  Error(ErrorKind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
   ErrorKind kind() const { return kind_; }
 
  private:
@@ -51,8 +50,8 @@ class Error : public std::runtime_error {
 // A caller's contract (a REQUIRES: line): a failure is a bug in the caller, found before it
 // changed anything. It throws Error(kFailed); the caller's unit of work fails (the RPC
 // dispatcher answers that one call SYSTEM_ERR) and the process goes on.
-#define NLOCKD_REQUIRE(cond, ...)                                                      \
-  do {                                                                                 \
-    if (!(cond)) [[unlikely]]                                                          \
+#define NLOCKD_REQUIRE(cond, ...)                                                       \
+  do {                                                                                  \
+    if (!(cond)) [[unlikely]]                                                           \
       ::nlockd::FailCheck("NLOCKD_REQUIRE", #cond, __FILE__, __LINE__, "" __VA_ARGS__); \
   } while (false)

@@ -73,8 +73,8 @@ std::optional<PriorLocks> LockManager::SnapshotLocks(const FileKey& file_key,
                                                      uint64_t length) const {
   const std::optional<ByteRange> range = ByteRange::FromOffsetLength(offset, length);
   if (!range) return std::nullopt;
-  PriorLocks prior{file_key, lock_owner, *range, {}, next_grant_seq_, {},
-                   HostReleases(lock_owner.host)};
+  PriorLocks prior{
+      file_key, lock_owner, *range, {}, next_grant_seq_, {}, HostReleases(lock_owner.host)};
   const FileState* file = FindFile(file_key);
   const std::optional<OwnerId> owner = FindOwner(lock_owner);
   if (file == nullptr || !owner) return prior;
@@ -88,8 +88,8 @@ std::optional<PriorLocks> LockManager::SnapshotLocks(const FileKey& file_key,
 }
 
 std::vector<PriorLocks::Entry> LockManager::OwnedLocks(const FileKey& file_key,
-                                                      const LockOwner& lock_owner,
-                                                      const ByteRange& range) const {
+                                                       const LockOwner& lock_owner,
+                                                       const ByteRange& range) const {
   std::vector<PriorLocks::Entry> held;
   const FileState* file = FindFile(file_key);
   const std::optional<OwnerId> owner = FindOwner(lock_owner);
@@ -286,7 +286,7 @@ RestoreOutcome LockManager::RestoreShare(const PriorShare& prior) {
   ShareTable::Delta delta;
   if (prior.share) {
     if (file->shares.FindConflict(*owner, prior.share->access, prior.share->deny) != nullptr) {
-      out.restored = false;  // The call weakened the reservation and another owner used that.
+      out.restored = false;       // The call weakened the reservation and another owner used that.
       Account(*file, *owner, 0);  // Forgets an owner made again for nothing.
       ReleaseFileIfEmpty(*file);
       return out;

@@ -34,8 +34,7 @@ asio::awaitable<rpc::CallResult> RpcClientCaller::Call(ClientAddress client, uin
   if (client.port && *client.port != 0) {
     options.deadline = deadline;
     rpc::CallTarget target{host, *client.port, client.transport};
-    co_return co_await client_.Call(target, NLM_PROG, version, procedure, std::move(args),
-                                    options);
+    co_return co_await client_.Call(target, NLM_PROG, version, procedure, std::move(args), options);
   }
   uint32_t protocol =
       client.transport == rpc::Transport::kTcp ? rpc::kIpProtoTcp : rpc::kIpProtoUdp;
@@ -61,8 +60,7 @@ asio::awaitable<rpc::CallResult> RpcClientCaller::Call(ClientAddress client, uin
     ports_.Forget(key);
     // Refused at a cached port: the client's lockd may have restarted on another one.
     bool refused = result.status != rpc::CallStatus::kTimedOut;
-    if (!cached || !refused ||
-        std::chrono::steady_clock::now() - started >= deadline) {
+    if (!cached || !refused || std::chrono::steady_clock::now() - started >= deadline) {
       co_return result;
     }
   }

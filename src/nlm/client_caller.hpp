@@ -43,7 +43,7 @@ class ClientCaller {
 
 struct RpcClientCallerOptions {
   uint16_t rpcbind_port = rpc::kPmapPort;  // where each client's portmapper listens
-  size_t port_cache_limit = 4096;           // client hosts whose NLM port is kept
+  size_t port_cache_limit = 4096;          // client hosts whose NLM port is kept
   std::chrono::milliseconds port_max_age = std::chrono::minutes(5);
 };
 
@@ -58,8 +58,8 @@ class RpcClientCaller : public ClientCaller {
       : client_(client),
         options_(options),
         ports_(options.port_cache_limit, options.port_max_age) {}
-  asio::awaitable<rpc::CallResult> Call(ClientAddress client, uint32_t version,
-                                        uint32_t procedure, std::vector<uint8_t> args,
+  asio::awaitable<rpc::CallResult> Call(ClientAddress client, uint32_t version, uint32_t procedure,
+                                        std::vector<uint8_t> args,
                                         std::chrono::milliseconds deadline) override;
 
   // Drops every port kept for `address` (all versions and transports): for when the host is

@@ -29,18 +29,18 @@ class FakePortmapper {
  public:
   explicit FakePortmapper(asio::io_context& io)
       : server_(io.get_executor(), dispatcher_, rpc::ServerOptions{}) {
-    dispatcher_.Register(
-        rpc::kPmapProgram, rpc::kPmapVersion, rpc::kPmapProcGetPort, "PMAP_GETPORT",
-        [this](const rpc::CallContext&, xdr::Decoder& args, xdr::Encoder& result) {
-          uint32_t program = 0, version = 0, protocol = 0, port = 0;
-          if (!args.U32(program, "prog") || !args.U32(version, "vers") ||
-              !args.U32(protocol, "prot") || !args.U32(port, "port")) {
-            return Ready(rpc::HandlerStatus::kGarbageArgs);
-          }
-          ++getports;
-          result.U32(program == NLM_PROG && version == 4 ? nlm_port : 0);
-          return Ready(rpc::HandlerStatus::kSuccess);
-        });
+    dispatcher_.Register(rpc::kPmapProgram, rpc::kPmapVersion, rpc::kPmapProcGetPort,
+                         "PMAP_GETPORT",
+                         [this](const rpc::CallContext&, xdr::Decoder& args, xdr::Encoder& result) {
+                           uint32_t program = 0, version = 0, protocol = 0, port = 0;
+                           if (!args.U32(program, "prog") || !args.U32(version, "vers") ||
+                               !args.U32(protocol, "prot") || !args.U32(port, "port")) {
+                             return Ready(rpc::HandlerStatus::kGarbageArgs);
+                           }
+                           ++getports;
+                           result.U32(program == NLM_PROG && version == 4 ? nlm_port : 0);
+                           return Ready(rpc::HandlerStatus::kSuccess);
+                         });
     server_.Listen(asio::ip::make_address("127.0.0.1"), 0);
     server_.Start();
   }
@@ -92,8 +92,8 @@ class ClientCallerTest : public ::testing::Test {
   rpc::CallResult Granted(std::optional<uint16_t> port = std::nullopt) {
     ClientAddress where{asio::ip::make_address("127.0.0.1"), port, rpc::Transport::kUdp,
                         std::nullopt};
-    return RunCoroutine(io_, caller_.Call(where, 4, kGrantedProc, {},
-                                          std::chrono::milliseconds(2000)));
+    return RunCoroutine(io_,
+                        caller_.Call(where, 4, kGrantedProc, {}, std::chrono::milliseconds(2000)));
   }
 
   asio::io_context io_;

@@ -14,7 +14,7 @@ struct MonitorRequest {
   std::string host;         // The host key NLM uses (address or caller_name).
   std::string caller_name;  // Its caller_name, as a label.
   asio::ip::address address;
-  int32_t nsm_state = 0;    // lockargs.state: the client's NSM state.
+  int32_t nsm_state = 0;  // lockargs.state: the client's NSM state.
 };
 
 // The status monitor as NLM sees it; server/ wires it to nsm/. A host is monitored before it

@@ -31,8 +31,8 @@ void NlmService::RememberWaiter(lock::WaiterId id, const rpc::CallContext& conte
   }
   record->host = host;
   record->file = request.file;
-  record->callback =
-      ClientAddress{context.peer_address, std::nullopt, rpc::Transport::kUdp, context.local_address};
+  record->callback = ClientAddress{context.peer_address, std::nullopt, rpc::Transport::kUdp,
+                                   context.local_address};
   // A _MSG over UDP is answered to its source port (as Linux clients expect); otherwise the
   // client's rpcbind names its NLM port.
   if (context.transport == rpc::Transport::kUdp && IsMsgProcedure(context.procedure)) {

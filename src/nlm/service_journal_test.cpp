@@ -1,12 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // The lock journal: every change of the lock and share table is recorded, in order, before
 // the call is answered and before a granted waiter is called back; a failed write fails closed.
-#include "nlm/service.hpp"
-
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <gtest/gtest.h>
 
+#include "nlm/service.hpp"
 #include "nlm/service_test_fixture.hpp"
 
 namespace nlockd::nlm {
@@ -309,8 +308,7 @@ TEST_F(NlmJournalTest, AHostRebootAndGraceEndGrantsAreRecordedBeforeTheirCallbac
   journal_.batches.clear();
   lock::WaiterGrant grant{lock::WaiterId(12345), lock::FileKey("g"),
                           lock::LockOwner{lock::HostId("h"), 3, lock::OwnerHandle("o")},
-                          lock::ByteRange::FromOffsetLength(0, 1).value(),
-                          lock::LockType::kShared};
+                          lock::ByteRange::FromOffsetLength(0, 1).value(), lock::LockType::kShared};
   service_->SendGrants(lock::Grants{grant});
   RunFor(std::chrono::milliseconds(10));
   EXPECT_EQ(Render(journal_.batches), "locks f=g h=h svid=3");

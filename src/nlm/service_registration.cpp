@@ -28,8 +28,8 @@ void NlmService::NoteResult(const rpc::CallContext& context, bool reclaim, const
 
 template <typename Args, typename Result, typename Now, typename Later>
 asio::awaitable<rpc::HandlerStatus> NlmService::Serve(const rpc::CallContext& context,
-                                                      xdr::Decoder& in, xdr::Encoder& out,
-                                                      Now now, Later later) {
+                                                      xdr::Decoder& in, xdr::Encoder& out, Now now,
+                                                      Later later) {
   Args args;
   if (!Decode(in, context.version, args)) co_return rpc::HandlerStatus::kGarbageArgs;
   const bool reclaim = Reclaims(args);
@@ -42,8 +42,8 @@ asio::awaitable<rpc::HandlerStatus> NlmService::Serve(const rpc::CallContext& co
 
 template <typename Args, typename Result, typename Method>
 asio::awaitable<rpc::HandlerStatus> NlmService::ServeMsg(const rpc::CallContext& context,
-                                                         xdr::Decoder& in,
-                                                         uint32_t res_procedure, Method method) {
+                                                         xdr::Decoder& in, uint32_t res_procedure,
+                                                         Method method) {
   Args args;
   Result result;
   bool reclaim = false;
@@ -104,9 +104,7 @@ void NlmService::Register(rpc::Dispatcher& dispatcher) {
     return Lock(c, std::move(a), false);
   };
   auto cancel = [this](const CallContext& c, nlm4_cancargs a) { return Cancel(c, std::move(a)); };
-  auto unlock = [this](const CallContext& c, nlm4_unlockargs a) {
-    return Unlock(c, std::move(a));
-  };
+  auto unlock = [this](const CallContext& c, nlm4_unlockargs a) { return Unlock(c, std::move(a)); };
   auto granted = [this](const CallContext&, nlm4_testargs a) { return Ready(Granted(a)); };
   // The Try forms (see NlmService::TryLock).
   auto test_now = [this](const CallContext& c, nlm4_testargs& a) { return TryTest(c, a); };
@@ -127,11 +125,11 @@ void NlmService::Register(rpc::Dispatcher& dispatcher) {
 
   for (uint32_t version : {NLM_VERS, NLM_VERSX, NLM4_VERS}) {
     dispatcher.Register(NLM_PROG, version, NLM_NULL, "NULL", NullProc);
-    dispatcher.Register(NLM_PROG, version, NLM_TEST, "TEST",
-                        [this, test_now, test](const CallContext& c, xdr::Decoder& in,
-                                               xdr::Encoder& out) {
-                          return Serve<nlm4_testargs, nlm4_testres>(c, in, out, test_now, test);
-                        });
+    dispatcher.Register(
+        NLM_PROG, version, NLM_TEST, "TEST",
+        [this, test_now, test](const CallContext& c, xdr::Decoder& in, xdr::Encoder& out) {
+          return Serve<nlm4_testargs, nlm4_testres>(c, in, out, test_now, test);
+        });
     dispatcher.Register(
         NLM_PROG, version, NLM_LOCK, "LOCK",
         [this, lock_now, lock](const CallContext& c, xdr::Decoder& in, xdr::Encoder& out) {
@@ -150,12 +148,11 @@ void NlmService::Register(rpc::Dispatcher& dispatcher) {
           return Serve<nlm4_unlockargs, nlm4_res>(c, in, out, unlock_now, unlock);
         },
         cached);
-    dispatcher.Register(NLM_PROG, version, NLM_GRANTED, "GRANTED",
-                        [this, granted_now, granted](const CallContext& c, xdr::Decoder& in,
-                                                     xdr::Encoder& out) {
-                          return Serve<nlm4_testargs, nlm4_res>(c, in, out, granted_now,
-                                                                granted);
-                        });
+    dispatcher.Register(
+        NLM_PROG, version, NLM_GRANTED, "GRANTED",
+        [this, granted_now, granted](const CallContext& c, xdr::Decoder& in, xdr::Encoder& out) {
+          return Serve<nlm4_testargs, nlm4_res>(c, in, out, granted_now, granted);
+        });
 
     dispatcher.Register(NLM_PROG, version, NLM_TEST_MSG, "TEST_MSG",
                         [this, test](const CallContext& c, xdr::Decoder& in, xdr::Encoder&) {
@@ -181,8 +178,7 @@ void NlmService::Register(rpc::Dispatcher& dispatcher) {
         cached);
     dispatcher.Register(NLM_PROG, version, NLM_GRANTED_MSG, "GRANTED_MSG",
                         [this, granted](const CallContext& c, xdr::Decoder& in, xdr::Encoder&) {
-                          return ServeMsg<nlm4_testargs, nlm4_res>(c, in, NLM_GRANTED_RES,
-                                                                   granted);
+                          return ServeMsg<nlm4_testargs, nlm4_res>(c, in, NLM_GRANTED_RES, granted);
                         });
 
     // _RES calls answer _MSG calls we made; only GRANTED_RES carries news for us.
@@ -190,8 +186,8 @@ void NlmService::Register(rpc::Dispatcher& dispatcher) {
       dispatcher.Register(NLM_PROG, version, res, "RES", NullProc);
     }
     dispatcher.Register(NLM_PROG, version, NLM_GRANTED_RES, "GRANTED_RES",
-                        [this](const CallContext& c, xdr::Decoder& in, xdr::Encoder&)
-                            -> asio::awaitable<HandlerStatus> {
+                        [this](const CallContext& c, xdr::Decoder& in,
+                               xdr::Encoder&) -> asio::awaitable<HandlerStatus> {
                           nlm4_res res;
                           if (!Decode(in, c.version, res)) {
                             return Ready(HandlerStatus::kGarbageArgs);
@@ -200,8 +196,8 @@ void NlmService::Register(rpc::Dispatcher& dispatcher) {
                           return Ready(HandlerStatus::kSuccess);
                         });
     dispatcher.Register(NLM_PROG, version, NLM_SM_NOTIFY, "SM_NOTIFY",
-                        [this](const CallContext& c, xdr::Decoder& in, xdr::Encoder&)
-                            -> asio::awaitable<HandlerStatus> {
+                        [this](const CallContext& c, xdr::Decoder& in,
+                               xdr::Encoder&) -> asio::awaitable<HandlerStatus> {
                           nlm_sm_status status;
                           if (!Decode(in, c.version, status)) {
                             return Ready(HandlerStatus::kGarbageArgs);
@@ -232,8 +228,8 @@ void NlmService::Register(rpc::Dispatcher& dispatcher) {
         cached);
     dispatcher.Register(
         NLM_PROG, version, NLM_FREE_ALL, "FREE_ALL",
-        [this](const CallContext& c, xdr::Decoder& in, xdr::Encoder&)
-            -> asio::awaitable<HandlerStatus> {
+        [this](const CallContext& c, xdr::Decoder& in,
+               xdr::Encoder&) -> asio::awaitable<HandlerStatus> {
           nlm4_notify notify;
           if (!Decode(in, c.version, notify)) return Ready(HandlerStatus::kGarbageArgs);
           return Done(FreeAll(c, std::move(notify)));

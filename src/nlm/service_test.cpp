@@ -24,8 +24,7 @@ TEST_F(NlmServiceTest, FirstLockOfAHostMonitorsItOnceBeforeGranting) {
   EXPECT_EQ(monitor_.requests[0].nsm_state, 3);
   EXPECT_EQ(Lock(From("192.0.2.2"), LockArgs("client-b", 1, 100, 10)).stat, NLM4_GRANTED);
   EXPECT_EQ(monitor_.requests.size(), 2u);
-  EXPECT_EQ(Lock(From("192.0.2.3"), LockArgs("client-c", 1, 200, 1), false).stat,
-            NLM4_GRANTED);
+  EXPECT_EQ(Lock(From("192.0.2.3"), LockArgs("client-c", 1, 200, 1), false).stat, NLM4_GRANTED);
   EXPECT_EQ(monitor_.requests.size(), 2u) << "NM_LOCK does not monitor";
 }
 

@@ -42,8 +42,8 @@ class FakeCaller : public ClientCaller {
     uint32_t procedure;
     std::vector<uint8_t> args;
   };
-  asio::awaitable<rpc::CallResult> Call(ClientAddress client, uint32_t version,
-                                        uint32_t procedure, std::vector<uint8_t> args,
+  asio::awaitable<rpc::CallResult> Call(ClientAddress client, uint32_t version, uint32_t procedure,
+                                        std::vector<uint8_t> args,
                                         std::chrono::milliseconds) override {
     sent.push_back(Sent{client, version, procedure, args});
     rpc::CallResult result;
@@ -183,8 +183,7 @@ class NlmServiceTest : public ::testing::Test {
   // Replaces the service with one made with `options` (the old one is shut down first).
   void MakeService(const NlmOptions& options) {
     if (service_) RunCoroutine(io_, service_->Shutdown());
-    service_ = std::make_unique<NlmService>(io_.get_executor(), locks_, monitor_, caller_,
-                                            options);
+    service_ = std::make_unique<NlmService>(io_.get_executor(), locks_, monitor_, caller_, options);
   }
 
   // Callbacks still in flight end before the service goes (their frames hold its TaskGate).

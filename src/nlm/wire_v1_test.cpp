@@ -2,9 +2,9 @@
 // NLM versions 1 and 3 codec against the rpcgen routines of the system's nlm_prot.x.
 #include <gtest/gtest.h>
 
-#include "testutil/tirpc_xdr.hpp"
 #include "nlm/wire.hpp"
 #include "nlm_prot_test.h"
+#include "testutil/tirpc_xdr.hpp"
 
 namespace nlockd::nlm {
 namespace {
@@ -60,9 +60,9 @@ TEST(WireV1, HolderRangesWiderThan32BitsSaturate) {
     uint64_t offset, len;
     uint32_t want_offset, want_len;
   };
-  for (Case c : {Case{10, 20, 10, 20}, Case{10, 0, 10, 0}, Case{1ULL << 40, 5, 0xffffffffu, 1},
-                 Case{0xfffffff0u, 1ULL << 33, 0xfffffff0u, 0x10},
-                 Case{0, 1ULL << 35, 0, 0xffffffffu}}) {
+  for (Case c :
+       {Case{10, 20, 10, 20}, Case{10, 0, 10, 0}, Case{1ULL << 40, 5, 0xffffffffu, 1},
+        Case{0xfffffff0u, 1ULL << 33, 0xfffffff0u, 0x10}, Case{0, 1ULL << 35, 0, 0xffffffffu}}) {
     nlm4_testres res;
     res.cookie = "c";
     res.stat = NLM4_DENIED;

@@ -4,9 +4,9 @@
 
 #include <gtest/gtest.h>
 
-#include "testutil/tirpc_xdr.hpp"
 #include "nlm/wire.hpp"
 #include "nlm4_prot_test.h"
+#include "testutil/tirpc_xdr.hpp"
 
 namespace nlockd::nlm {
 namespace {

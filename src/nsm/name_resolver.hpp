@@ -37,7 +37,6 @@ class AsioNameResolver final : public NameResolver {
   asio::awaitable<std::vector<std::string>> Resolve(std::string name) override;
 
  private:
-
   asio::any_io_executor executor_;
   std::chrono::milliseconds deadline_;
 };

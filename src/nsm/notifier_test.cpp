@@ -475,8 +475,7 @@ TEST(NotifierTargets, MonitoredTargetsAreOnePerPeerWithAKnownAddress) {
   std::sort(all.begin(), all.end(),
             [](const auto& a, const auto& b) { return a.address > b.address; });
   EXPECT_EQ(all, (std::vector<NotifyTarget>{{"client-a", "192.0.2.1"}, {"Client-B", ""}}));
-  EXPECT_EQ(MonitoredTargets(registry, "client-b"),
-            (std::vector<NotifyTarget>{{"Client-B", ""}}));
+  EXPECT_EQ(MonitoredTargets(registry, "client-b"), (std::vector<NotifyTarget>{{"Client-B", ""}}));
   EXPECT_TRUE(MonitoredTargets(registry, "nobody").empty());
 }
 

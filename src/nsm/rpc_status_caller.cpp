@@ -38,8 +38,8 @@ asio::awaitable<bool> RpcStatusCaller::Attempt(store::MyId target, std::vector<u
     std::optional<uint16_t> port =
         co_await rpc::CachedGetPort(ports_, client_, key, options_.deadline / 2, cached);
     if (!port || *port == 0) {
-      spdlog::warn("nsm status callback to {}/{}/{}: {} on the local portmapper", program,
-                   version, target.my_proc, port ? "not registered" : "no answer");
+      spdlog::warn("nsm status callback to {}/{}/{}: {} on the local portmapper", program, version,
+                   target.my_proc, port ? "not registered" : "no answer");
       co_return false;
     }
     auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -48,9 +48,8 @@ asio::awaitable<bool> RpcStatusCaller::Attempt(store::MyId target, std::vector<u
     options.deadline = std::max(options_.deadline - spent, std::chrono::milliseconds(1));
     options.source = options_.source;
     rpc::CallTarget where{"127.0.0.1", *port, rpc::Transport::kUdp};
-    rpc::CallResult result = co_await client_.Call(std::move(where), program, version,
-                                                   static_cast<uint32_t>(target.my_proc), args,
-                                                   options);
+    rpc::CallResult result = co_await client_.Call(
+        std::move(where), program, version, static_cast<uint32_t>(target.my_proc), args, options);
     if (result.status == rpc::CallStatus::kOk) co_return true;
     ports_.Forget(key);
     // A registrant that restarted on another port refuses at the old one: ask again now.
@@ -58,8 +57,8 @@ asio::awaitable<bool> RpcStatusCaller::Attempt(store::MyId target, std::vector<u
                    result.status == rpc::CallStatus::kNotSuccess)) {
       continue;
     }
-    spdlog::warn("nsm status callback to {}/{}/{} port {}: {} {}", program, version,
-                 target.my_proc, *port, rpc::ToString(result.status), result.detail);
+    spdlog::warn("nsm status callback to {}/{}/{} port {}: {} {}", program, version, target.my_proc,
+                 *port, rpc::ToString(result.status), result.detail);
     co_return false;
   }
 }

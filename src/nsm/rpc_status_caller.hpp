@@ -28,7 +28,8 @@ struct RpcStatusCallerOptions {
 // port found through the local portmapper over UDP (that is how kernel lockd and NFS-Ganesha
 // listen for it), AUTH_NONE. my_name is not used to route: a registrant is always local
 // (SM_MON is loopback-only). The port is asked of the portmapper once and kept (rpc::PortCache)
-// until a callback to it fails; a callback refused at a cached port asks again at once. Runs on the client's executor; `client` must outlive it.
+// until a callback to it fails; a callback refused at a cached port asks again at once. Runs on the
+// client's executor; `client` must outlive it.
 class RpcStatusCaller final : public StatusCaller {
  public:
   RpcStatusCaller(rpc::Client& client, RpcStatusCallerOptions options)

@@ -297,7 +297,7 @@ TEST_F(NsmServiceTest, APeersLastStateSurvivesARestartSoAReplayIsStillIgnored) {
   ASSERT_EQ(stored.size(), 1u);
   EXPECT_EQ(stored[0].peer_state, 5);
 
-  Make({});  // nlockd restarts on the same store.
+  Make({});                         // nlockd restarts on the same store.
   Notify("client", 5, "10.0.0.5");  // the old notification, replayed
   EXPECT_EQ(service_->stats().notify_replayed, 1u);
   // An SM_MON update of the registration keeps the state.

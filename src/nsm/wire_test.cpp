@@ -2,11 +2,10 @@
 // The NSM codec against rpcgen's routines for the system's sm_inter.x (with SM_NOTIFY added).
 #include "nsm/wire.hpp"
 
-#include <rpc/rpc.h>
-
 #include <cstring>
 
 #include <gtest/gtest.h>
+#include <rpc/rpc.h>
 
 #include "sm_inter_test.h"
 #include "testutil/tirpc_xdr.hpp"

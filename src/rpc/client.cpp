@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "rpc/client.hpp"
 
-#include <sys/socket.h>
-
 #include <tuple>
 
 #include <asio/connect.hpp>
@@ -14,6 +12,7 @@
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 
 #include "rpc/record_marking.hpp"
 #include "rpc/use_tuple.hpp"
@@ -54,15 +53,15 @@ CallResult InterpretReply(std::span<const uint8_t> reply) {
   DecodedReply decoded = DecodeReply(reply);
   if (!decoded.ok) return Failure(CallStatus::kBadReply, "reply header does not decode");
   if (decoded.reply_stat == ReplyStat::kMsgDenied) {
-    return Failure(CallStatus::kRejected, decoded.reject_stat == RejectStat::kAuthError
-                                              ? "auth error " + std::to_string(static_cast<int>(
-                                                                    decoded.auth_stat))
-                                              : "rpc version mismatch");
+    return Failure(CallStatus::kRejected,
+                   decoded.reject_stat == RejectStat::kAuthError
+                       ? "auth error " + std::to_string(static_cast<int>(decoded.auth_stat))
+                       : "rpc version mismatch");
   }
   if (decoded.accept_stat != AcceptStat::kSuccess) {
-    CallResult result = Failure(CallStatus::kNotSuccess,
-                                "accept_stat " + std::to_string(static_cast<int>(
-                                                     decoded.accept_stat)));
+    CallResult result =
+        Failure(CallStatus::kNotSuccess,
+                "accept_stat " + std::to_string(static_cast<int>(decoded.accept_stat)));
     result.accept_stat = decoded.accept_stat;
     return result;
   }
@@ -95,8 +94,8 @@ std::optional<asio::ip::address> SourceAddressFor(const Protocol& protocol,
 }  // namespace
 
 template <typename Socket>
-void Client::BindSource(Socket& socket, typename Socket::protocol_type protocol,
-                        SourcePort source, const std::optional<asio::ip::address>& address) {
+void Client::BindSource(Socket& socket, typename Socket::protocol_type protocol, SourcePort source,
+                        const std::optional<asio::ip::address>& address) {
   asio::error_code ec;
   const std::optional<asio::ip::address> local = SourceAddressFor(protocol, address);
   switch (source.kind) {
@@ -189,9 +188,8 @@ asio::awaitable<CallResult> Client::ResolveAndCall(CallTarget target, uint32_t x
   co_return co_await CallUdp(*address, target.port, xid, std::move(request), options);
 }
 
-asio::awaitable<CallResult> Client::CallUdp(asio::ip::address address, uint16_t port,
-                                            uint32_t xid, std::vector<uint8_t> request,
-                                            CallOptions options) {
+asio::awaitable<CallResult> Client::CallUdp(asio::ip::address address, uint16_t port, uint32_t xid,
+                                            std::vector<uint8_t> request, CallOptions options) {
   asio::ip::udp::endpoint peer(address, port);
   asio::ip::udp::socket socket(executor_, peer.protocol());
   BindSource(socket, peer.protocol(), options.source, options.source_address);
@@ -228,9 +226,8 @@ asio::awaitable<CallResult> Client::CallUdp(asio::ip::address address, uint16_t 
   }
 }
 
-asio::awaitable<CallResult> Client::CallTcp(asio::ip::address address, uint16_t port,
-                                            uint32_t xid, std::vector<uint8_t> request,
-                                            CallOptions options) {
+asio::awaitable<CallResult> Client::CallTcp(asio::ip::address address, uint16_t port, uint32_t xid,
+                                            std::vector<uint8_t> request, CallOptions options) {
   asio::ip::tcp::endpoint peer(address, port);
   asio::ip::tcp::socket socket(executor_);
   asio::error_code open_ec;

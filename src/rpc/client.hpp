@@ -48,12 +48,12 @@ struct CallOptions {
 };
 
 enum class CallStatus {
-  kOk,             // SUCCESS; the result is in `body`.
-  kTimedOut,       // No reply within the deadline.
-  kUnreachable,    // Name did not resolve, connection refused or reset.
-  kRejected,       // MSG_DENIED (RPC_MISMATCH or AUTH_ERROR).
-  kNotSuccess,     // MSG_ACCEPTED with PROG_UNAVAIL, PROG_MISMATCH, PROC_UNAVAIL, ...
-  kBadReply,       // A reply that did not decode.
+  kOk,           // SUCCESS; the result is in `body`.
+  kTimedOut,     // No reply within the deadline.
+  kUnreachable,  // Name did not resolve, connection refused or reset.
+  kRejected,     // MSG_DENIED (RPC_MISMATCH or AUTH_ERROR).
+  kNotSuccess,   // MSG_ACCEPTED with PROG_UNAVAIL, PROG_MISMATCH, PROC_UNAVAIL, ...
+  kBadReply,     // A reply that did not decode.
 };
 
 std::string_view ToString(CallStatus status);

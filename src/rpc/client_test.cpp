@@ -189,9 +189,9 @@ TEST(Client, TcpCallToASilentListenerEndsAtItsDeadline) {
   CallOptions options;
   options.deadline = std::chrono::milliseconds(200);
   auto start = std::chrono::steady_clock::now();
-  CallResult result = RunCoroutine(
-      io, client.Call({"127.0.0.1", silent.local_endpoint().port(), Transport::kTcp}, 100024, 1,
-                      0, {}, options));
+  CallResult result =
+      RunCoroutine(io, client.Call({"127.0.0.1", silent.local_endpoint().port(), Transport::kTcp},
+                                   100024, 1, 0, {}, options));
   EXPECT_EQ(result.status, CallStatus::kTimedOut);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
 }
@@ -203,9 +203,9 @@ TEST(Client, UdpCallToASilentSocketEndsAtItsDeadline) {
   CallOptions options;
   options.deadline = std::chrono::milliseconds(200);
   options.udp_retry = std::chrono::milliseconds(50);
-  CallResult result = RunCoroutine(
-      io, client.Call({"127.0.0.1", silent.local_endpoint().port(), Transport::kUdp}, 100024, 1,
-                      0, {}, options));
+  CallResult result =
+      RunCoroutine(io, client.Call({"127.0.0.1", silent.local_endpoint().port(), Transport::kUdp},
+                                   100024, 1, 0, {}, options));
   EXPECT_EQ(result.status, CallStatus::kTimedOut);
 }
 

@@ -68,10 +68,10 @@ struct CallHeader {
 
 // The outcome of reading a message that claims to be a call.
 enum class CallDecodeStatus {
-  kOk,               // Header read; the arguments follow.
-  kNotACall,         // A reply or an unknown message type: ignore it.
-  kMalformed,        // The header itself does not decode: nothing sensible to answer.
-  kRpcMismatch,      // rpcvers != 2: answer MSG_DENIED/RPC_MISMATCH.
+  kOk,           // Header read; the arguments follow.
+  kNotACall,     // A reply or an unknown message type: ignore it.
+  kMalformed,    // The header itself does not decode: nothing sensible to answer.
+  kRpcMismatch,  // rpcvers != 2: answer MSG_DENIED/RPC_MISMATCH.
 };
 
 struct DecodedCall {
@@ -102,13 +102,13 @@ void EncodeCallHeader(xdr::Encoder& enc, uint32_t xid, uint32_t program, uint32_
 
 // A reply as a client reads it.
 struct DecodedReply {
-  bool ok = false;              // The header decoded.
+  bool ok = false;  // The header decoded.
   uint32_t xid = 0;
   ReplyStat reply_stat = ReplyStat::kMsgAccepted;
-  AcceptStat accept_stat = AcceptStat::kSuccess;  // When accepted.
+  AcceptStat accept_stat = AcceptStat::kSuccess;      // When accepted.
   RejectStat reject_stat = RejectStat::kRpcMismatch;  // When denied.
-  AuthStat auth_stat = AuthStat::kOk;               // When denied with AUTH_ERROR.
-  uint32_t mismatch_low = 0;    // PROG_MISMATCH or RPC_MISMATCH range.
+  AuthStat auth_stat = AuthStat::kOk;                 // When denied with AUTH_ERROR.
+  uint32_t mismatch_low = 0;                          // PROG_MISMATCH or RPC_MISMATCH range.
   uint32_t mismatch_high = 0;
   std::span<const uint8_t> body;  // The result after a SUCCESS header.
 };

@@ -82,8 +82,8 @@ class ReplyCache {
     uint64_t hash = 0;
     bool indexed = false;  // False once abandoned or found too old.
     bool done = false;
-    uint64_t generation = 0;  // Bumped each time the slot takes a new call.
-    uint32_t cell = 0;        // Its cell in the index while `indexed`.
+    uint64_t generation = 0;     // Bumped each time the slot takes a new call.
+    uint32_t cell = 0;           // Its cell in the index while `indexed`.
     std::vector<uint8_t> reply;  // Its capacity is kept when the slot is reused.
     std::chrono::steady_clock::time_point created;
   };

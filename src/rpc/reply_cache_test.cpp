@@ -154,8 +154,7 @@ TEST_F(ReplyCacheTest, AgreesWithARingModelUnderChurn) {
       where.erase({ring[pick]->xid, ring[pick]->client});
       ring[pick].reset();
     } else {
-      cache.Finish(ring[pick]->ticket,
-                   std::vector<uint8_t>{static_cast<uint8_t>(ring[pick]->xid)});
+      cache.Finish(ring[pick]->ticket, std::vector<uint8_t>{static_cast<uint8_t>(ring[pick]->xid)});
       ring[pick]->done = true;
     }
     ASSERT_EQ(cache.size(), where.size()) << step;

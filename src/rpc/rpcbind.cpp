@@ -138,9 +138,9 @@ void PortCache::ForgetHost(const std::string& host) {
 
 void PortCache::Put(const Key& key, uint16_t port, TimePoint now) {
   if (entries_.size() >= limit_ && !entries_.contains(key)) {
-    auto oldest = std::min_element(entries_.begin(), entries_.end(), [](const auto& a, const auto& b) {
-      return a.second.stored < b.second.stored;
-    });
+    auto oldest = std::min_element(
+        entries_.begin(), entries_.end(),
+        [](const auto& a, const auto& b) { return a.second.stored < b.second.stored; });
     if (oldest != entries_.end()) entries_.erase(oldest);
   }
   entries_[key] = Entry{port, now};

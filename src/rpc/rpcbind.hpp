@@ -104,7 +104,7 @@ class PmapClient {
 class PortCache {
  public:
   struct Key {
-    std::string host;             // the portmapper's host (the registrant's)
+    std::string host;  // the portmapper's host (the registrant's)
     uint16_t rpcbind_port = kPmapPort;
     uint32_t program = 0;
     uint32_t version = 0;
@@ -113,7 +113,8 @@ class PortCache {
   };
   using TimePoint = std::chrono::steady_clock::time_point;
 
-  explicit PortCache(size_t limit = 4096, std::chrono::milliseconds max_age = std::chrono::minutes(5))
+  explicit PortCache(size_t limit = 4096,
+                     std::chrono::milliseconds max_age = std::chrono::minutes(5))
       : limit_(limit), max_age_(max_age) {}
 
   std::optional<uint16_t> Find(const Key& key, TimePoint now) const;

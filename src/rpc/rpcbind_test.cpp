@@ -409,8 +409,8 @@ TEST(PortCache, TheOldestEntryGoesAtTheLimit) {
 
 TEST_F(RpcbindTest, CachedGetPortAsksThePortmapperOnceUntilForgotten) {
   FakeRpcbind rpcbind(io_, true);
-  rpcbind.table.push_back(RpcbMapping{100021, 4, "udp",
-                                      ToUniversalAddress(asio::ip::address_v4::any(), 4045), ""});
+  rpcbind.table.push_back(
+      RpcbMapping{100021, 4, "udp", ToUniversalAddress(asio::ip::address_v4::any(), 4045), ""});
   PortCache cache;
   PortCache::Key key{"127.0.0.1", rpcbind.port(), 100021, 4, kIpProtoUdp};
   bool cached = true;
@@ -431,8 +431,8 @@ TEST_F(RpcbindTest, CachedGetPortAsksThePortmapperOnceUntilForgotten) {
   EXPECT_EQ(rpcbind.v2_calls, 2);
   // An unregistered program is not remembered.
   PortCache::Key other{"127.0.0.1", rpcbind.port(), 100024, 1, kIpProtoUdp};
-  EXPECT_EQ(RunCoroutine(io_, CachedGetPort(cache, client_, other, std::chrono::milliseconds(500),
-                                            cached)),
+  EXPECT_EQ(RunCoroutine(
+                io_, CachedGetPort(cache, client_, other, std::chrono::milliseconds(500), cached)),
             std::optional<uint16_t>(0));
   EXPECT_FALSE(cache.Find(other, std::chrono::steady_clock::now()));
   RunCoroutine(io_, rpcbind.Shutdown());

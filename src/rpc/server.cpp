@@ -1,22 +1,21 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "rpc/server.hpp"
 
-#include <sys/socket.h>
-
 #include <deque>
 #include <utility>
 
-#include "rpc/use_tuple.hpp"
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/write.hpp>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 
 #include "base/error.hpp"
 #include "rpc/address.hpp"
 #include "rpc/record_marking.hpp"
 #include "rpc/udp_datagrams.hpp"
+#include "rpc/use_tuple.hpp"
 
 namespace nlockd::rpc {
 
@@ -209,8 +208,7 @@ asio::awaitable<void> Server::Connection::IdleWatch(std::shared_ptr<Connection> 
   }
 }
 
-Server::Server(asio::any_io_executor executor, const Dispatcher& dispatcher,
-               ServerOptions options)
+Server::Server(asio::any_io_executor executor, const Dispatcher& dispatcher, ServerOptions options)
     : executor_(executor),
       dispatcher_(dispatcher),
       options_(options),

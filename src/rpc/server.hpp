@@ -44,7 +44,7 @@ struct ServerStats {
   uint64_t connections_accepted = 0;
   uint64_t connections_refused = 0;  // Over max_connections.
   uint64_t records_too_large = 0;
-  uint64_t udp_dropped = 0;          // Over max_udp_calls.
+  uint64_t udp_dropped = 0;  // Over max_udp_calls.
   uint64_t bytes_received = 0;
   uint64_t bytes_sent = 0;
   size_t open_connections = 0;

@@ -1,9 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "rpc/server.hpp"
 
-#include <sys/socket.h>
-#include <sys/time.h>
-
 #include <future>
 #include <thread>
 
@@ -16,6 +13,8 @@
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 
 #include "rpc/client.hpp"
 #include "rpc/record_marking.hpp"
@@ -43,8 +42,7 @@ asio::awaitable<HandlerStatus> Sleep(const CallContext&, xdr::Decoder& args, xdr
 }
 
 // Echoes the address the call was sent to, as the server saw it.
-asio::awaitable<HandlerStatus> Where(const CallContext& context, xdr::Decoder&,
-                                     xdr::Encoder& out) {
+asio::awaitable<HandlerStatus> Where(const CallContext& context, xdr::Decoder&, xdr::Encoder& out) {
   out.String(context.local_address.to_string());
   co_return HandlerStatus::kSuccess;
 }
@@ -81,7 +79,8 @@ class RawConnection {
     asio::read(socket_, asio::buffer(header), ec);
     if (ec) return std::nullopt;
     uint32_t len = ((uint32_t{header[0]} << 24) | (uint32_t{header[1]} << 16) |
-                    (uint32_t{header[2]} << 8) | header[3]) & ~kLastFragmentBit;
+                    (uint32_t{header[2]} << 8) | header[3]) &
+                   ~kLastFragmentBit;
     Bytes body(len);
     asio::read(socket_, asio::buffer(body), ec);
     if (ec) return std::nullopt;
@@ -133,8 +132,8 @@ class ServerTest : public ::testing::Test {
     xdr::Encoder enc(args);
     if (arg) enc.U32(*arg);
     return testutil::RunCoroutine(
-        client_io, client.Call(CallTarget{"127.0.0.1", server_->port(), transport}, kProg, kVers,
-                               proc, args));
+        client_io,
+        client.Call(CallTarget{"127.0.0.1", server_->port(), transport}, kProg, kVers, proc, args));
   }
 
   asio::io_context io_;
@@ -203,7 +202,7 @@ TEST_F(ServerTest, MalformedRecordsGetNoReplyButTheConnectionStays) {
   StartServer();
   RawConnection conn(server_->port());
   conn.Send(AsRecord(Bytes{0, 0, 0, 9, 0, 0, 0, 0, 0, 0}));  // Truncated call header.
-  conn.Send(AsRecord(Bytes{}));                               // Empty record.
+  conn.Send(AsRecord(Bytes{}));                              // Empty record.
   Bytes bad_version = CallMessage(11, 0);
   bad_version[11] = 1;
   conn.Send(AsRecord(bad_version));

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "rpc/task_gate.hpp"
 
-#include "rpc/use_tuple.hpp"
 #include <asio/use_awaitable.hpp>
+
+#include "rpc/use_tuple.hpp"
 
 namespace nlockd::rpc {
 

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "rpc/udp_datagrams.hpp"
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 #include <cerrno>
 #include <cstring>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 namespace nlockd::rpc {
 
@@ -48,9 +48,8 @@ ReceivedDatagram ReceiveDatagram(asio::ip::udp::socket& socket, std::span<uint8_
   message.msg_controllen = sizeof control;
   const ssize_t n = ::recvmsg(socket.native_handle(), &message, MSG_DONTWAIT);
   if (n < 0) {
-    ec = (errno == EAGAIN || errno == EWOULDBLOCK)
-             ? std::error_code(asio::error::would_block)
-             : LastError();
+    ec = (errno == EAGAIN || errno == EWOULDBLOCK) ? std::error_code(asio::error::would_block)
+                                                   : LastError();
     return out;
   }
   out.size = static_cast<size_t>(n);
@@ -83,8 +82,8 @@ ReceivedDatagram ReceiveDatagram(asio::ip::udp::socket& socket, std::span<uint8_
 }
 
 size_t SendDatagram(asio::ip::udp::socket& socket, std::span<const uint8_t> data,
-                    const asio::ip::udp::endpoint& to,
-                    const std::optional<asio::ip::address>& from, std::error_code& ec) {
+                    const asio::ip::udp::endpoint& to, const std::optional<asio::ip::address>& from,
+                    std::error_code& ec) {
   ec.clear();
   iovec iov{const_cast<uint8_t*>(data.data()), data.size()};
   alignas(cmsghdr) unsigned char control[kControlSpace] = {};
@@ -123,9 +122,8 @@ size_t SendDatagram(asio::ip::udp::socket& socket, std::span<const uint8_t> data
   }
   const ssize_t n = ::sendmsg(socket.native_handle(), &message, MSG_DONTWAIT | MSG_NOSIGNAL);
   if (n < 0) {
-    ec = (errno == EAGAIN || errno == EWOULDBLOCK)
-             ? std::error_code(asio::error::would_block)
-             : LastError();
+    ec = (errno == EAGAIN || errno == EWOULDBLOCK) ? std::error_code(asio::error::would_block)
+                                                   : LastError();
     return 0;
   }
   return static_cast<size_t>(n);

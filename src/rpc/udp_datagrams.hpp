@@ -35,7 +35,7 @@ ReceivedDatagram ReceiveDatagram(asio::ip::udp::socket& socket, std::span<uint8_
 // address the kernel picks when `from` is nullopt. Non-blocking: ec is would_block when the
 // socket buffer is full.
 size_t SendDatagram(asio::ip::udp::socket& socket, std::span<const uint8_t> data,
-                    const asio::ip::udp::endpoint& to,
-                    const std::optional<asio::ip::address>& from, std::error_code& ec);
+                    const asio::ip::udp::endpoint& to, const std::optional<asio::ip::address>& from,
+                    std::error_code& ec);
 
 }  // namespace nlockd::rpc

@@ -96,8 +96,7 @@ admin::ServiceReleaseResult AdminBackend::ReleaseService() {
     throw ApiError(ApiErrorKind::kUnavailable,
                    "the program running this service cannot release it; stop it instead");
   }
-  spdlog::info("admin: releasing service {} (epoch {})", LogValue(parts_.server_name),
-               view.epoch);
+  spdlog::info("admin: releasing service {} (epoch {})", LogValue(parts_.server_name), view.epoch);
   return admin::ServiceReleaseResult{parts_.server_name, view.epoch};
 }
 

@@ -206,8 +206,7 @@ asio::awaitable<bool> StoreLockJournal::Record(std::vector<nlm::JournalEntry> en
   }
   // NLM hands in the calls of a whole turn at once (nlm::JournalBarrier): written now, not
   // after another trip through the executor.
-  std::shared_ptr<Batch> batch =
-      WriteBatch(co_await asio::this_coro::executor, std::move(entries));
+  std::shared_ptr<Batch> batch = WriteBatch(co_await asio::this_coro::executor, std::move(entries));
   if (!batch->finished) co_await batch->written.async_wait(rpc::kUseTuple);
   co_return batch->ok;
 }
@@ -260,9 +259,9 @@ asio::awaitable<bool> StoreLockJournal::SettleRestored(std::optional<lock::HostI
       continue;
     }
     lock::LockOwner owner{lock::HostId(owner_host), svid, lock::OwnerHandle(oh)};
-    nlm::JournalEntry entry =
-        is_share ? nlm::JournalEntry::Share(lock::FileKey(file), std::move(owner))
-                 : nlm::JournalEntry::Locks(lock::FileKey(file), std::move(owner));
+    nlm::JournalEntry entry = is_share
+                                  ? nlm::JournalEntry::Share(lock::FileKey(file), std::move(owner))
+                                  : nlm::JournalEntry::Locks(lock::FileKey(file), std::move(owner));
     // An owner that holds all its restored rows again (reclaimed, nothing dropped) needs none.
     if (is_share || !HoldsRestoredRows(entry)) {
       entries.push_back(std::move(entry));

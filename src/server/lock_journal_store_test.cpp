@@ -140,7 +140,8 @@ TEST_F(StoreLockJournalTest, UnreclaimedRestoredLocksAreRemovedWhenSettled) {
   // a's and b's locks come back from the store; a reclaims, b never does.
   locks_.Lock(Req(file_, a_, 0, 10, lock::LockType::kExclusive));
   locks_.Lock(Req(lock::FileKey("fh2"), b_, 0, 10, lock::LockType::kExclusive));
-  ASSERT_TRUE(Record({JournalEntry::Locks(file_, a_), JournalEntry::Locks(lock::FileKey("fh2"), b_)}));
+  ASSERT_TRUE(
+      Record({JournalEntry::Locks(file_, a_), JournalEntry::Locks(lock::FileKey("fh2"), b_)}));
   lock::LockManager restarted(clock_);
   StoreLockJournal journal(restarted, *store_);
   ASSERT_EQ(Restore(*store_, restarted, journal).size(), 2u);
@@ -442,8 +443,8 @@ TEST(DecideGrace, FollowsWhatTheStoreKnows) {
 
 TEST(ToRestored, SkipsCorruptRows) {
   std::vector<store::LockRecord> rows = {
-      {"fh", "h", 1, "1@h", true, 0, 0},                    // to the end: fine
-      {"fh", "h", 2, "2@h", false, UINT64_MAX, 2},          // overflows: corrupt
+      {"fh", "h", 1, "1@h", true, 0, 0},            // to the end: fine
+      {"fh", "h", 2, "2@h", false, UINT64_MAX, 2},  // overflows: corrupt
   };
   auto locks = ToRestoredLocks(rows);
   ASSERT_EQ(locks.size(), 1u);

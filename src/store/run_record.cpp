@@ -37,9 +37,8 @@ RunStart BeginRun(const std::optional<RunRecord>& previous, const std::string& b
   // the kernel (a new boot), for a database server (a storage epoch) that server alone. A crash
   // of the host that ran nlockd loses nothing the database server committed, which is what
   // lets another node of an HA pair take over after kill -9 with the fine-grained grace.
-  const bool nothing_lost = storage_epoch.empty()
-                                ? !boot_id.empty() && previous->boot_id == boot_id
-                                : previous->storage_epoch == storage_epoch;
+  const bool nothing_lost = storage_epoch.empty() ? !boot_id.empty() && previous->boot_id == boot_id
+                                                  : previous->storage_epoch == storage_epoch;
   const bool complete = previous->locks_complete && (previous->clean_shutdown || nothing_lost);
   start.info.previous_run_clean = previous->clean_shutdown;
   start.info.previous_boot_id = previous->boot_id;

@@ -15,11 +15,11 @@ namespace nlockd::xdr {
 // Why a decode failed. Untrusted bytes never throw: a failure is a value that names the field,
 // and the dispatcher turns it into GARBAGE_ARGS.
 enum class DecodeError {
-  kTruncated,    // Fewer bytes left than the item needs.
-  kTooLong,      // A length or count above the field's bound.
-  kBadPadding,   // Non-zero padding after opaque data (RFC 4506 §4.10 says pad with zeros).
-  kBadBool,      // A boolean other than 0 or 1 (RFC 4506 §4.4).
-  kBadValue,     // A value outside its enum or union.
+  kTruncated,   // Fewer bytes left than the item needs.
+  kTooLong,     // A length or count above the field's bound.
+  kBadPadding,  // Non-zero padding after opaque data (RFC 4506 §4.10 says pad with zeros).
+  kBadBool,     // A boolean other than 0 or 1 (RFC 4506 §4.4).
+  kBadValue,    // A value outside its enum or union.
 };
 
 std::string_view ToString(DecodeError error);

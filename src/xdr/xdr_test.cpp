@@ -31,8 +31,8 @@ TEST(Encoder, OpaqueAndStringCarryLengthAndZeroPadding) {
   std::array<uint8_t, 3> fixed{7, 8, 9};
   enc.FixedOpaque(fixed);
   EXPECT_EQ(out, (Bytes{0, 0, 0, 5, 'a', 'b', 'c', 'd', 'e', 0, 0, 0,  // string<>
-                        0, 0, 0, 0,                                     // empty opaque
-                        7, 8, 9, 0}));                                  // opaque[3]
+                        0, 0, 0, 0,                                    // empty opaque
+                        7, 8, 9, 0}));                                 // opaque[3]
 }
 
 TEST(Decoder, RoundTripsEveryKind) {

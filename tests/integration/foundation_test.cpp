@@ -1,19 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
 // The foundation against clients nobody here wrote: rpcgen-generated libtirpc clients, rpcinfo
 // and rpcbind from Debian's packages, and raw bytes for what no polite client sends.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <rpc/rpc.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cstring>
 #include <string>
 #include <thread>
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <rpc/rpc.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "integration/nlockd_process.hpp"
 #include "nlm_prot_test.h"
@@ -48,8 +47,7 @@ bool_t XdrNothing(XDR*, ...) { return TRUE; }
 
 clnt_stat CallNull(CLIENT* client) {
   timeval timeout{5, 0};
-  return clnt_call(client, 0, XdrNothing, nullptr,
-                   XdrNothing, nullptr, timeout);
+  return clnt_call(client, 0, XdrNothing, nullptr, XdrNothing, nullptr, timeout);
 }
 
 TEST(Foundation, RpcgenClientsCallNullOverTcpAndUdp) {
@@ -90,8 +88,7 @@ TEST(Foundation, UnknownVersionProgramAndProcedureGetTheirRpcErrors) {
 
     CLIENT* nsm = Connect(tcp, nlockd.port(), SM_PROG, SM_VERS);
     timeval timeout{5, 0};
-    EXPECT_EQ(clnt_call(nsm, 99, XdrNothing, nullptr,
-                        XdrNothing, nullptr, timeout),
+    EXPECT_EQ(clnt_call(nsm, 99, XdrNothing, nullptr, XdrNothing, nullptr, timeout),
               RPC_PROCUNAVAIL);
     clnt_destroy(nsm);
   }
@@ -99,8 +96,8 @@ TEST(Foundation, UnknownVersionProgramAndProcedureGetTheirRpcErrors) {
 }
 
 TEST(Foundation, HostileStreamsAreCutOffAndServingGoesOn) {
-  NlockdProcess nlockd({"--listen", "127.0.0.1:0", "--rpcbind-register=false",
-                        "--max-record-size", "65536"});
+  NlockdProcess nlockd(
+      {"--listen", "127.0.0.1:0", "--rpcbind-register=false", "--max-record-size", "65536"});
   // A record mark claiming 2 GiB: the connection is closed, nothing is allocated.
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr = Loopback(nlockd.port());

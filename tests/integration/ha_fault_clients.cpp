@@ -1,17 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "integration/ha_fault_clients.hpp"
 
-#include <fcntl.h>
-#include <sched.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <map>
 #include <optional>
 #include <random>
 #include <span>
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sched.h>
+#include <unistd.h>
 
 #include "integration/nlm_rpcgen.hpp"
 #include "integration/raw_rpc.hpp"
@@ -164,8 +163,8 @@ void FaultClient::Run() {
   };
   auto lock_call = [&](const NlmLock& lock, bool exclusive, bool reclaim,
                        bool until_stop) -> std::optional<NlmStat> {
-    auto body = call(2, EncodeLockArgs(4, lock, NlmLockFlags{exclusive, false, reclaim, 1},
-                                       "lock"), until_stop);
+    auto body = call(2, EncodeLockArgs(4, lock, NlmLockFlags{exclusive, false, reclaim, 1}, "lock"),
+                     until_stop);
     if (!body) return std::nullopt;
     auto res = DecodeRes(4, *body);
     return res ? std::optional<NlmStat>(res->stat) : std::nullopt;
@@ -173,8 +172,8 @@ void FaultClient::Run() {
 
   std::vector<Held> held;
   auto record = [&](const Held& h, Clock::time_point end) {
-    result_.intervals.push_back(LockInterval{caller + "/" + h.lock.oh, h.lock.fh, h.exclusive,
-                                             h.since, end});
+    result_.intervals.push_back(
+        LockInterval{caller + "/" + h.lock.oh, h.lock.fh, h.exclusive, h.since, end});
   };
   auto make_lock = [&](const std::string& file, int32_t svid) {
     return NlmLock{caller, file, fmt::format("{}@{}", svid, caller), svid, 0, 100};

@@ -14,8 +14,6 @@
 //
 // NLOCKD_HA_FAULT_ROUNDS sets the rounds of the randomized run (10 by default),
 // NLOCKD_HA_FAULT_SEED its seed (printed).
-#include <signal.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -31,6 +29,7 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include "integration/ha_topology.hpp"
 #include "testutil/subprocess.hpp"
@@ -66,9 +65,12 @@ std::optional<int64_t> LoggedAt(const std::string& output, const std::regex& pat
 enum class Fault { kKill, kPartition, kSigterm };
 const char* Name(Fault fault) {
   switch (fault) {
-    case Fault::kKill: return "kill -9";
-    case Fault::kPartition: return "partition from PostgreSQL";
-    case Fault::kSigterm: return "SIGTERM";
+    case Fault::kKill:
+      return "kill -9";
+    case Fault::kPartition:
+      return "partition from PostgreSQL";
+    case Fault::kSigterm:
+      return "SIGTERM";
   }
   return "?";
 }
@@ -82,9 +84,9 @@ class HaFaultTest : public HaTopologyTest {
     Node& node = nodes_[n];
     node.process = std::make_unique<Subprocess>(node.ns->Wrap(
         {NLOCKD_BINARY, "--store", node.store_uri, "--listen", fmt::format("0.0.0.0:{}", kNlmPort),
-         "--rpcbind-register=false", "--name", service_, "--grace", "20",
-         "--notify-statd-port", std::to_string(kStatdPort), "--admin-listen", "off", "--ha=true",
-         "--ha-lease", std::to_string(kLeaseSeconds)}));
+         "--rpcbind-register=false", "--name", service_, "--grace", "20", "--notify-statd-port",
+         std::to_string(kStatdPort), "--admin-listen", "off", "--ha=true", "--ha-lease",
+         std::to_string(kLeaseSeconds)}));
   }
   bool WaitStandby(int n) {
     return nodes_[n].process->LoggedOrWaitFor(std::regex("ha: standby for service"), seconds(20));
@@ -173,14 +175,14 @@ TEST(HaFaultChecker, FindsOverlappingConflictingLocksOnly) {
             1U);
   EXPECT_EQ(Conflicts({{"a", "f", false, at(0), at(10)}, {"b", "f", true, at(5), at(20)}}).size(),
             1U);
-  EXPECT_TRUE(Conflicts({{"a", "f", false, at(0), at(10)}, {"b", "f", false, at(5), at(20)}})
-                  .empty());
-  EXPECT_TRUE(Conflicts({{"a", "f", true, at(0), at(10)}, {"a", "f", true, at(5), at(20)}})
-                  .empty());
-  EXPECT_TRUE(Conflicts({{"a", "f", true, at(0), at(10)}, {"b", "f", true, at(10), at(20)}})
-                  .empty());
-  EXPECT_TRUE(Conflicts({{"a", "f", true, at(0), at(10)}, {"b", "g", true, at(5), at(20)}})
-                  .empty());
+  EXPECT_TRUE(
+      Conflicts({{"a", "f", false, at(0), at(10)}, {"b", "f", false, at(5), at(20)}}).empty());
+  EXPECT_TRUE(
+      Conflicts({{"a", "f", true, at(0), at(10)}, {"a", "f", true, at(5), at(20)}}).empty());
+  EXPECT_TRUE(
+      Conflicts({{"a", "f", true, at(0), at(10)}, {"b", "f", true, at(10), at(20)}}).empty());
+  EXPECT_TRUE(
+      Conflicts({{"a", "f", true, at(0), at(10)}, {"b", "g", true, at(5), at(20)}}).empty());
   EXPECT_EQ(Conflicts({{"a", "f", true, at(0), at(100)},
                        {"b", "f", true, at(10), at(20)},
                        {"c", "f", true, at(50), at(60)}})
@@ -288,8 +290,7 @@ TEST_F(HaFaultTest, RandomizedFaults) {
   if (const char* text = std::getenv("NLOCKD_HA_FAULT_SEED")) {
     seed_ = static_cast<uint32_t>(std::strtoul(text, nullptr, 10));
   }
-  std::cout << "randomized faults: " << rounds << " rounds, NLOCKD_HA_FAULT_SEED=" << seed_
-            << "\n";
+  std::cout << "randomized faults: " << rounds << " rounds, NLOCKD_HA_FAULT_SEED=" << seed_ << "\n";
   std::mt19937 random(seed_);
   StartPair();
   ASSERT_FALSE(HasFatalFailure());

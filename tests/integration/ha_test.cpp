@@ -115,11 +115,11 @@ class HaNode {
     std::vector<std::string> argv;
     if (!notify_socket.empty()) argv = {"/usr/bin/env", "NOTIFY_SOCKET=" + notify_socket};
     for (std::string arg :
-         {std::string(NLOCKD_BINARY), std::string("--store"), store,
-          std::string("--listen"), std::string("127.0.0.1:0"),
-          std::string("--rpcbind-register=false"), std::string("--name"), service,
-          std::string("--grace"), std::string("60"), std::string("--notify-statd-port"),
-          std::to_string(statd_port), std::string("--admin-listen"), std::string("127.0.0.1:0"),
+         {std::string(NLOCKD_BINARY), std::string("--store"), store, std::string("--listen"),
+          std::string("127.0.0.1:0"), std::string("--rpcbind-register=false"),
+          std::string("--name"), service, std::string("--grace"), std::string("60"),
+          std::string("--notify-statd-port"), std::to_string(statd_port),
+          std::string("--admin-listen"), std::string("127.0.0.1:0"),
           std::string("--admin-open-writes=true"), std::string("--ha=true"),
           std::string("--ha-lease"), std::to_string(lease_seconds)}) {
       argv.push_back(std::move(arg));
@@ -329,9 +329,8 @@ TEST_F(HaTest, AStandbyTellsSystemdItIsReadyAndWhoHoldsTheService) {
   const std::string ready = notify.WaitFor("READY=1", std::chrono::seconds(10));
   ASSERT_FALSE(ready.empty()) << b_->process().output();
   EXPECT_NE(ready.find("STATUS=standby"), std::string::npos) << ready;
-  const std::string held =
-      notify.WaitFor(fmt::format("held by nlockd pid {} on ", a_->process().pid()),
-                     std::chrono::seconds(5));
+  const std::string held = notify.WaitFor(
+      fmt::format("held by nlockd pid {} on ", a_->process().pid()), std::chrono::seconds(5));
   EXPECT_FALSE(held.empty()) << b_->process().output();
 
   EXPECT_EQ(a_->process().Stop(SIGTERM, std::chrono::seconds(20)), 0);
@@ -452,13 +451,13 @@ TEST_F(HaTest, AnActiveWhoseRenewalHangsStopsBeforeItsLeaseCouldExpire) {
 // stopped and removed when the test ends.
 class PgFailoverPair {
  public:
-  PgFailoverPair()
-      : dir_(fmt::format("/tmp/nlockd-pg-pair-{}-{}", getpid(), ++counter_)) {
+  PgFailoverPair() : dir_(fmt::format("/tmp/nlockd-pg-pair-{}-{}", getpid(), ++counter_)) {
     testutil::Subprocess start({PG_FAILOVER_PAIR, "start", dir_});
     const std::optional<int> status = start.Wait(std::chrono::seconds(120));
     const std::string output = start.output();
     std::smatch ports;
-    if (status != 0 || !std::regex_search(output, ports, std::regex(R"((\d+) (\d+) ([0-9a-f]+))"))) {
+    if (status != 0 ||
+        !std::regex_search(output, ports, std::regex(R"((\d+) (\d+) ([0-9a-f]+))"))) {
       ADD_FAILURE() << "cannot start the primary and its replica:\n" << output;
       return;
     }

@@ -9,9 +9,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "testutil/udp_pktinfo.hpp"
-
 #include "integration/raw_rpc.hpp"
+#include "testutil/udp_pktinfo.hpp"
 
 namespace nlockd::integration {
 namespace {

@@ -54,8 +54,8 @@ class LoopbackPeers {
 
   // NLM version 4 over UDP from host `address` to nlockd at 127.0.0.1:`port`; the reply's
   // status, or nullopt when none came.
-  static std::optional<NlmStat> Lock(const std::string& address, uint16_t port,
-                                     const NlmLock& lock, NlmLockFlags flags);
+  static std::optional<NlmStat> Lock(const std::string& address, uint16_t port, const NlmLock& lock,
+                                     NlmLockFlags flags);
   static std::optional<NlmStat> Unlock(const std::string& address, uint16_t port,
                                        const NlmLock& lock);
 

@@ -29,9 +29,7 @@ void SetChildAsanOptions(const std::string& extra) {
 }
 
 // What the nlockd of the other tests runs with.
-void SetChildAsanOptionsForTests() {
-  SetChildAsanOptions("");
-}
+void SetChildAsanOptionsForTests() { SetChildAsanOptions(""); }
 
 #if defined(__SANITIZE_ADDRESS__)
 class AsanChildOptions : public ::testing::Environment {

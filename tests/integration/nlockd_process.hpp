@@ -2,8 +2,8 @@
 #pragma once
 
 #include <algorithm>
-#include <iterator>
 #include <chrono>
+#include <iterator>
 #include <memory>
 #include <regex>
 #include <string>

@@ -59,10 +59,10 @@ TEST(RecoveryGrace, AHostThatNeverAnswersLosesItsRestoredLocksAfterItsRetries) {
   EXPECT_EQ(NewcomerLocks(nlockd->port(), NewcomerLock("file-1"), /*block=*/true),
             "stat=denied_grace_period");
 
-  EXPECT_TRUE(WaitForLog(*nlockd,
-                         std::regex("host " + silent +
-                                    " never answered SM_NOTIFY; dropped its 2 restored locks"),
-                         kWait))
+  EXPECT_TRUE(WaitForLog(
+      *nlockd,
+      std::regex("host " + silent + " never answered SM_NOTIFY; dropped its 2 restored locks"),
+      kWait))
       << nlockd->process().output();
   auto ended = WaitForLog(
       *nlockd, std::regex(R"(grace period ended reason=(\S+) reclaimed=(\d+) dropped=(\d+))"),
@@ -74,8 +74,7 @@ TEST(RecoveryGrace, AHostThatNeverAnswersLosesItsRestoredLocksAfterItsRetries) {
   EXPECT_GE(std::chrono::steady_clock::now() - restarted, std::chrono::seconds(2))
       << "grace ended before host 1's budget was spent";
   EXPECT_GE(peers.Attempts(silent), 2u) << "host 1 was not retried";
-  EXPECT_EQ(NewcomerLocks(nlockd->port(), NewcomerLock("file-1"), /*block=*/true),
-            "stat=granted");
+  EXPECT_EQ(NewcomerLocks(nlockd->port(), NewcomerLock("file-1"), /*block=*/true), "stat=granted");
   Admin admin(*nlockd);
   EXPECT_TRUE(HoldsNothing(admin, 1)) << ::testing::PrintToString(admin.LockTable());
   EXPECT_FALSE(HoldsNothing(admin, 0));
@@ -89,8 +88,8 @@ TEST(RecoveryGrace, SimuCrashNotifiesEveryMonitoredHostWithANewOddState) {
   constexpr size_t kHosts = 5;
   TempDir dir;
   LoopbackPeers peers;
-  auto nlockd = StartNlockd("sqlite:" + dir.path() + "/nlockd.db", peers.statd_port(),
-                            kGraceSeconds);
+  auto nlockd =
+      StartNlockd("sqlite:" + dir.path() + "/nlockd.db", peers.statd_port(), kGraceSeconds);
   ASSERT_NE(nlockd->port(), 0);
   std::vector<std::string> hosts;
   for (size_t host = 0; host < kHosts; ++host) {
@@ -136,8 +135,8 @@ TEST(RecoveryGrace, NewLocksOnRestoredRangesWaitForGraceAndLateReclaimsAreRefuse
   EXPECT_EQ(NewcomerLocks(port, NewcomerLock("file-1")), "stat=denied_grace_period");
   EXPECT_EQ(NewcomerLocks(port, NewcomerLock("file-1"), /*block=*/true),
             "stat=denied_grace_period");
-  auto notified = peers.WaitNotified({LoopbackPeers::Address(0), LoopbackPeers::Address(1)},
-                                     old_state, kWait);
+  auto notified =
+      peers.WaitNotified({LoopbackPeers::Address(0), LoopbackPeers::Address(1)}, old_state, kWait);
   ASSERT_TRUE(notified) << nlockd->process().output();
   const int32_t state = notified->begin()->second.state;
   EXPECT_EQ(LockAll(0, port, /*reclaim=*/true, state), kAllGranted);

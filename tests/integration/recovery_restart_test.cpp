@@ -49,8 +49,8 @@ void ExpectNotified(const std::map<std::string, LoopbackPeers::Notification>& no
 }
 
 void ExpectGraceEndedEarly(NlockdProcess& nlockd, size_t restored) {
-  auto ended = WaitForLog(nlockd, std::regex(R"(grace period ended reason=(\S+) reclaimed=(\d+))"),
-                          kWait);
+  auto ended =
+      WaitForLog(nlockd, std::regex(R"(grace period ended reason=(\S+) reclaimed=(\d+))"), kWait);
   ASSERT_TRUE(ended) << nlockd.process().output();
   EXPECT_EQ((*ended)[1], "all-reclaimed");
   EXPECT_EQ((*ended)[2], std::to_string(restored));
@@ -76,8 +76,8 @@ TEST(RecoveryRestart, AfterKill9EveryHostIsNotifiedReclaimsAndGraceEndsEarly) {
   auto nlockd = StartNlockd(store, peers.statd_port(), kGraceSeconds);
   ASSERT_NE(nlockd->port(), 0);
   auto started = WaitForLog(
-      *nlockd,
-      std::regex(R"(grace period started mode=(\S+) seconds=(\d+) restored_locks=(\d+))"), kWait);
+      *nlockd, std::regex(R"(grace period started mode=(\S+) seconds=(\d+) restored_locks=(\d+))"),
+      kWait);
   ASSERT_TRUE(started) << nlockd->process().output();
   EXPECT_EQ((*started)[1], "fine-grained");
   EXPECT_EQ((*started)[2], std::to_string(kGraceSeconds));

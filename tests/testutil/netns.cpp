@@ -1,15 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "testutil/netns.hpp"
 
-#include <signal.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <cerrno>
 #include <filesystem>
 #include <optional>
 #include <stdexcept>
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "testutil/subprocess.hpp"
 
@@ -32,7 +32,8 @@ std::vector<std::string> Lines(const std::string& text) {
 }
 
 std::optional<pid_t> ParsePid(const std::string& text) {
-  if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos) {
+  if (text.empty() || text.size() > 9 ||
+      text.find_first_not_of("0123456789") != std::string::npos) {
     return std::nullopt;
   }
   return static_cast<pid_t>(std::stol(text));
@@ -70,9 +71,18 @@ NetNamespace::~NetNamespace() {
 }
 
 std::vector<std::string> NetNamespace::Wrap(const std::vector<std::string>& argv) const {
-  std::vector<std::string> out{"ip",      "netns", "exec", name_, "unshare", "--mount",
-                               "--propagation", "private", "sh", "-c",
-                               "mount -t tmpfs tmpfs /run && exec \"$@\"", "sh"};
+  std::vector<std::string> out{"ip",
+                               "netns",
+                               "exec",
+                               name_,
+                               "unshare",
+                               "--mount",
+                               "--propagation",
+                               "private",
+                               "sh",
+                               "-c",
+                               "mount -t tmpfs tmpfs /run && exec \"$@\"",
+                               "sh"};
   out.insert(out.end(), argv.begin(), argv.end());
   return out;
 }
@@ -85,8 +95,8 @@ void NetNamespace::RemoveStale() {
     std::string name = line.substr(0, line.find(' '));
     if (name.rfind("nlk-", 0) != 0) continue;
     size_t last = name.rfind('-');
-    size_t before = last == std::string::npos || last == 0 ? std::string::npos
-                                                            : name.rfind('-', last - 1);
+    size_t before =
+        last == std::string::npos || last == 0 ? std::string::npos : name.rfind('-', last - 1);
     if (before == std::string::npos) continue;
     std::optional<pid_t> pid = ParsePid(name.substr(before + 1, last - before - 1));
     if (!pid || *pid == getpid() || kill(*pid, 0) == 0 || errno != ESRCH) continue;
@@ -108,9 +118,18 @@ void NetNamespace::RemoveStale() {
 }
 
 std::vector<std::string> NetNamespace::WrapHost(const std::vector<std::string>& argv) const {
-  std::vector<std::string> out{"ip",      "netns", "exec", name_, "unshare", "--mount",
-                               "--propagation", "private", "sh", "-c",
-                               "mount --bind \"$0\" /run && exec \"$@\"", run_dir_};
+  std::vector<std::string> out{"ip",
+                               "netns",
+                               "exec",
+                               name_,
+                               "unshare",
+                               "--mount",
+                               "--propagation",
+                               "private",
+                               "sh",
+                               "-c",
+                               "mount --bind \"$0\" /run && exec \"$@\"",
+                               run_dir_};
   out.insert(out.end(), argv.begin(), argv.end());
   return out;
 }

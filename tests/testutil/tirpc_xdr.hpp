@@ -3,11 +3,11 @@
 
 // Runs libtirpc's rpcgen-generated XDR routines over memory, so that our codec can be checked
 // byte for byte against code nobody here wrote.
-#include <rpc/rpc.h>
-
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include <rpc/rpc.h>
 
 namespace nlockd::testutil {
 
@@ -15,8 +15,8 @@ template <typename T>
 std::vector<uint8_t> TirpcEncode(bool_t (*proc)(XDR*, T*), T* value) {
   std::vector<uint8_t> buffer(8192);
   XDR xdr;
-  xdrmem_create(&xdr, reinterpret_cast<char*>(buffer.data()),
-                static_cast<u_int>(buffer.size()), XDR_ENCODE);
+  xdrmem_create(&xdr, reinterpret_cast<char*>(buffer.data()), static_cast<u_int>(buffer.size()),
+                XDR_ENCODE);
   if (!proc(&xdr, value)) return {};
   buffer.resize(xdr_getpos(&xdr));
   xdr_destroy(&xdr);

@@ -11,7 +11,7 @@
 namespace nlockd {
 class HaStatus;
 class LockService;
-}
+}  // namespace nlockd
 
 namespace nlockd::cmd {
 
@@ -52,8 +52,8 @@ class SystemdNotifier {
   const std::shared_ptr<const HaStatus> ha_;
   bool enabled_ = false;
   uint64_t watchdog_usec_ = 0;
-  std::mutex service_mutex_;          // held while the attached service's status is read
-  LockService* service_ = nullptr;    // guarded by service_mutex_
+  std::mutex service_mutex_;        // held while the attached service's status is read
+  LockService* service_ = nullptr;  // guarded by service_mutex_
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stop_ = false;

@@ -134,8 +134,8 @@ void PgStore::RecordRun(PgConn& conn) {
     conn.ForEachRow(PgStep{nullptr, read_sql.c_str(), node, {}},
                     [&](const SqlRow& row) { previous = DecodeRunRecord(row); });
     storage_epoch_ = ReadStorageEpoch(conn);
-    const RunStart start = BeginRun(previous, CurrentBootId(options_), storage_epoch_,
-                                      options_.keeps_lock_table);
+    const RunStart start =
+        BeginRun(previous, CurrentBootId(options_), storage_epoch_, options_.keeps_lock_table);
     const std::vector<SqlValue> params{SqlValue::Text(options_.node_id),
                                        SqlValue::Int64(start.record.state),
                                        SqlValue::Text(start.record.boot_id),

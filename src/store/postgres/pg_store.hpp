@@ -25,9 +25,9 @@ namespace nlockd::store {
 class PgStore final : public Store {
  public:
   // Connects, takes the node (PgHolder: one process per node; with options.fence_epoch the
-  // caller holds the service's PgLease instead and every write checks it), migrates and durably records the
-  // start of this run. Throws nlockd::Error: kDisconnected (naming the server, never the
-  // password) when it cannot be reached, kFailed for a bad URI, a schema newer than this build,
+  // caller holds the service's PgLease instead and every write checks it), migrates and durably
+  // records the start of this run. Throws nlockd::Error: kDisconnected (naming the server, never
+  // the password) when it cannot be reached, kFailed for a bad URI, a schema newer than this build,
   // or a node another live process holds (naming that process).
   PgStore(const std::string& conninfo, StoreOptions options,
           std::span<const Migration> migrations = SchemaMigrations());

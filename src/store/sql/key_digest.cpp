@@ -37,8 +37,8 @@ class KeyEncoder {
     // which cost more than the hashing on the lock journal's path.
     static EVP_MD* const sha256 = EVP_MD_fetch(nullptr, "SHA256", nullptr);
     NLOCKD_ASSERT(sha256 != nullptr, "SHA-256 unavailable");
-    thread_local const std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> context(
-        EVP_MD_CTX_new(), EVP_MD_CTX_free);
+    thread_local const std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> context(EVP_MD_CTX_new(),
+                                                                                  EVP_MD_CTX_free);
     unsigned char digest[EVP_MAX_MD_SIZE];
     unsigned int size = 0;
     const int ok = context != nullptr && EVP_DigestInit_ex2(context.get(), sha256, nullptr) == 1 &&
