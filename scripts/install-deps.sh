@@ -15,7 +15,7 @@ build_packages=(
 test_packages=(
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   libtirpc-dev rpcsvc-proto rpcbind nfs-common
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev clang-format-14 clang-tidy-14
   postgresql sqlite3 iproute2 procps curl prometheus
   # The floating-address recipes (tests/integration/ha_recipes_test.cpp): keepalived,
   # ocf-tester with the IPaddr2 resource agent, and a two-node Pacemaker cluster.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Builds nlockd with ASan+UBSan and -Werror, runs every test (unit, db, integration) against a
+# Checks the formatting, builds nlockd with ASan+UBSan and -Werror, runs every test (unit, db, integration) against a
 # PostgreSQL server this script starts, then an out-of-tree consumer of the installed library,
 # then a Linux kernel NFS client under QEMU against that nlockd, then the Debian packages (built,
 # checked by lintian, installed, run and purged), then the RPC fuzz target briefly.
@@ -9,6 +9,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 jobs=$(nproc)
+
+# Formatting first: it fails in a second, before any compiling.
+scripts/check-format.sh
+
+# ccache: paths relative to the checkout and no working directory in the hash, so that another
+# clone or worktree of the same sources reuses the objects.
+export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=true
 
 build=build-test
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNLOCKD_WERROR=ON \
