@@ -10,8 +10,9 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 jobs=$(nproc)
 
-# Formatting first: it fails in a second, before any compiling.
+# Formatting and layering first: they fail in a second, before any compiling.
 scripts/check-format.sh
+scripts/check-layering.py
 
 # ccache: paths relative to the checkout and no working directory in the hash, so that another
 # clone or worktree of the same sources reuses the objects.
