@@ -1,0 +1,223 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "server/nfs_conf.hpp"
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+namespace nlockd::server {
+namespace {
+
+namespace fs = std::filesystem;
+
+class NfsConfTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/nfs_conf_test.XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  fs::path Write(const std::string& name, const std::string& text) {
+    fs::path path = dir_ / name;
+    fs::create_directories(path.parent_path());
+    std::ofstream(path, std::ios::binary) << text;
+    return path;
+  }
+
+  // What nfs-utils' own reader makes of the same files (nfsconf, from nfs-common).
+  static std::optional<std::string> Nfsconf(const fs::path& file, const std::string& section,
+                                            const std::string& tag, const std::string& arg = "") {
+    std::string command = "/usr/sbin/nfsconf --file '" + file.string() + "' --get ";
+    if (!arg.empty()) command += "--arg '" + arg + "' ";
+    command += "'" + section + "' '" + tag + "' 2>/dev/null";
+    FILE* pipe = popen(command.c_str(), "r");
+    if (pipe == nullptr) return std::nullopt;
+    std::string out;
+    std::array<char, 256> buffer{};
+    while (fgets(buffer.data(), static_cast<int>(buffer.size()), pipe) != nullptr) {
+      out += buffer.data();
+    }
+    int status = pclose(pipe);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
+    if (!out.empty() && out.back() == '\n') out.pop_back();
+    return out;
+  }
+
+  static std::optional<std::string> Ours(const NfsConf& conf, const std::string& section,
+                                         const std::string& tag, const std::string& arg = "") {
+    auto value = conf.Get(section, arg, tag);
+    if (!value) return std::nullopt;
+    return value->text;
+  }
+
+  // Loads `main` with both readers and checks they agree on each (section, tag[, arg]).
+  void ExpectSameAsNfsUtils(const fs::path& main,
+                            const std::vector<std::array<std::string, 4>>& expected) {
+    ASSERT_TRUE(fs::exists("/usr/sbin/nfsconf")) << "nfs-common's nfsconf is the reference";
+    std::vector<std::string> warnings;
+    NfsConf conf = NfsConf::Load(main, warnings);
+    for (const auto& [section, tag, arg, value] : expected) {
+      std::optional<std::string> want =
+          value == "<unset>" ? std::nullopt : std::optional<std::string>(value);
+      EXPECT_EQ(Ours(conf, section, tag, arg), want) << section << " " << tag << " " << arg;
+      EXPECT_EQ(Nfsconf(main, section, tag, arg), want)
+          << "nfsconf disagrees with this test's expectation: " << section << " " << tag;
+    }
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(NfsConfTest, ReadsSectionsTagsAndValuesAsNfsUtilsDoes) {
+  fs::path main = Write("nfs.conf",
+                        "# comment\n"
+                        "; another\n"
+                        "[statd]\n"
+                        "  port = 662  # trailing comment\n"
+                        "outgoing-port=2020;cut\n"
+                        "name = \"with # hash\" rest ignored\n"
+                        "ha-callout = '/usr/bin/callout'\n"
+                        "[ LockD ]\n"
+                        "Port = 32803\n"
+                        "udp-port = 32769\n"
+                        "[sm-notify]\n"
+                        "retry-time = 10\n");
+  ExpectSameAsNfsUtils(main, {{
+                                 {"statd", "port", "", "662"},
+                                 {"statd", "outgoing-port", "", "2020"},
+                                 {"statd", "name", "", "with # hash"},
+                                 {"statd", "ha-callout", "", "/usr/bin/callout"},
+                                 {"lockd", "port", "", "32803"},
+                                 {"LOCKD", "PORT", "", "32803"},
+                                 {"lockd", "udp-port", "", "32769"},
+                                 {"sm-notify", "retry-time", "", "10"},
+                                 {"statd", "no-notify", "", "<unset>"},
+                             }});
+}
+
+TEST_F(NfsConfTest, KeepsNfsUtilsQuirks) {
+  // An empty value assigns nothing; an assignment before any section is ignored; the later
+  // assignment wins; a subsection's assignment removes the plain one; a backslash joins lines;
+  // a last line without a newline is dropped.
+  fs::path main = Write("nfs.conf",
+                        "port = 1\n"
+                        "[statd]\n"
+                        "port = 662\n"
+                        "port =\n"
+                        "name = first\n"
+                        "name = second\n"
+                        "outgoing-port = 2020\n"
+                        "[statd \"other\"]\n"
+                        "outgoing-port = 3030\n"
+                        "[lockd]\n"
+                        "port = 40\\\n"
+                        "01\n"
+                        "udp-port = 5000");
+  ExpectSameAsNfsUtils(main, {{
+                                 {"statd", "port", "", "662"},
+                                 {"statd", "name", "", "second"},
+                                 {"statd", "outgoing-port", "", "<unset>"},
+                                 {"statd", "outgoing-port", "other", "3030"},
+                                 {"lockd", "udp-port", "", "<unset>"},
+                             }});
+  std::vector<std::string> warnings;
+  NfsConf conf = NfsConf::Load(main, warnings);
+  // "40\<newline>01" is "40  01": nfs-utils and we keep the text; a port parser then refuses it.
+  ASSERT_TRUE(conf.Get("lockd", "port"));
+  EXPECT_EQ(conf.Get("lockd", "port")->text, "40  01");
+  EXPECT_EQ(conf.Get("statd", "port")->origin, main.string() + ":3");
+  EXPECT_GE(warnings.size(), 2U);  // the sectionless line, the unterminated last line
+}
+
+TEST_F(NfsConfTest, FollowsIncludesAndTheDotDDirectoryInVersionOrder) {
+  Write("parts/ports.conf", "port = 700\n[lockd]\nport = 4001\n");
+  fs::path main = Write("nfs.conf",
+                        "[statd]\n"
+                        "include = parts/ports.conf\n"
+                        "name = after-include\n"
+                        "include = -missing.conf\n"
+                        "[sm-notify]\n"
+                        "retry-time = 1\n");
+  Write("nfs.conf.d/9-b.conf", "[sm-notify]\nretry-time = 9\n");
+  Write("nfs.conf.d/10-a.conf", "[sm-notify]\nretry-time = 10\n");
+  Write("nfs.conf.d/.hidden.conf", "[sm-notify]\nretry-time = 99\n");
+  Write("nfs.conf.d/notes.txt", "[sm-notify]\nretry-time = 98\n");
+  ExpectSameAsNfsUtils(main, {{
+                                 {"statd", "port", "", "700"},
+                                 {"lockd", "port", "", "4001"},
+                                 {"statd", "name", "", "after-include"},
+                                 {"sm-notify", "retry-time", "", "10"},
+                             }});
+  std::vector<std::string> warnings;
+  NfsConf::Load(main, warnings);
+  EXPECT_TRUE(warnings.empty()) << warnings.front();  // "-missing.conf" is optional
+}
+
+TEST_F(NfsConfTest, DollarValuesComeFromTheEnvironmentThenTheEnvironmentSection) {
+  std::vector<std::string> warnings;
+  NfsConf conf = NfsConf::Parse(
+      "[environment]\nstate_dir = /srv/nfs\n[statd]\nstate-directory-path = $state_dir\n"
+      "name = $NLOCKD_TEST_NAME\nport = $unset_name\n",
+      dir_ / "nfs.conf", warnings);
+  conf.SetEnvironment([](const std::string& name) -> std::optional<std::string> {
+    if (name == "NLOCKD_TEST_NAME") return "from-env";
+    return std::nullopt;
+  });
+  EXPECT_EQ(conf.Get("statd", "state-directory-path")->text, "/srv/nfs");
+  EXPECT_EQ(conf.Get("statd", "name")->text, "from-env");
+  EXPECT_FALSE(conf.Get("statd", "port"));
+}
+
+TEST_F(NfsConfTest, BooleansAsNfsUtilsSpellsThem) {
+  std::vector<std::string> warnings;
+  NfsConf conf = NfsConf::Parse("[statd]\na = Yes\nb = off\nc = T\nd = 0\ne = maybe\n",
+                                dir_ / "nfs.conf", warnings);
+  EXPECT_EQ(conf.GetBool("statd", "a"), true);
+  EXPECT_EQ(conf.GetBool("statd", "b"), false);
+  EXPECT_EQ(conf.GetBool("statd", "c"), true);
+  EXPECT_EQ(conf.GetBool("statd", "d"), false);
+  EXPECT_EQ(conf.GetBool("statd", "e"), std::nullopt);
+  EXPECT_EQ(conf.GetBool("statd", "f"), std::nullopt);
+}
+
+TEST_F(NfsConfTest, AMissingMainFileIsNoErrorAndAnIncludeLoopEnds) {
+  std::vector<std::string> warnings;
+  NfsConf missing = NfsConf::Load(dir_ / "absent.conf", warnings);
+  EXPECT_FALSE(missing.Get("statd", "port"));
+  EXPECT_TRUE(warnings.empty());
+
+  fs::path loop = Write("loop.conf", "[statd]\nport = 1\ninclude = loop.conf\n");
+  NfsConf looped = NfsConf::Load(loop, warnings);
+  EXPECT_EQ(looped.Get("statd", "port")->text, "1");
+  ASSERT_FALSE(warnings.empty());
+  EXPECT_NE(warnings.back().find("nested deeper"), std::string::npos);
+}
+
+TEST_F(NfsConfTest, MalformedHeadersAreReadAsNfsUtilsReadsThem) {
+  // A header without ']' drops its assignments; one with an unclosed quote files them under the
+  // plain section (nfs-utils warns that it ignores them, but does not).
+  fs::path main = Write("nfs.conf",
+                        "[statd\n"
+                        "port = 1\n"
+                        "[lockd \"x]\n"
+                        "port = 2\n"
+                        "[sm-notify]\n"
+                        "retry-time = 3\n"
+                        "no equals sign here\n");
+  ExpectSameAsNfsUtils(main, {{
+                                 {"statd", "port", "", "<unset>"},
+                                 {"lockd", "port", "", "2"},
+                                 {"lockd", "port", "x", "<unset>"},
+                                 {"sm-notify", "retry-time", "", "3"},
+                             }});
+}
+
+}  // namespace
+}  // namespace nlockd::server
