@@ -84,18 +84,35 @@ std::vector<std::string> ApplySessionLimits(PgConn& conn, const PgSessionLimits&
   const std::vector<Setting> settings = SettingsOf(limits);
   std::vector<std::string> problems;
   std::map<std::string, std::string> wanted;
+  // One round trip for all; one per setting only to find the one a server refuses.
+  std::string all = "SELECT 1";
+  std::vector<SqlValue> params;
   for (const Setting& setting : settings) {
-    const std::vector<SqlValue> params{SqlValue::Text(setting.name),
-                                       SqlValue::Text(std::to_string(setting.value))};
-    try {
-      conn.ForEachRow(PgStep{nullptr, "SELECT set_config($1, $2, false)", params, {}},
-                      [](const SqlRow&) {});
-      wanted.emplace(setting.name, std::to_string(setting.value));
-    } catch (const Error& e) {
-      if (e.kind() == ErrorKind::kDisconnected) throw;
-      problems.push_back(
-          fmt::format("cannot set {} to {}: {}", setting.name, setting.value, e.what()));
+    all += fmt::format(", set_config('{}', ${}, false)", setting.name, params.size() + 1);
+    params.push_back(SqlValue::Text(std::to_string(setting.value)));
+  }
+  bool each = false;
+  try {
+    conn.ForEachRow(PgStep{nullptr, all.c_str(), params, {}}, [](const SqlRow&) {});
+  } catch (const Error& e) {
+    if (e.kind() == ErrorKind::kDisconnected) throw;
+    each = true;
+  }
+  for (const Setting& setting : settings) {
+    if (each) {
+      const std::vector<SqlValue> one{SqlValue::Text(setting.name),
+                                      SqlValue::Text(std::to_string(setting.value))};
+      try {
+        conn.ForEachRow(PgStep{nullptr, "SELECT set_config($1, $2, false)", one, {}},
+                        [](const SqlRow&) {});
+      } catch (const Error& e) {
+        if (e.kind() == ErrorKind::kDisconnected) throw;
+        problems.push_back(
+            fmt::format("cannot set {} to {}: {}", setting.name, setting.value, e.what()));
+        continue;
+      }
     }
+    wanted.emplace(setting.name, std::to_string(setting.value));
   }
   // Read back in a statement of its own: a pooler that hands each transaction another server
   // connection shows the server's defaults here.

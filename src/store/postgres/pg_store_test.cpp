@@ -380,7 +380,8 @@ TEST_F(PgStoreTest, ALeaseHasOneLiveHolderAndEachTakeoverTheNextEpoch) {
 TEST_F(PgStoreTest, AnExpiredLeaseIsTakenOverAndItsOldHolderCanNoLongerCommit) {
   PgLease a(*PgTestUri(), std::chrono::seconds(5), options_.node_id, "node a", {});
   PgLease b(*PgTestUri(), std::chrono::seconds(5), options_.node_id, "node b", {});
-  const std::optional<int64_t> epoch_a = EpochOf(a.TryAcquire(std::chrono::milliseconds(300)));
+  // Long enough for the fenced store to open (and set its sessions' limits) within it.
+  const std::optional<int64_t> epoch_a = EpochOf(a.TryAcquire(std::chrono::milliseconds(1000)));
   ASSERT_TRUE(epoch_a.has_value());
   StoreOptions fenced_a = options_;
   fenced_a.fence_epoch = *epoch_a;
