@@ -8,6 +8,7 @@
 #include <ctime>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 #include <pthread.h>
@@ -118,7 +119,8 @@ HaLeaseKeeper::HaLeaseKeeper(HaOptions options) : options_(std::move(options)), 
     try {
       if (!lease_) {
         lease_ = std::make_unique<store::PgLease>(options_.conninfo, options_.connect_timeout,
-                                                  options_.service, holder_);
+                                                  options_.service, holder_,
+                                                  store::LeaseSessionLimits(options_.lease));
       }
       // Holding the session lock while the holder is said to hold it too means its session
       // ended: the process died (kill -9, a crash) or lost its connection.
@@ -137,12 +139,7 @@ HaLeaseKeeper::HaLeaseKeeper(HaOptions options) : options_(std::move(options)), 
         std::this_thread::sleep_for(kSessionTakeoverSettle);
       }
       if (may_take && (!view || !view->live || session_gone)) {
-        const Clock::time_point sent = Clock::now();
-        if (std::optional<int64_t> epoch = lease_->TryAcquire(options_.lease)) {
-          epoch_ = *epoch;
-          valid_until_ = sent + options_.lease - SafetyMargin(options_.lease);
-          break;
-        }
+        if (TakeLease()) break;
         view = lease_->Read();
       }
       if (locked) lease_->UnlockSession();  // for the holder, which takes it at its renewal
@@ -163,7 +160,7 @@ HaLeaseKeeper::HaLeaseKeeper(HaOptions options) : options_(std::move(options)), 
         spdlog::warn("ha: standby for service '{}': {}", options_.service, e.what());
         last_seen = seen;
       }
-      if (e.kind() != ErrorKind::kDisconnected) throw;
+      if (e.kind() != ErrorKind::kDisconnected && e.kind() != ErrorKind::kOverloaded) throw;
     }
     StandbyPause(poll);
   }
@@ -172,6 +169,68 @@ HaLeaseKeeper::HaLeaseKeeper(HaOptions options) : options_(std::move(options)), 
   Report(HaReport{true, holder_, epoch_});
   renewer_ = std::thread([this] { RenewLoop(); });
   deadline_watcher_ = std::thread([this] { WatchDeadline(); });
+}
+
+bool HaLeaseKeeper::TakeLease() {
+  for (int attempt = 0;; ++attempt) {
+    const Clock::time_point sent = Clock::now();
+    std::optional<store::LeaseGrant> grant;
+    try {
+      grant = lease_->TryAcquire(options_.lease);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::kOverloaded) throw;
+      if (attempt > 0) return false;  // still locked: again at the next look
+      // The lease row stayed locked past the lease connection's lock timeout: by a transaction
+      // of an earlier holder whose connection was cut before its COMMIT (the server keeps it
+      // open until its TCP timeouts end it). It never committed; end it and try again.
+      EndStaleTransactions(e.what());
+      continue;
+    }
+    if (!grant) return false;
+    // The database started the lease's time no earlier than it began the request, which was
+    // after `sent`: counting grant->valid_for from `sent` never outlasts the database's expiry.
+    const Clock::time_point valid_until = sent + grant->valid_for - SafetyMargin(options_.lease);
+    const milliseconds left = std::chrono::duration_cast<milliseconds>(valid_until - Clock::now());
+    if (left < options_.lease / 2) {
+      // The answer came so late (a partition between the request and its answer) that the
+      // lease could run out before the first renewal: give it back and start over.
+      spdlog::warn(
+          "ha: took the lease of service '{}' at epoch {} but the answer came too late ({} ms "
+          "of it left by this node's clock); releasing it",
+          options_.service, grant->epoch, left.count());
+      lease_->Release(grant->epoch);
+      return false;
+    }
+    epoch_ = grant->epoch;
+    {
+      std::lock_guard lock(mutex_);
+      valid_until_ = valid_until;
+    }
+    return true;
+  }
+}
+
+void HaLeaseKeeper::EndStaleTransactions(const std::string& why) {
+  try {
+    const std::vector<int> ended = lease_->EndStaleTransactions();
+    if (ended.empty()) {
+      spdlog::warn("ha: the lease row of service '{}' is locked ({}); waiting for it",
+                   options_.service, why);
+      return;
+    }
+    for (int pid : ended) {
+      spdlog::warn(
+          "ha: ended the stranded transaction of an earlier holder of service '{}' that kept the "
+          "lease row locked (PostgreSQL server process {})",
+          options_.service, pid);
+    }
+  } catch (const Error& e) {
+    if (e.kind() == ErrorKind::kDisconnected) throw;
+    spdlog::warn(
+        "ha: the lease row of service '{}' is locked by a stranded transaction that this "
+        "node cannot end ({}); waiting for the server to end it",
+        options_.service, e.what());
+  }
 }
 
 void HaLeaseKeeper::Report(const HaReport& report) const {
@@ -214,6 +273,11 @@ void HaLeaseKeeper::RenewLoop() {
   const milliseconds every = options_.lease / 3;
   const milliseconds retry = PollEvery(options_.lease);
   Clock::time_point next_renewal = Clock::now() + every;
+  {
+    // A lease taken after a wait has less than a whole lease left.
+    std::lock_guard lock(mutex_);
+    next_renewal = std::min(next_renewal, valid_until_ - every);
+  }
   for (;;) {
     {
       std::unique_lock lock(mutex_);

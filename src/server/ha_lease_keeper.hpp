@@ -73,6 +73,11 @@ class HaLeaseKeeper {
   [[noreturn]] void StoreLostLease(const std::string& what);
 
  private:
+  // Tries to take the lease (a standby that found it free); true once this node holds it, with
+  // epoch_ and valid_until_ set.
+  bool TakeLease();
+  // The lease row stayed locked: ends the transaction that holds it if the lease is free.
+  void EndStaleTransactions(const std::string& why);
   void RenewLoop();
   void Report(const HaReport& report) const;
   // Ends the process once valid_until_ passes without a renewal, even while a renewal hangs in
@@ -88,7 +93,8 @@ class HaLeaseKeeper {
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stop_ = false;  // guarded by mutex_
-  // The end of the lease by this node's clock, counted from before the request that set it.
+  // The end of the lease by this node's clock, counted from when the request that set it was
+  // sent.
   std::chrono::steady_clock::time_point valid_until_;  // guarded by mutex_
   std::thread renewer_;
   std::thread deadline_watcher_;

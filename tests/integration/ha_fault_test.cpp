@@ -31,6 +31,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include "integration/ha_pg_proxy.hpp"
 #include "integration/ha_topology.hpp"
 #include "testutil/subprocess.hpp"
 
@@ -79,11 +80,17 @@ class HaFaultTest : public HaTopologyTest {
  protected:
   HaFaultTest() : HaTopologyTest("hafault", false) {}
 
-  // Starts nlockd on node `n` (it waits as standby or serves, as the lease decides).
-  void StartNode(int n) {
+  // Starts nlockd on node `n` (it waits as standby or serves, as the lease decides), reaching
+  // PostgreSQL through `proxy` if given.
+  void StartNode(int n, PgProxy* proxy = nullptr) {
     Node& node = nodes_[n];
+    std::string uri = node.store_uri;
+    if (proxy != nullptr) {
+      uri = std::regex_replace(uri, std::regex(R"((@10\.231\.\d+\.1:)\d+/)"),
+                               "$1" + std::to_string(proxy->port()) + "/");
+    }
     node.process = std::make_unique<Subprocess>(node.ns->Wrap(
-        {NLOCKD_BINARY, "--store", node.store_uri, "--listen", fmt::format("0.0.0.0:{}", kNlmPort),
+        {NLOCKD_BINARY, "--store", uri, "--listen", fmt::format("0.0.0.0:{}", kNlmPort),
          "--rpcbind-register=false", "--name", service_, "--grace", "20", "--notify-statd-port",
          std::to_string(kStatdPort), "--admin-listen", "off", "--ha=true", "--ha-lease",
          std::to_string(kLeaseSeconds)}));
@@ -144,12 +151,7 @@ class HaFaultTest : public HaTopologyTest {
     if (!took) return milliseconds::max();
     if (fault == Fault::kPartition) {
       // From the logs' clock: the old node had stopped before the new one served.
-      auto stopped = LoggedAt(old.output(), std::regex("ha: (lost the lease|could not renew)"));
-      auto serving = LoggedAt(nodes_[to].process->output(), std::regex("nlockd listening"));
-      EXPECT_TRUE(stopped && serving) << old.output();
-      if (stopped && serving) {
-        EXPECT_LE(*stopped, *serving) << "the new active served before the old one stopped";
-      }
+      ExpectStoppedBeforeServed(from, to);
       SetPgLink(from, true);
     }
     active_ = to;
@@ -163,8 +165,32 @@ class HaFaultTest : public HaTopologyTest {
     return std::chrono::duration_cast<milliseconds>(took_at - at);
   }
 
+  // A proxy on node n's link to PostgreSQL (the address the node reaches the database at).
+  std::unique_ptr<PgProxy> ProxyFor(int n) {
+    std::smatch address;
+    const std::string& uri = nodes_[n].store_uri;
+    EXPECT_TRUE(std::regex_search(uri, address, std::regex(R"(@(10\.231\.\d+\.1):(\d+)/)"))) << uri;
+    return std::make_unique<PgProxy>(address[1], "127.0.0.1",
+                                     static_cast<uint16_t>(std::stoi(address[2])));
+  }
+
+  // Checks from the logs' clock that node `old` had stopped before node `now` served.
+  void ExpectStoppedBeforeServed(int old, int now) {
+    auto stopped =
+        LoggedAt(nodes_[old].process->output(), std::regex("ha: (lost the lease|could not renew)"));
+    auto serving = LoggedAt(nodes_[now].process->output(), std::regex("nlockd listening"));
+    EXPECT_TRUE(stopped && serving) << nodes_[old].process->output();
+    if (stopped && serving) {
+      EXPECT_LE(*stopped, *serving) << "the new active served before the old one stopped";
+    }
+  }
+
   int active_ = 0;
 };
+
+// The takeover bound after a fault: a lease, plus the standby's poll, ending a stranded
+// transaction and its start-up.
+constexpr milliseconds kTakeoverBound(kLeaseSeconds * 1000 + 2000);
 
 // The checker itself: overlapping exclusive locks of two owners are a conflict; shared ones, one
 // owner's, and back-to-back ones are not.
@@ -207,6 +233,83 @@ TEST_F(HaFaultTest, TheActiveCutOffFromPostgresqlStopsBeforeTheStandbyServes) {
   StartLoad();
   ASSERT_FALSE(HasFatalFailure());
   RunFault(Fault::kPartition);
+  StopAndCheck();
+}
+
+// The partition lands inside one of the active node's fenced write transactions: the proxy
+// forwards its pipeline up to, not including, its COMMIT and then drops everything. The
+// transaction stays open on the server, its fence share-locking the lease row; the active stops
+// by its own deadline, and the standby must not wait for that transaction (it ends it) nor be
+// fenced by its own wait.
+TEST_F(HaFaultTest, APartitionBeforeTheActivesCommitIsTakenOverWithinALease) {
+  std::unique_ptr<PgProxy> proxy = ProxyFor(0);
+  StartNode(0, proxy.get());
+  ASSERT_TRUE(WaitActive(0, seconds(30))) << nodes_[0].process->output();
+  MoveAddress(std::nullopt, 0);
+  StartNode(1);
+  ASSERT_TRUE(WaitStandby(1)) << nodes_[1].process->output();
+  StartLoad();
+  ASSERT_FALSE(HasFatalFailure());
+  std::this_thread::sleep_for(milliseconds(300));
+  const int32_t state_before = CurrentState();
+
+  proxy->Arm("COMMIT", PgProxy::Cut::kBeforeStatement);
+  ASSERT_TRUE(proxy->WaitCut(seconds(10))) << "the load made no store write";
+  const auto cut = proxy->cut_at();
+  const std::optional<int> status = nodes_[0].process->Wait(seconds(kLeaseSeconds + 3));
+  ASSERT_TRUE(status.has_value()) << "the cut-off active kept running";
+  EXPECT_EQ(*status, 75) << nodes_[0].process->output();
+  MoveAddress(0, 1);
+  const bool took = WaitActive(1, seconds(kLeaseSeconds * 3 + 10));
+  const auto took_at = Clock::now();
+  ASSERT_TRUE(took) << nodes_[1].process->output();
+  const auto takeover = std::chrono::duration_cast<milliseconds>(took_at - cut);
+  std::cout << "partition before COMMIT: took over after " << takeover.count() << " ms\n";
+  RecordProperty("takeover_ms", static_cast<int>(takeover.count()));
+  EXPECT_LE(takeover, kTakeoverBound) << nodes_[1].process->output();
+  ExpectStoppedBeforeServed(0, 1);
+  // Still serving well past its first lease: not fenced by its own wait.
+  EXPECT_FALSE(nodes_[1].process->Wait(milliseconds(kLeaseSeconds * 1500)).has_value())
+      << nodes_[1].process->output();
+  EXPECT_TRUE(WaitAllReclaimed(state_before, seconds(30)));
+  EXPECT_TRUE(WaitGrantsAfter(took_at, seconds(30))) << "no new lock granted after takeover";
+  StopAndCheck();
+}
+
+// The partition lands inside the standby's takeover: its INSERT that takes the lease ran, its
+// commit never arrives, so the lease row stays locked by a transaction that will never end. The
+// node started after it must take the service over within a lease all the same.
+TEST_F(HaFaultTest, APartitionInsideTheStandbysTakeoverIsTakenOverWithinALease) {
+  std::unique_ptr<PgProxy> proxy = ProxyFor(1);
+  StartNode(0);
+  ASSERT_TRUE(WaitActive(0, seconds(30))) << nodes_[0].process->output();
+  MoveAddress(std::nullopt, 0);
+  StartNode(1, proxy.get());
+  ASSERT_TRUE(WaitStandby(1)) << nodes_[1].process->output();
+  StartLoad();
+  ASSERT_FALSE(HasFatalFailure());
+  std::this_thread::sleep_for(milliseconds(300));
+  const int32_t state_before = CurrentState();
+
+  proxy->Arm("INSERT INTO service_lease", PgProxy::Cut::kAfterExecute);
+  EXPECT_EQ(nodes_[0].process->Stop(SIGKILL, seconds(10)), 128 + SIGKILL);
+  ASSERT_TRUE(proxy->WaitCut(seconds(10))) << nodes_[1].process->output();
+  const auto cut = proxy->cut_at();
+  StartNode(0);  // the supervisor's restart, beside the address
+  const bool took = WaitActive(0, seconds(kLeaseSeconds * 3 + 10));
+  const auto took_at = Clock::now();
+  ASSERT_TRUE(took) << nodes_[0].process->output();
+  const auto takeover = std::chrono::duration_cast<milliseconds>(took_at - cut);
+  std::cout << "partition inside the standby's takeover: took over after " << takeover.count()
+            << " ms\n";
+  RecordProperty("takeover_ms", static_cast<int>(takeover.count()));
+  EXPECT_LE(takeover, kTakeoverBound) << nodes_[0].process->output();
+  EXPECT_FALSE(nodes_[1].process->LoggedOrWaitFor(std::regex("nlockd listening"), milliseconds(1)))
+      << "the cut-off standby served: " << nodes_[1].process->output();
+  EXPECT_FALSE(nodes_[0].process->Wait(milliseconds(kLeaseSeconds * 1500)).has_value())
+      << nodes_[0].process->output();
+  EXPECT_TRUE(WaitAllReclaimed(state_before, seconds(30)));
+  EXPECT_TRUE(WaitGrantsAfter(took_at, seconds(30))) << "no new lock granted after takeover";
   StopAndCheck();
 }
 

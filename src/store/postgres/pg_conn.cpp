@@ -147,14 +147,30 @@ std::string PgConninfoError(const std::string& conninfo) {
   return why;
 }
 
-PgConn::PgConn(const std::string& conninfo, std::chrono::seconds connect_timeout)
+PgConn::PgConn(const std::string& conninfo, std::chrono::seconds connect_timeout,
+               const PgClientTcp& tcp)
     : server_(DescribePgServer(conninfo)) {
   const std::string timeout = std::to_string(connect_timeout.count());
+  std::vector<const char*> keys{"connect_timeout", "application_name"};
+  std::vector<std::string> values{timeout, "nlockd"};
+  const auto add = [&](const char* key, int64_t value) {
+    if (value <= 0) return;
+    keys.push_back(key);
+    values.push_back(std::to_string(value));
+  };
+  add("keepalives_idle", tcp.keepalives_idle.count());
+  add("keepalives_interval", tcp.keepalives_interval.count());
+  add("keepalives_count", tcp.keepalives_count);
+  add("tcp_user_timeout", tcp.user_timeout.count());
   // expand_dbname: conninfo is parsed as a connection string, and since it comes last, its own
   // settings override the defaults before it.
-  const std::array<const char*, 4> keys{"connect_timeout", "application_name", "dbname", nullptr};
-  const std::array<const char*, 4> values{timeout.c_str(), "nlockd", conninfo.c_str(), nullptr};
-  conn_ = PQconnectdbParams(keys.data(), values.data(), 1);
+  keys.push_back("dbname");
+  values.push_back(conninfo);
+  std::vector<const char*> value_ptrs;
+  for (const std::string& value : values) value_ptrs.push_back(value.c_str());
+  keys.push_back(nullptr);
+  value_ptrs.push_back(nullptr);
+  conn_ = PQconnectdbParams(keys.data(), value_ptrs.data(), 1);
   if (conn_ == nullptr) {
     throw Error(ErrorKind::kOverloaded, "libpq: out of memory");
   }
@@ -183,7 +199,11 @@ void PgConn::Fail(const pg_result* result, std::string_view doing) const {
   }
   const bool lost =
       PQstatus(conn_) != CONNECTION_OK || sqlstate.starts_with("08") || sqlstate.starts_with("57P");
-  throw Error(lost ? ErrorKind::kDisconnected : ErrorKind::kFailed,
+  // lock_not_available: a lock stayed taken past lock_timeout.
+  const bool busy = !lost && sqlstate == "55P03";
+  throw Error(lost   ? ErrorKind::kDisconnected
+              : busy ? ErrorKind::kOverloaded
+                     : ErrorKind::kFailed,
               fmt::format("PostgreSQL at {}: {} failed: {}{}", server_, doing, message,
                           sqlstate.empty() ? "" : fmt::format(" (SQLSTATE {})", sqlstate)));
 }

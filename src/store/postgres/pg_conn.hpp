@@ -48,13 +48,25 @@ std::string DescribePgServer(const std::string& conninfo);
 // Why libpq cannot parse conninfo, or "" if it can.
 std::string PgConninfoError(const std::string& conninfo);
 
+// The client side's TCP limits on a connection (libpq's keepalives_* and tcp_user_timeout), so
+// that a call on a connection whose network path died fails rather than hanging for the
+// system's default (hours). Zero fields keep libpq's defaults; the conninfo's own settings win.
+struct PgClientTcp {
+  std::chrono::seconds keepalives_idle{0};
+  std::chrono::seconds keepalives_interval{0};
+  int keepalives_count = 0;
+  std::chrono::milliseconds user_timeout{0};
+};
+
 // Owns one libpq connection (blocking mode). Not thread-safe: one thread at a time. Failures
 // throw nlockd::Error: kDisconnected when the connection is lost or the server refuses to serve
-// now (SQLSTATE classes 08 and 57P), kFailed for anything else (bad SQL, constraints).
+// now (SQLSTATE classes 08 and 57P), kOverloaded when a lock stayed taken past the session's
+// lock_timeout (SQLSTATE 55P03: retry later), kFailed for anything else (bad SQL, constraints).
 class PgConn {
  public:
   // Connects; conninfo is a libpq URI or key=value string (its connect_timeout wins over ours).
-  PgConn(const std::string& conninfo, std::chrono::seconds connect_timeout);
+  PgConn(const std::string& conninfo, std::chrono::seconds connect_timeout,
+         const PgClientTcp& tcp = {});
   ~PgConn();
   PgConn(const PgConn&) = delete;
   PgConn& operator=(const PgConn&) = delete;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "base/error.hpp"
 
@@ -32,6 +33,9 @@ CREATE TABLE IF NOT EXISTS service_lease (
 -- Whether the holder holds the session lock of the service: only then may a standby that
 -- takes that lock conclude that the holder's session ended and take the lease before expiry.
 ALTER TABLE service_lease ADD COLUMN IF NOT EXISTS session_locked BOOLEAN NOT NULL DEFAULT false;
+-- The holder's lease length (0: taken by a build before it was recorded): the holder's store
+-- bounds its sessions' waits by it (StoreSessionLimits).
+ALTER TABLE service_lease ADD COLUMN IF NOT EXISTS lease_ms BIGINT NOT NULL DEFAULT 0;
 CREATE OR REPLACE FUNCTION nlockd_fence(p_service TEXT, p_epoch BIGINT) RETURNS INTEGER
 LANGUAGE plpgsql AS $fence$
 DECLARE
@@ -49,24 +53,38 @@ END
 $fence$;
 )sql";
 
+// Whether kLeaseDdl ran already: its newest column exists. Reads the catalog only.
+constexpr const char* kLeaseSchemaCurrentSql =
+    "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('service_lease') "
+    "AND attname = 'lease_ms' AND NOT attisdropped)::int4";
+
 constexpr const char* kTryLockSql = "SELECT pg_try_advisory_lock($1, hashtext($2))::int4";
 constexpr const char* kUnlockSql = "SELECT pg_advisory_unlock($1, hashtext($2))::int4";
 
 // $4: whether this session holds the session lock. The lease is free when it expired, or when
 // its holder held the session lock and this session now holds it (the holder's session ended).
+// The expiry of a takeover is computed in DO UPDATE, which runs once the row is locked: a
+// takeover that waited for the row (for a fenced write of the old holder) gets a full lease
+// from the moment it was granted, not one that ran out while it waited. It returns how long the
+// lease runs from the statement's start (statement_timestamp(), when the database began this
+// request, hence after the taker sent it): the taker counts that from the moment it sent the
+// request.
 constexpr const char* kAcquireSql =
-    "INSERT INTO service_lease (service, holder, epoch, expires_at, session_locked) "
-    "VALUES ($1, $2, 1, clock_timestamp() + $3::float8 * interval '1 millisecond', $4::int4 <> 0) "
+    "INSERT INTO service_lease (service, holder, epoch, expires_at, session_locked, lease_ms) "
+    "VALUES ($1, $2, 1, clock_timestamp() + $3::float8 * interval '1 millisecond', "
+    "$4::int4 <> 0, $3) "
     "ON CONFLICT (service) DO UPDATE SET holder = excluded.holder, "
-    "epoch = service_lease.epoch + 1, expires_at = excluded.expires_at, "
-    "session_locked = excluded.session_locked "
+    "epoch = service_lease.epoch + 1, "
+    "expires_at = clock_timestamp() + $3::float8 * interval '1 millisecond', "
+    "session_locked = excluded.session_locked, lease_ms = excluded.lease_ms "
     "WHERE service_lease.expires_at <= clock_timestamp() "
     "OR (excluded.session_locked AND service_lease.session_locked) "
-    "RETURNING epoch";
+    "RETURNING epoch, "
+    "FLOOR(EXTRACT(EPOCH FROM expires_at - statement_timestamp()) * 1000)::int8";
 
 constexpr const char* kRenewSql =
     "UPDATE service_lease SET expires_at = clock_timestamp() + $3::float8 * interval "
-    "'1 millisecond', session_locked = session_locked OR $4::int4 <> 0 "
+    "'1 millisecond', session_locked = session_locked OR $4::int4 <> 0, lease_ms = $3 "
     "WHERE service = $1 AND epoch = $2 AND expires_at > clock_timestamp() "
     "RETURNING epoch";
 
@@ -79,9 +97,30 @@ constexpr const char* kReadSql =
     "GREATEST(0, EXTRACT(EPOCH FROM expires_at - clock_timestamp()) * 1000)::int8, "
     "session_locked::int4 FROM service_lease WHERE service = $1";
 
+// The transaction holding the lease row locked (its xmax: a share-locker's, or an uncommitted
+// updater's), provided that the lease is free by the rule of kAcquireSql ($2: this session
+// holds the session lock) and that transaction touched service_lease. Several share-lockers at
+// once (a MultiXact in xmax) match nothing: nlockd's fenced writes run on one connection.
+constexpr const char* kEndStaleSql =
+    "SELECT l.pid::int4, pg_terminate_backend(l.pid)::int4 FROM service_lease s "
+    "JOIN pg_locks l ON l.locktype = 'transactionid' AND l.transactionid = s.xmax "
+    "AND l.mode = 'ExclusiveLock' AND l.granted "
+    "WHERE s.service = $1 AND l.pid <> pg_backend_pid() "
+    "AND (s.expires_at <= clock_timestamp() OR (s.session_locked AND $2::int4 <> 0)) "
+    "AND EXISTS (SELECT 1 FROM pg_locks r WHERE r.pid = l.pid AND r.locktype = 'relation' "
+    "AND r.relation = 'service_lease'::regclass AND r.granted)";
+
 }  // namespace
 
 void EnsureLeaseSchema(PgConn& conn) {
+  // ALTER TABLE takes the table's strongest lock before it looks whether there is anything to
+  // do: it would wait for any open transaction that fenced (one stranded by a network fault
+  // for as long as the server keeps it), and every lease statement and fence would queue
+  // behind it. So the DDL runs only when the newest column is missing.
+  bool current = false;
+  conn.ForEachRow(PgStep{nullptr, kLeaseSchemaCurrentSql, {}, {}},
+                  [&](const SqlRow& row) { current = row.Int(0) != 0; });
+  if (current) return;
   conn.Exec("BEGIN");
   try {
     conn.Exec(fmt::format("SELECT pg_advisory_xact_lock({})", kSchemaLockKey));
@@ -94,11 +133,12 @@ void EnsureLeaseSchema(PgConn& conn) {
 }
 
 PgLease::PgLease(std::string conninfo, std::chrono::seconds connect_timeout, std::string service,
-                 std::string holder)
+                 std::string holder, PgSessionLimits limits)
     : conninfo_(std::move(conninfo)),
       connect_timeout_(connect_timeout),
       service_(std::move(service)),
-      holder_(std::move(holder)) {
+      holder_(std::move(holder)),
+      limits_(limits) {
   EnsureLeaseSchema(Conn());
 }
 
@@ -106,7 +146,15 @@ PgConn& PgLease::Conn() {
   if (!conn_ || !conn_->ok()) {
     conn_.reset();
     session_locked_ = false;  // a new session holds nothing
-    conn_ = std::make_unique<PgConn>(conninfo_, connect_timeout_);
+    auto conn = std::make_unique<PgConn>(conninfo_, connect_timeout_, limits_.client);
+    for (const std::string& problem : ApplySessionLimits(*conn, limits_)) {
+      spdlog::warn(
+          "ha: the lease connection of service '{}' cannot bound its waits as it should: {}; "
+          "a takeover may then wait for a stranded transaction (docs/operator-guide.md, High "
+          "availability)",
+          service_, problem);
+    }
+    conn_ = std::move(conn);
   }
   return *conn_;
 }
@@ -145,15 +193,28 @@ void PgLease::UnlockSession() {
   });
 }
 
-std::optional<int64_t> PgLease::TryAcquire(std::chrono::milliseconds length) {
+std::optional<LeaseGrant> PgLease::TryAcquire(std::chrono::milliseconds length) {
   return Run([&](PgConn& conn) {
     const std::vector<SqlValue> params{SqlValue::Text(service_), SqlValue::Text(holder_),
                                        SqlValue::Int64(length.count()),
                                        SqlValue::Int32(session_locked_ ? 1 : 0)};
-    std::optional<int64_t> epoch;
-    conn.ForEachRow(PgStep{nullptr, kAcquireSql, params, {}},
-                    [&](const SqlRow& row) { epoch = row.Int(0); });
-    return epoch;
+    std::optional<LeaseGrant> grant;
+    conn.ForEachRow(PgStep{nullptr, kAcquireSql, params, {}}, [&](const SqlRow& row) {
+      grant = LeaseGrant{row.Int(0), std::chrono::milliseconds(row.Int(1))};
+    });
+    return grant;
+  });
+}
+
+std::vector<int> PgLease::EndStaleTransactions() {
+  return Run([&](PgConn& conn) {
+    const std::vector<SqlValue> params{SqlValue::Text(service_),
+                                       SqlValue::Int32(session_locked_ ? 1 : 0)};
+    std::vector<int> ended;
+    conn.ForEachRow(PgStep{nullptr, kEndStaleSql, params, {}}, [&](const SqlRow& row) {
+      if (row.Int(1) != 0) ended.push_back(static_cast<int>(row.Int(0)));
+    });
+    return ended;
   });
 }
 

@@ -6,8 +6,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "store/postgres/pg_conn.hpp"
+#include "store/postgres/pg_session_limits.hpp"
 
 namespace nlockd::store {
 
@@ -21,18 +23,29 @@ struct LeaseView {
   bool session_locked = false;
 };
 
+// A lease just taken.
+struct LeaseGrant {
+  int64_t epoch = 0;
+  // How long the lease runs from when the database began the request, however long the request
+  // then waited for the lease row: the taker may count it from when it sent the request.
+  std::chrono::milliseconds valid_for{0};
+};
+
 // The lease row that makes one node at a time the active one of a service (the service name is
 // the row's key, as it keys the service's state). Expiry is computed by the database's clock
-// (now()), so the nodes' clocks need not agree. Each holder gets the next epoch; a PgStore opened
-// with that epoch (StoreOptions::fence_epoch) checks it inside every write transaction, so a node
-// that lost the lease can no longer commit. Owns one connection of its own (reopened after a
-// failure). Not thread-safe. Calls throw nlockd::Error: kDisconnected when the database is
-// unreachable (a caller that cannot renew must treat the lease as lost by its own clock).
+// (clock_timestamp()), so the nodes' clocks need not agree. Each holder gets the next epoch; a
+// PgStore opened with that epoch (StoreOptions::fence_epoch) checks it inside every write
+// transaction, so a node that lost the lease can no longer commit. Owns one connection of its own
+// (reopened after a failure), whose waits `limits` bound. Not thread-safe. Calls throw
+// nlockd::Error: kDisconnected when the database is unreachable (a caller that cannot renew must
+// treat the lease as lost by its own clock), kOverloaded when the lease row stayed locked past the
+// lock timeout.
 class PgLease {
  public:
-  // Connects and creates the lease table and fence function if missing.
+  // Connects and creates the lease table and fence function if missing. Each connection sets
+  // `limits` (LeaseSessionLimits) and logs a warning for any that does not hold.
   PgLease(std::string conninfo, std::chrono::seconds connect_timeout, std::string service,
-          std::string holder);
+          std::string holder, PgSessionLimits limits);
 
   // Takes the service's session advisory lock on this connection if it is free (it stays
   // taken until the session ends or UnlockSession()); returns whether this session holds it.
@@ -42,8 +55,15 @@ class PgLease {
   void UnlockSession();
   // Takes the lease for `length` if it is free (never taken, expired or released; or, when
   // this session holds the session lock, its holder held that lock: the holder's session
-  // ended); returns the new epoch, or nullopt if another holder has a live lease.
-  std::optional<int64_t> TryAcquire(std::chrono::milliseconds length);
+  // ended); returns the new epoch, or nullopt if another holder has a live lease. The lease
+  // runs `length` from when the database granted it.
+  std::optional<LeaseGrant> TryAcquire(std::chrono::milliseconds length);
+  // Ends (pg_terminate_backend) the transaction that keeps the lease row locked, if the lease is
+  // free by TryAcquire's rule: a transaction of an earlier holder (or taker) that cannot finish,
+  // its connection cut after the fence but before COMMIT. It never committed, so its holder
+  // never acted on it. Returns the server process ids ended. Throws kFailed when this role may
+  // not end that process (another role's, without pg_signal_backend).
+  std::vector<int> EndStaleTransactions();
   // Extends the lease held at epoch to now() + length; false if it is no longer ours (expired,
   // or taken at a later epoch). Takes the session lock first if this session lacks it.
   bool Renew(int64_t epoch, std::chrono::milliseconds length);
@@ -69,6 +89,7 @@ class PgLease {
   const std::chrono::seconds connect_timeout_;
   const std::string service_;
   const std::string holder_;
+  const PgSessionLimits limits_;
   std::unique_ptr<PgConn> conn_;
   bool session_locked_ = false;  // conn_'s session holds the session lock
 };

@@ -12,6 +12,7 @@
 
 #include "base/error.hpp"
 #include "store/postgres/pg_lease.hpp"
+#include "store/postgres/pg_session_limits.hpp"
 #include "store/run_record.hpp"
 
 namespace nlockd::store {
@@ -34,6 +35,14 @@ constexpr const char* kSessionSetup =
 constexpr const char* kStorageEpochSql =
     "SELECT 'postmaster ' || pg_postmaster_start_time()::text || ', stats reset ' || "
     "COALESCE((SELECT stats_reset::text FROM pg_stat_bgwriter), 'never')";
+
+// The lease length of the holder at this epoch, as its keeper recorded it in the lease row (0 if
+// none is recorded). Reads without locking.
+constexpr const char* kLeaseLengthSql =
+    "SELECT lease_ms FROM service_lease WHERE service = $1 AND epoch = $2";
+
+// The lease length assumed when the row records none: the default of ha_lease.
+constexpr std::chrono::milliseconds kDefaultLease{5000};
 
 StoreOptions Validated(StoreOptions options) {
   ValidateOptions(options);
@@ -81,7 +90,8 @@ PgStore::PgStore(const std::string& conninfo, StoreOptions options,
   }
   {
     PgPool::Lease lease = pool_.Acquire(SteadyClock::now());
-    lease.conn().Exec(kSessionSetup);
+    if (fenced()) session_limits_ = StoreSessionLimits(LeaseLength(lease.conn()));
+    SetUpSession(lease.conn());
     Migrate(lease.conn(), migrations);
     if (fenced()) EnsureLeaseSchema(lease.conn());
     RecordRun(lease.conn());
@@ -176,11 +186,35 @@ void PgStore::CheckStorageEpoch(PgConn& conn) {
   storage_epoch_ = std::move(epoch);
 }
 
+std::chrono::milliseconds PgStore::LeaseLength(PgConn& conn) const {
+  std::chrono::milliseconds length{0};
+  try {
+    conn.ForEachRow(PgStep{nullptr, kLeaseLengthSql, fence_params_, {}},
+                    [&](const SqlRow& row) { length = std::chrono::milliseconds(row.Int(0)); });
+  } catch (const Error& e) {
+    if (e.kind() == ErrorKind::kDisconnected) throw;
+    // No lease table yet: the fence refuses this store's first write in any case.
+  }
+  return length.count() > 0 ? length : kDefaultLease;
+}
+
+void PgStore::SetUpSession(PgConn& conn) const {
+  conn.Exec(kSessionSetup);
+  if (!session_limits_) return;
+  for (const std::string& problem : ApplySessionLimits(conn, *session_limits_)) {
+    spdlog::warn(
+        "store: a PostgreSQL session of service '{}' cannot bound its waits as it should: {}; "
+        "a takeover may then wait for a transaction of this node stranded by a network fault "
+        "(docs/operator-guide.md, High availability)",
+        options_.node_id, problem);
+  }
+}
+
 void PgStore::EnsurePrepared(PgConn& conn) {
   if (conn.prepared()) {
     return;
   }
-  conn.Exec(kSessionSetup);
+  SetUpSession(conn);
   for (size_t i = 0; i < kStmtCount; ++i) {
     const StatementDef& def = Statement(static_cast<Stmt>(i));
     conn.Prepare(def.name, def.sql, def.params);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <span>
@@ -10,6 +11,7 @@
 
 #include "store/postgres/pg_holder.hpp"
 #include "store/postgres/pg_pool.hpp"
+#include "store/postgres/pg_session_limits.hpp"
 #include "store/sql/group_commit.hpp"
 #include "store/sql/migrations.hpp"
 #include "store/store.hpp"
@@ -57,8 +59,12 @@ class PgStore final : public Store {
   // On a new writer connection: if the server restarted since storage_epoch_, durably marks the
   // lock table incomplete (RunRecord::storage_epoch).
   void CheckStorageEpoch(PgConn& conn);
+  // The lease length recorded for this store's epoch (fenced only), or the default.
+  std::chrono::milliseconds LeaseLength(PgConn& conn) const;
+  // Session settings: synchronous_commit, and when fenced the limits on its waits.
+  void SetUpSession(PgConn& conn) const;
   // Readies a connection on first use: session settings and prepared statements.
-  static void EnsurePrepared(PgConn& conn);
+  void EnsurePrepared(PgConn& conn);
   void CommitBatch(std::span<const QueuedWrite> batch, Durability durability);
   // Runs read on a pooled connection inside a read-only snapshot, again on a new connection
   // if the server went away, until pg_retry_for has passed.
@@ -72,6 +78,8 @@ class PgStore final : public Store {
   // The arguments of nlockd_fence() (service, epoch) when fenced().
   const std::vector<SqlValue> fence_params_;
   std::unique_ptr<PgHolder> holder_;  // unless fenced(): taken first; released after the writer
+  // When fenced(): what bounds the waits of each session (StoreSessionLimits of the lease).
+  std::optional<PgSessionLimits> session_limits_;
 
   // The writer thread's own (the constructor's, before the writer starts).
   std::optional<PgPool::Lease> writer_lease_;

@@ -337,11 +337,16 @@ TEST_F(PgStoreTest, WritesFailCleanlyWhenTheServerStaysAway) {
   EXPECT_EQ(store.Counts().registrations, 2U);
 }
 
+std::optional<int64_t> EpochOf(const std::optional<LeaseGrant>& grant) {
+  if (!grant) return std::nullopt;
+  return grant->epoch;
+}
+
 // Takes the service's lease as soon as it is free (polling as a standby does); its epoch.
 int64_t AcquireWhenFree(PgLease& lease, std::chrono::milliseconds length) {
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   for (;;) {
-    if (std::optional<int64_t> epoch = lease.TryAcquire(length)) return *epoch;
+    if (std::optional<LeaseGrant> grant = lease.TryAcquire(length)) return grant->epoch;
     if (std::chrono::steady_clock::now() >= give_up) {
       ADD_FAILURE() << "the lease never became free";
       return 0;
@@ -351,10 +356,10 @@ int64_t AcquireWhenFree(PgLease& lease, std::chrono::milliseconds length) {
 }
 
 TEST_F(PgStoreTest, ALeaseHasOneLiveHolderAndEachTakeoverTheNextEpoch) {
-  PgLease a(*PgTestUri(), std::chrono::seconds(5), options_.node_id, "node a");
-  PgLease b(*PgTestUri(), std::chrono::seconds(5), options_.node_id, "node b");
+  PgLease a(*PgTestUri(), std::chrono::seconds(5), options_.node_id, "node a", {});
+  PgLease b(*PgTestUri(), std::chrono::seconds(5), options_.node_id, "node b", {});
   EXPECT_FALSE(a.Read().has_value());
-  const std::optional<int64_t> first = a.TryAcquire(std::chrono::seconds(30));
+  const std::optional<int64_t> first = EpochOf(a.TryAcquire(std::chrono::seconds(30)));
   ASSERT_TRUE(first.has_value());
   EXPECT_FALSE(b.TryAcquire(std::chrono::seconds(30)).has_value());
   const std::optional<LeaseView> held = b.Read();
@@ -365,7 +370,7 @@ TEST_F(PgStoreTest, ALeaseHasOneLiveHolderAndEachTakeoverTheNextEpoch) {
   EXPECT_TRUE(a.Renew(*first, std::chrono::seconds(30)));
 
   a.Release(*first);  // a planned stop: no waiting for expiry
-  const std::optional<int64_t> second = b.TryAcquire(std::chrono::seconds(30));
+  const std::optional<int64_t> second = EpochOf(b.TryAcquire(std::chrono::seconds(30)));
   ASSERT_TRUE(second.has_value());
   EXPECT_EQ(*second, *first + 1);
   EXPECT_FALSE(a.Renew(*first, std::chrono::seconds(30)));  // a's lease is gone for good
@@ -373,9 +378,10 @@ TEST_F(PgStoreTest, ALeaseHasOneLiveHolderAndEachTakeoverTheNextEpoch) {
 }
 
 TEST_F(PgStoreTest, AnExpiredLeaseIsTakenOverAndItsOldHolderCanNoLongerCommit) {
-  PgLease a(*PgTestUri(), std::chrono::seconds(5), options_.node_id, "node a");
-  PgLease b(*PgTestUri(), std::chrono::seconds(5), options_.node_id, "node b");
-  const std::optional<int64_t> epoch_a = a.TryAcquire(std::chrono::milliseconds(300));
+  PgLease a(*PgTestUri(), std::chrono::seconds(5), options_.node_id, "node a", {});
+  PgLease b(*PgTestUri(), std::chrono::seconds(5), options_.node_id, "node b", {});
+  // Long enough for the fenced store to open (and set its sessions' limits) within it.
+  const std::optional<int64_t> epoch_a = EpochOf(a.TryAcquire(std::chrono::milliseconds(1000)));
   ASSERT_TRUE(epoch_a.has_value());
   StoreOptions fenced_a = options_;
   fenced_a.fence_epoch = *epoch_a;
@@ -411,8 +417,8 @@ TEST_F(PgStoreTest, AnExpiredLeaseIsTakenOverAndItsOldHolderCanNoLongerCommit) {
 }
 
 TEST_F(PgStoreTest, AFencedStoreCannotOpenWithoutItsLease) {
-  PgLease a(*PgTestUri(), std::chrono::seconds(5), options_.node_id, "node a");
-  const std::optional<int64_t> epoch = a.TryAcquire(std::chrono::seconds(30));
+  PgLease a(*PgTestUri(), std::chrono::seconds(5), options_.node_id, "node a", {});
+  const std::optional<int64_t> epoch = EpochOf(a.TryAcquire(std::chrono::seconds(30)));
   ASSERT_TRUE(epoch.has_value());
   StoreOptions stale = options_;
   stale.fence_epoch = *epoch + 7;  // not the live epoch
