@@ -22,6 +22,7 @@
 #include "base/redact.hpp"
 #include "rpc/address.hpp"
 #include "server/config_table.hpp"
+#include "store/postgres/pg_conn.hpp"
 #include "store/run_record.hpp"
 
 namespace nlockd::server {
@@ -147,7 +148,14 @@ std::string CheckStoreUri(const std::string& uri) {
     if (view.size() == 7) Fail("store 'sqlite:' needs a path: sqlite:PATH");
     return uri;
   }
-  if (view.starts_with("postgresql://") || view.starts_with("postgres://")) return uri;
+  if (view.starts_with("postgresql://") || view.starts_with("postgres://")) {
+    // The store's own check, which it makes again when it opens.
+    if (std::string error = store::PgConninfoError(uri); !error.empty()) {
+      Fail("store '" + RedactStoreUri(uri) +
+           "' is not a valid PostgreSQL connection URI: " + RedactPasswordOf(uri, error));
+    }
+    return uri;
+  }
   Fail("store '" + RedactStoreUri(uri) +
        "' is not one of memory:, sqlite:PATH or postgresql://USER@HOST/DB");
 }

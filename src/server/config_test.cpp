@@ -351,6 +351,7 @@ TEST(SettingsTable, FlagsAreCheckedLikeTheFile) {
                                                         {"--grace", "3601"},
                                                         {"--store", "memory:extra"},
                                                         {"--store", "redis://x"},
+                                                        {"--store", "postgresql://h/db?bogus=1"},
                                                         {"--rpcbind-host", "not-an-ip"},
                                                         {"--persist-locks", "maybe"},
                                                         {"--notify-timeout", "5s"}}) {
@@ -593,6 +594,20 @@ TEST(CheckConfig, RefusesCombinationsThatCannotRun) {
     } else {
       EXPECT_NE(message.find(c.message), std::string::npos) << c.name << ": " << message;
     }
+  }
+}
+
+TEST(CheckStoreUri, RefusesWhatLibpqCannotParseWithoutShowingThePassword) {
+  EXPECT_EQ(CheckStoreUri("postgresql://nlockd@db/nlockd?sslmode=require"),
+            "postgresql://nlockd@db/nlockd?sslmode=require");
+  try {
+    CheckStoreUri("postgresql://nlockd:hunter2@[::1/nlockd");
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    std::string message = e.what();
+    EXPECT_NE(message.find("is not a valid PostgreSQL connection URI"), std::string::npos)
+        << message;
+    EXPECT_EQ(message.find("hunter2"), std::string::npos) << message;
   }
 }
 

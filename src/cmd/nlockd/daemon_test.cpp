@@ -303,9 +303,14 @@ TEST(NlockdDaemon, CheckConfigRefusesWhatAStartRefuses) {
       // Single values: flags, environment and file.
       {{}, {"--max-connections", "0"}, 78, "rpc.max_connections = 0 is out of range"},
       {{}, {"--listen", "localhost:4045"}, 78, "'localhost' is not an IP address"},
+      {{},
+       {"--store", "postgresql://nlockd:pw@[::1/none"},
+       78,
+       "store 'postgresql://nlockd:REDACTED@[::1/none' is not a valid PostgreSQL connection "
+       "URI"},
       {{}, {"--grace", "soon"}, 78, "'soon' is not an integer"},
       {{"NLOCKD_GRACE=3601"}, {}, 78, "environment NLOCKD_GRACE: grace = 3601 is out of range"},
-      {{"NLOCKD_ADMIN_LISTEN=0.0.0.0:0"}, {}, 78, "is not a loopback address"},
+      {{"NLOCKD_HA=true"}, {}, 78, "ha needs a PostgreSQL store"},
       {{}, {"--config", bad_config}, 78, "bad.toml:2: unknown config key bogus"},
       // The command line and the file itself.
       {{}, {"--config", dir.path() + "/missing.toml"}, 66, "cannot read config file"},
