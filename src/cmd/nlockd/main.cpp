@@ -420,7 +420,8 @@ int main(int argc, char** argv) {
   bool check_config = false;
   app.add_flag("--check-config", check_config,
                "validate the file, environment and flags as a start would, print the effective "
-               "configuration (secrets redacted) and exit: 0 if valid, 78 if not (nlockd(8))");
+               "configuration (secrets redacted) and exit: 0 if valid, else the status a start "
+               "would exit with (78 for a refused configuration; nlockd(8))");
   bool version = false;
   app.add_flag("--version", version, "print the version, git revision and build type and exit");
   Flags flags(app);
