@@ -54,7 +54,8 @@ for path in /usr/sbin/nlockd /usr/bin/nlockctl /lib/systemd/system/nlockd.servic
   /usr/share/bash-completion/completions/nlockctl /usr/share/nlockd/grafana/nlockd-dashboard.json \
   /usr/share/nlockd/prometheus/nlockd-alerts.yml /usr/include/nlockd/lock_service.hpp \
   /usr/share/doc/nlockd/operator-guide.md.gz /usr/lib/ocf/resource.d/nlockd/nlockd \
-  /usr/share/doc/nlockd/examples/keepalived.conf; do
+  /usr/share/doc/nlockd/examples/keepalived.conf /etc/logrotate.d/nlockd \
+  /usr/share/nlockd/prometheus/prometheus-scrape.yml; do
   [[ -e "$path" ]] || fail "$path is not installed"
 done
 ls /usr/lib/x86_64-linux-gnu/libnlockd.so.0* /usr/lib/x86_64-linux-gnu/cmake/nlockd/nlockdConfig.cmake \
@@ -63,6 +64,13 @@ dpkg-query -W -f='${Conffiles}\n' nlockd | contains '^ /etc/nlockd/nlockd.toml '
   fail "/etc/nlockd/nlockd.toml is not a conffile"
 getent passwd nlockd >/dev/null || fail "no nlockd user"
 [[ $(stat -c %U /var/lib/nlockd) == nlockd ]] || fail "/var/lib/nlockd is not nlockd's"
+[[ $(stat -c %U /var/log/nlockd) == nlockd ]] || fail "/var/log/nlockd is not nlockd's"
+dpkg-query -W -f='${Conffiles}\n' nlockd | contains '^ /etc/logrotate.d/nlockd ' ||
+  fail "/etc/logrotate.d/nlockd is not a conffile"
+if command -v logrotate >/dev/null; then
+  logrotate --debug --state "$scratch/logrotate.state" /etc/logrotate.d/nlockd \
+    >"$scratch/logrotate.txt" 2>&1 || { cat "$scratch/logrotate.txt" >&2; fail "logrotate -d"; }
+fi
 grep -q '^store = "sqlite:/var/lib/nlockd/nlockd.db"$' /etc/nlockd/nlockd.toml ||
   fail "the packaged config does not keep its store in /var/lib/nlockd"
 /usr/sbin/nlockd --version | contains "^nlockd $version " || fail "nlockd --version"
@@ -144,6 +152,7 @@ step "the installed daemon ran as nlockd, answered NLM, NSM, nlockctl and /metri
 
 dpkg --purge nlockd-dev libnlockd0 nlockd >"$scratch/purge.log" 2>&1 ||
   { cat "$scratch/purge.log" >&2; fail "dpkg --purge"; }
-[[ ! -e /var/lib/nlockd && ! -e /etc/nlockd/nlockd.toml && ! -e /usr/sbin/nlockd ]] ||
+[[ ! -e /var/lib/nlockd && ! -e /var/log/nlockd && ! -e /etc/nlockd/nlockd.toml &&
+  ! -e /usr/sbin/nlockd && ! -e /etc/logrotate.d/nlockd ]] ||
   fail "purge left files behind"
 step "purged; package step took $(($(date +%s) - started)) s (build $((built - started)) s)"

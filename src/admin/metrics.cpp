@@ -2,6 +2,7 @@
 #include "admin/metrics.hpp"
 
 #include <algorithm>
+#include <initializer_list>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -61,6 +62,36 @@ constexpr std::array<std::string_view, kMalformedReasons> kMalformedReasonLabels
     "prog_mismatch", "proc_unavail", "garbage_args", "record_too_large"};
 // lock::ToString(GraceEndReason) spellings, as GraceView carries them.
 constexpr std::array<std::string_view, 3> kGraceEndReasons = {"timer", "all-reclaimed", "admin"};
+
+// The request series created at start, at 0: each procedure of NLM (by version) and NSM with
+// the results it answers in normal operation, so that rates and alerts over them have a series
+// from the first scrape. Procedure names as the services register them (nlm/ and nsm/
+// service_registration.cpp); other results (RPC-level failures, duplicates) appear on first
+// use.
+struct PrecreatedRequests {
+  RpcProgram program;
+  std::initializer_list<uint32_t> versions;
+  std::string_view procedure;
+  std::initializer_list<RequestResult> results;
+};
+using R = RequestResult;
+const PrecreatedRequests kPrecreatedRequests[] = {
+    {RpcProgram::kNlm, {1, 3, 4}, "TEST", {R::kGranted, R::kDenied, R::kDeniedGracePeriod}},
+    {RpcProgram::kNlm,
+     {1, 3, 4},
+     "LOCK",
+     {R::kGranted, R::kDenied, R::kBlocked, R::kDeniedNolocks, R::kDeniedGracePeriod, R::kDeadlck}},
+    {RpcProgram::kNlm, {1, 3, 4}, "CANCEL", {R::kGranted, R::kDenied, R::kDeniedGracePeriod}},
+    {RpcProgram::kNlm, {1, 3, 4}, "UNLOCK", {R::kGranted, R::kDeniedGracePeriod}},
+    {RpcProgram::kNlm, {3, 4}, "SHARE", {R::kGranted, R::kDenied, R::kDeniedGracePeriod}},
+    {RpcProgram::kNlm, {3, 4}, "UNSHARE", {R::kGranted}},
+    {RpcProgram::kNlm, {3, 4}, "FREE_ALL", {R::kOk}},
+    {RpcProgram::kNsm, {1}, "SM_MON", {R::kStatSucc, R::kStatFail, R::kDenied}},
+    {RpcProgram::kNsm, {1}, "SM_UNMON", {R::kOk, R::kDenied}},
+    {RpcProgram::kNsm, {1}, "SM_UNMON_ALL", {R::kOk, R::kDenied}},
+    {RpcProgram::kNsm, {1}, "SM_STAT", {R::kStatSucc, R::kStatFail}},
+    {RpcProgram::kNsm, {1}, "SM_NOTIFY", {R::kOk}},
+};
 
 // Request handling: 50 us to 5 s.
 Histogram::BucketBoundaries RequestBuckets() {
@@ -204,14 +235,18 @@ void RequestMetrics::Observe(RequestResult result, double seconds) {
   std::atomic<Counter*>& slot = results_[Index(result)];
   Counter* counter = slot.load(std::memory_order_acquire);
   if (counter == nullptr) {
-    // Family::Add is idempotent, so two threads racing here get the same child.
-    auto labels = labels_;
-    labels.emplace("result", std::string(RequestResultLabel(result)));
-    counter = &requests_.Add(labels);
-    slot.store(counter, std::memory_order_release);
+    Precreate(result);
+    counter = slot.load(std::memory_order_acquire);
   }
   counter->Increment();
   duration_.Observe(seconds);
+}
+
+void RequestMetrics::Precreate(RequestResult result) {
+  // Family::Add is idempotent, so two threads racing here get the same child.
+  auto labels = labels_;
+  labels.emplace("result", std::string(RequestResultLabel(result)));
+  results_[Index(result)].store(&requests_.Add(labels), std::memory_order_release);
 }
 
 Metrics::Metrics() : registry_(std::make_shared<Registry>()) {
@@ -349,6 +384,14 @@ Metrics::Metrics() : registry_(std::make_shared<Registry>()) {
                  .Help("Seconds since nlockd started.")
                  .Register(registry)
                  .Add({});
+  for (const PrecreatedRequests& entry : kPrecreatedRequests) {
+    for (uint32_t version : entry.versions) {
+      RequestMetrics& request = entry.program == RpcProgram::kNlm
+                                    ? NlmRequest(version, entry.procedure)
+                                    : NsmRequest(entry.procedure);
+      for (RequestResult result : entry.results) request.Precreate(result);
+    }
+  }
 }
 
 Metrics::~Metrics() = default;

@@ -137,13 +137,15 @@ class RequestMetrics {
 
   // Counts one request with `result` and its handling time.
   void Observe(RequestResult result, double seconds);
+  // Creates the series of `result` at 0, so that it is exported before the first such request.
+  void Precreate(RequestResult result);
 
  private:
   prometheus::Family<prometheus::Counter>& requests_;
   prometheus::Histogram& duration_;
   const std::map<std::string, std::string> labels_;  // procedure (and version)
-  // One child per result, created on first use (creating them all would add hundreds of empty
-  // series).
+  // One child per result: those a procedure answers most are created at start (Metrics), the
+  // rest on first use (creating them all would add hundreds of series that stay empty).
   std::array<std::atomic<prometheus::Counter*>, kRequestResults> results_{};
 };
 

@@ -75,6 +75,32 @@ void UpdateEverything(Metrics& metrics) {
   metrics.Refresh(status);
 }
 
+TEST(Metrics, RequestSeriesExistAtZeroBeforeTheFirstCall) {
+  Metrics metrics;
+  const std::string text = metrics.Serialize();
+  for (const char* line : {
+           "nlm_requests_total{procedure=\"LOCK\",result=\"granted\",version=\"4\"} 0",
+           "nlm_requests_total{procedure=\"LOCK\",result=\"denied_grace_period\",version=\"3\"} 0",
+           "nlm_requests_total{procedure=\"TEST\",result=\"denied\",version=\"1\"} 0",
+           "nlm_requests_total{procedure=\"SHARE\",result=\"granted\",version=\"4\"} 0",
+           "nlm_request_duration_seconds_count{procedure=\"UNLOCK\"} 0",
+           "nsm_requests_total{procedure=\"SM_MON\",result=\"stat_succ\"} 0",
+           "nsm_requests_total{procedure=\"SM_NOTIFY\",result=\"ok\"} 0",
+           "nsm_request_duration_seconds_count{procedure=\"SM_MON\"} 0",
+           "nsm_notifications_total{result=\"gave_up\"} 0",
+           "store_write_errors_total 0",
+       }) {
+    EXPECT_TRUE(Contains(text, std::string("\n") + line + "\n")) << line << "\n" << text;
+  }
+  // SHARE is NLM 3 and 4 only.
+  EXPECT_FALSE(Contains(text, "procedure=\"SHARE\",result=\"granted\",version=\"1\""));
+  // A pre-created series counts on from 0.
+  metrics.NlmRequest(4, "LOCK").Observe(RequestResult::kGranted, 0.001);
+  EXPECT_TRUE(
+      Contains(metrics.Serialize(),
+               "\nnlm_requests_total{procedure=\"LOCK\",result=\"granted\",version=\"4\"} 1\n"));
+}
+
 TEST(Metrics, ExposesEveryFamilyWithItsValues) {
   Metrics metrics;
   UpdateEverything(metrics);

@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "server/config.hpp"
 
+#include <cctype>
+#include <cerrno>
 #include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <optional>
 #include <string_view>
+#include <system_error>
+#include <vector>
 
 #include <asio/ip/address.hpp>
 #include <fmt/format.h>
@@ -18,6 +22,8 @@
 #include "base/redact.hpp"
 #include "rpc/address.hpp"
 #include "server/config_table.hpp"
+#include "store/postgres/pg_conn.hpp"
+#include "store/run_record.hpp"
 
 namespace nlockd::server {
 
@@ -93,12 +99,17 @@ ListenAddress ParseListenAddress(const std::string& text) {
     }
     out.host = text.substr(1, close - 1);
     out.port = ParsePort(text.substr(close + 2), what);
-    return out;
+  } else {
+    auto colon = text.rfind(':');
+    if (colon == std::string::npos) Fail("bad " + what + " (expected ADDR:PORT)");
+    out.host = colon == 0 ? "0.0.0.0" : text.substr(0, colon);
+    out.port = ParsePort(text.substr(colon + 1), what);
   }
-  auto colon = text.rfind(':');
-  if (colon == std::string::npos) Fail("bad " + what + " (expected ADDR:PORT)");
-  out.host = colon == 0 ? "0.0.0.0" : text.substr(0, colon);
-  out.port = ParsePort(text.substr(colon + 1), what);
+  // The listeners bind IP literals only (a name could resolve to several addresses, or to
+  // another one later); and whether an address is loopback must be decidable here.
+  asio::error_code ec;
+  asio::ip::make_address(out.host, ec);
+  if (ec) Fail("bad " + what + ": '" + out.host + "' is not an IP address");
   return out;
 }
 
@@ -137,7 +148,14 @@ std::string CheckStoreUri(const std::string& uri) {
     if (view.size() == 7) Fail("store 'sqlite:' needs a path: sqlite:PATH");
     return uri;
   }
-  if (view.starts_with("postgresql://") || view.starts_with("postgres://")) return uri;
+  if (view.starts_with("postgresql://") || view.starts_with("postgres://")) {
+    // The store's own check, which it makes again when it opens.
+    if (std::string error = store::PgConninfoError(uri); !error.empty()) {
+      Fail("store '" + RedactStoreUri(uri) +
+           "' is not a valid PostgreSQL connection URI: " + RedactPasswordOf(uri, error));
+    }
+    return uri;
+  }
   Fail("store '" + RedactStoreUri(uri) +
        "' is not one of memory:, sqlite:PATH or postgresql://USER@HOST/DB");
 }
@@ -314,6 +332,11 @@ std::string ResolveCredentialPath(const std::string& path) {
 }  // namespace
 
 void LoadConfigFile(const std::string& path, Config& config) {
+  if (access(path.c_str(), R_OK) != 0) {
+    throw ConfigFileUnreadable(
+        ErrorKind::kFailed, fmt::format("cannot read config file {}: {}", path,
+                                        std::error_code(errno, std::generic_category()).message()));
+  }
   toml::table table;
   try {
     table = toml::parse_file(path);
@@ -354,6 +377,130 @@ void ResolveSecrets(Config& config) {
   }
 }
 
+std::string EnvironmentName(std::string_view key) {
+  std::string name = "NLOCKD_";
+  for (char c : key) {
+    name.push_back(c == '.' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
+  }
+  return name;
+}
+
+std::vector<std::string> ApplyEnvironment(const char* const* environment, Config& config) {
+  std::vector<std::string> applied;
+  if (environment == nullptr) return applied;
+  for (const Setting& setting : Settings()) {
+    const std::string name = EnvironmentName(setting.key);
+    for (const char* const* entry = environment; *entry != nullptr; ++entry) {
+      std::string_view text = *entry;
+      if (!text.starts_with(name) || text.size() <= name.size() || text[name.size()] != '=') {
+        continue;
+      }
+      std::string value(text.substr(name.size() + 1));
+      std::vector<std::string> texts;
+      const bool list =
+          setting.type == SettingType::kStringList || setting.type == SettingType::kIntegerList;
+      if (!list) {
+        texts.push_back(value);
+      } else if (!value.empty()) {
+        for (size_t start = 0;;) {
+          size_t comma = value.find(',', start);
+          texts.push_back(value.substr(start, comma == std::string::npos ? comma : comma - start));
+          if (comma == std::string::npos) break;
+          start = comma + 1;
+        }
+      }
+      const std::string where = "environment " + name;
+      SettingValue parsed;
+      try {
+        parsed = ParseFlagValue(setting, texts);
+      } catch (const Error& e) {
+        Fail(where + ": " + e.what());
+      }
+      ApplySetting(setting, parsed, where, config);
+      applied.push_back(name);
+      break;
+    }
+  }
+  return applied;
+}
+
+bool IsLoopbackHost(const std::string& host) {
+  asio::error_code ec;
+  auto address = asio::ip::make_address(host, ec);
+  return !ec && rpc::NormalizeAddress(address).is_loopback();
+}
+
+namespace {
+
+// Whether two listeners would contend for one port: the same port (0 picks a free one each
+// time) on the same address or on the wildcard of the same family... or of either family,
+// since a [::] socket takes IPv4 too.
+bool Overlap(const ListenAddress& a, const ListenAddress& b) {
+  if (a.port == 0 || a.port != b.port) return false;
+  auto wildcard = [](const std::string& host) { return host == "0.0.0.0" || host == "::"; };
+  if (wildcard(a.host) || wildcard(b.host)) return true;
+  asio::error_code ec_a;
+  asio::error_code ec_b;
+  auto address_a = asio::ip::make_address(a.host, ec_a);
+  auto address_b = asio::ip::make_address(b.host, ec_b);
+  if (ec_a || ec_b) return a.host == b.host;
+  return rpc::NormalizeAddress(address_a) == rpc::NormalizeAddress(address_b);
+}
+
+}  // namespace
+
+void CheckConfig(const Config& config) {
+  const bool shared_store = store::IsSharedStoreUri(config.store);
+  if (config.ha && !shared_store) {
+    Fail(
+        fmt::format("ha needs a PostgreSQL store (postgresql://...), not '{}': a SQLite file or "
+                    "the memory store serves one node",
+                    RedactStoreUri(config.store)));
+  }
+  if (shared_store) {
+    // In a shared database the service's rows are keyed by its name: the store's own check.
+    store::StoreOptions options;
+    options.node_id = config.name.empty() ? DefaultServerName() : config.name;
+    try {
+      store::ValidateOptions(options);
+    } catch (const Error& e) {
+      Fail(
+          fmt::format("name: with a postgresql:// store the service name is the store's node "
+                      "id: {}",
+                      e.what()));
+    }
+  }
+
+  struct Listener {
+    std::string_view key;
+    ListenAddress address;
+  };
+  std::vector<Listener> listeners;
+  const bool nsm_apart = config.nsm_listen.has_value() && config.serve_nsm;
+  if (!nsm_apart || config.serve_nlm) listeners.push_back({"listen", config.listen});
+  if (nsm_apart) listeners.push_back({"nsm_listen", *config.nsm_listen});
+  if (config.admin_enabled) listeners.push_back({"admin_listen", config.admin_listen});
+  for (size_t i = 0; i < listeners.size(); ++i) {
+    for (size_t j = i + 1; j < listeners.size(); ++j) {
+      if (Overlap(listeners[i].address, listeners[j].address)) {
+        Fail(fmt::format("{} ({}) and {} ({}) would listen on the same port", listeners[i].key,
+                         FormatListenAddress(listeners[i].address), listeners[j].key,
+                         FormatListenAddress(listeners[j].address)));
+      }
+    }
+  }
+
+  if (config.admin_enabled && config.admin_token.empty() &&
+      !config.admin_allow_unauthenticated_remote && !IsLoopbackHost(config.admin_listen.host)) {
+    Fail(fmt::format(
+        "admin_listen {} is not a loopback address and the admin API has no token: anyone who "
+        "reaches it could read every lock{}. Set admin.token_file (or admin.token), listen on "
+        "127.0.0.1, or set admin.allow_unauthenticated_remote = true",
+        FormatListenAddress(config.admin_listen),
+        config.admin_open_writes ? " and, with admin.open_writes, drop them" : ""));
+  }
+}
+
 std::string RenderEffectiveConfig(const Config& config) {
   return Render(config, /*with_help=*/false, /*redact=*/true);
 }
@@ -368,9 +515,10 @@ std::string RenderManKeys() {
   std::string out;
   Config defaults;
   for (const Setting& setting : Settings()) {
-    out += fmt::format(".TP\n\\fB{}\\fR ({}; default {}; flag \\fB{}\\fR)\n", Roff(setting.key),
-                       Roff(TypeName(setting.type)), Roff(FormatValue(setting.get(defaults))),
-                       Roff(setting.flag));
+    out += fmt::format(
+        ".TP\n\\fB{}\\fR ({}; default {}; flag \\fB{}\\fR; environment \\fB{}\\fR)\n",
+        Roff(setting.key), Roff(TypeName(setting.type)), Roff(FormatValue(setting.get(defaults))),
+        Roff(setting.flag), Roff(EnvironmentName(setting.key)));
     std::string help(setting.help);
     if (setting.type == SettingType::kInteger || setting.type == SettingType::kIntegerList) {
       help += fmt::format(" Range {}..{}.", setting.min, setting.max);
@@ -379,6 +527,44 @@ std::string RenderManKeys() {
     out += Roff(help) + "\n";
   }
   return out;
+}
+
+std::string RenderManFlags() {
+  std::string out;
+  Config defaults;
+  for (const Setting& setting : Settings()) {
+    const bool list =
+        setting.type == SettingType::kStringList || setting.type == SettingType::kIntegerList;
+    out += fmt::format(".TP\n.BI {} \" {}\"{}\n", Roff(setting.flag), Roff(FlagValueName(setting)),
+                       list ? " ..." : "");
+    out +=
+        Roff(setting.help) + fmt::format(" Key \\fB{}\\fR; environment \\fB{}\\fR; default {}.\n",
+                                         Roff(setting.key), Roff(EnvironmentName(setting.key)),
+                                         setting.secret ? std::string("none")
+                                                        : Roff(FormatValue(setting.get(defaults))));
+  }
+  return out;
+}
+
+std::string RenderSynopsis() {
+  std::vector<std::string> items = {"[--config FILE]", "[--check-config]", "[--version]",
+                                    "[--help]"};
+  for (const Setting& setting : Settings()) {
+    const bool list =
+        setting.type == SettingType::kStringList || setting.type == SettingType::kIntegerList;
+    items.push_back(
+        fmt::format("[{} {}]{}", setting.flag, FlagValueName(setting), list ? "..." : ""));
+  }
+  std::string out;
+  std::string line = "nlockd";
+  for (const std::string& item : items) {
+    if (line.size() + 1 + item.size() > 100) {
+      out += line + "\n";
+      line = "      ";
+    }
+    line += " " + item;
+  }
+  return out + line + "\n";
 }
 
 }  // namespace nlockd::server

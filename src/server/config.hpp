@@ -5,10 +5,12 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <spdlog/common.h>
 
+#include "base/error.hpp"
 #include "nlockd/options.hpp"
 #include "store/open_store.hpp"
 
@@ -41,6 +43,15 @@ struct Config : nlockd::Options {
   // admin.open_writes: admin requests that change state (POST, DELETE) are served without a
   // token. Off (the default), they need admin.token; without one they are refused.
   bool admin_open_writes = false;
+  // admin.allow_unauthenticated_remote: serve the admin API on an address other than loopback
+  // without a token. Off (the default), CheckConfig refuses such a configuration.
+  bool admin_allow_unauthenticated_remote = false;
+  // pid_file / --pid-file: the daemon writes its process id there and holds a lock on it while
+  // it runs (a second nlockd with the same file refuses to start); empty: none.
+  std::string pid_file;
+  // log_file / --log-file: log lines go to this file (appended; reopened on SIGUSR1, for
+  // logrotate) instead of standard error; empty: standard error.
+  std::string log_file;
 };
 
 // An allowlist entry: an IP literal, normalised ("::ffff:10.0.0.1" -> "10.0.0.1"). Throws Error.
@@ -72,9 +83,26 @@ std::string ParseIpLiteral(const std::string& text, const std::string& what);
 // "postgresql://..."); throws Error saying what is wrong (the message redacts a password).
 std::string CheckStoreUri(const std::string& uri);
 
+// The environment variable of a setting: NLOCKD_ and the key in capitals, '.' as '_'
+// ("rpc.max_connections" -> NLOCKD_RPC_MAX_CONNECTIONS).
+std::string EnvironmentName(std::string_view key);
+// Applies the settings that `environment` (NAME=VALUE strings, as environ holds them) names by
+// their EnvironmentName over `config`, checked as the file's values are; a list is
+// comma-separated. Other variables, NLOCKD_ ones included, are left alone. Returns the names
+// applied. Throws Error (kFailed) naming the variable.
+std::vector<std::string> ApplyEnvironment(const char* const* environment, Config& config);
+
+// The --config file could not be opened (missing, or no permission): told apart from an
+// invalid configuration because its remedy (and nlockd's exit status) differs.
+class ConfigFileUnreadable : public Error {
+ public:
+  using Error::Error;
+};
+
 // Reads a TOML config file over `config` through the settings table (server/config_table.hpp);
 // unknown keys are errors (a typo must not be silently ignored), and so are wrong types. Throws
-// Error (kFailed) naming the file, line, key and problem.
+// Error (kFailed) naming the file, line, key and problem; ConfigFileUnreadable when the file
+// cannot be opened.
 void LoadConfigFile(const std::string& path, Config& config);
 
 // Reads admin.token_file into admin_token (refusing a file that group or others may read) and
@@ -85,12 +113,31 @@ void ResolveSecrets(Config& config);
 // is readable by group or others.
 std::string ReadSecretFile(const std::string& path);
 
+// The refusals that depend on several settings, made after ResolveSecrets() (the token may come
+// from a file) by every path that starts or checks a configuration: --check-config, start-up
+// and SIGHUP. Throws Error (kFailed) naming the settings:
+// - ha without a postgresql:// store;
+// - with a postgresql:// store, a service name (`name`, else the host name) that the store
+//   refuses as its node id;
+// - two of listen, nsm_listen and admin_listen on one port of overlapping addresses;
+// - the admin server on an address other than loopback without admin.token (or token_file),
+//   unless admin.allow_unauthenticated_remote says so.
+void CheckConfig(const Config& config);
+
+// Whether `host` (an IP literal) is a loopback address: 127.0.0.0/8, ::1, ::ffff:127.x.
+bool IsLoopbackHost(const std::string& host);
+
 // The effective configuration as TOML (every key, secrets redacted): --check-config prints it.
 std::string RenderEffectiveConfig(const Config& config);
 // config/nlockd.toml as shipped: every key at its default, its help as a comment.
 std::string RenderConfigTemplate();
 // The key list of nlockd.toml(5), in roff.
 std::string RenderManKeys();
+// The flag list of nlockd(8), in roff: each setting's flag, key, environment variable, default
+// and help.
+std::string RenderManFlags();
+// The synopsis of the README: nlockd with its own flags and one per setting, 100 columns wide.
+std::string RenderSynopsis();
 
 std::string DefaultServerName();
 

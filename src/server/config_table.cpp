@@ -67,7 +67,8 @@ const Setting kSettings[] = {
      [](const SettingValue& v, Config& c) {
        c.callback_source_port = static_cast<uint16_t>(Int(v));
      },
-     [](const Config& c) -> SettingValue { return int64_t{c.callback_source_port}; }},
+     [](const Config& c) -> SettingValue { return int64_t{c.callback_source_port}; }, false, false,
+     "PORT"},
     {"name", "--name", SettingType::kString, 0, 0,
      "The name this server sends as mon_name in SM_NOTIFY. Empty: the host name.",
      [](const SettingValue& v, Config& c) { c.name = Text(v); },
@@ -81,6 +82,18 @@ const Setting kSettings[] = {
      },
      [](const Config& c) -> SettingValue { return LogLevelName(c.log_level); }, false, true,
      "LEVEL"},
+    {"log_file", "--log-file", SettingType::kString, 0, 0,
+     "Append the log to this file instead of standard error (where systemd's journal takes "
+     "it). SIGUSR1 reopens it, so that logrotate can move it away (the Debian package's "
+     "/etc/logrotate.d/nlockd rotates /var/log/nlockd/*.log). Empty: standard error.",
+     [](const SettingValue& v, Config& c) { c.log_file = Text(v); },
+     [](const Config& c) -> SettingValue { return c.log_file; }, false, false, "PATH"},
+    {"pid_file", "--pid-file", SettingType::kString, 0, 0,
+     "Write the process id to this file at start, hold a lock on it while running (a second "
+     "nlockd given the same file refuses to start) and remove it at exit. Empty: none (systemd "
+     "needs none).",
+     [](const SettingValue& v, Config& c) { c.pid_file = Text(v); },
+     [](const Config& c) -> SettingValue { return c.pid_file; }, false, false, "PATH"},
     {"store", "--store", SettingType::kString, 0, 0,
      "Where the NSM state number, monitor registrations and the lock table persist: \"memory:\" "
      "(nothing survives a restart), \"sqlite:PATH\" (one file; relative to the working "
@@ -105,7 +118,7 @@ const Setting kSettings[] = {
      "serving when it could not renew in time; a standby takes over a dead node's service "
      "about this long after its last renewal.",
      [](const SettingValue& v, Config& c) { c.ha_lease = seconds(Int(v)); },
-     [](const Config& c) { return Secs(c.ha_lease); }},
+     [](const Config& c) { return Secs(c.ha_lease); }, false, false, "SECONDS"},
     {"ha_on_active", "--ha-on-active", SettingType::kString, 0, 0,
      "Shell command (/bin/sh -c) run when this node becomes the active one, e.g. to take a "
      "floating address; not waited for. Empty: none.",
@@ -121,13 +134,13 @@ const Setting kSettings[] = {
      "are granted. 0: none. Without a persistent store nlockd cannot know what was held, so it "
      "runs the whole period.",
      [](const SettingValue& v, Config& c) { c.grace = seconds(Int(v)); },
-     [](const Config& c) { return Secs(c.grace); }},
+     [](const Config& c) { return Secs(c.grace); }, false, false, "SECONDS"},
     {"grace_floor", "--grace-floor", SettingType::kInteger, 0, 3600,
      "After a restart whose restored lock table may be incomplete (host reboot, lock "
      "persistence off), grace never ends early before this many seconds past the last "
      "SM_NOTIFY answer: a client retries a refused reclaim after 5 s.",
      [](const SettingValue& v, Config& c) { c.grace_floor = seconds(Int(v)); },
-     [](const Config& c) { return Secs(c.grace_floor); }},
+     [](const Config& c) { return Secs(c.grace_floor); }, false, false, "SECONDS"},
     {"grace_end_early", "--grace-end-early", SettingType::kBoolean, 0, 0,
      "End grace as soon as every restored lock and share was reclaimed, or dropped because its "
      "host rebooted again or never answered (with an incomplete table: once notifications are "
@@ -142,8 +155,9 @@ const Setting kSettings[] = {
      [](const Config& c) -> SettingValue { return c.persist_locks; }},
     {"admin_listen", "--admin-listen", SettingType::kString, 0, 0,
      "The admin HTTP server: /metrics (Prometheus), /healthz, /readyz and the REST API that "
-     "nlockctl uses (docs/api.md). Keep it on loopback, or set admin.token. \"ADDR:PORT\"; port "
-     "0 picks a free one; \"off\" runs no admin server.",
+     "nlockctl uses (docs/api.md). \"ADDR:PORT\" (an IP address); port 0 picks a free one; "
+     "\"off\" runs no admin server. An address other than loopback needs admin.token or "
+     "admin.token_file, or admin.allow_unauthenticated_remote = true.",
      [](const SettingValue& v, Config& c) { ApplyAdminListen(Text(v), c); },
      [](const Config& c) -> SettingValue {
        return c.admin_enabled ? FormatListenAddress(c.admin_listen) : std::string("off");
@@ -169,7 +183,7 @@ const Setting kSettings[] = {
     {"nlm.max_hosts", "--max-hosts", SettingType::kInteger, 1, kMillion,
      "Client hosts monitored and holding state at once; past it new hosts get DENIED_NOLOCKS.",
      [](const SettingValue& v, Config& c) { c.max_hosts = static_cast<size_t>(Int(v)); },
-     [](const Config& c) { return Size(c.max_hosts); }},
+     [](const Config& c) { return Size(c.max_hosts); }, false, false, "N"},
 
     {"nsm.max_registrations", "--nsm-max-registrations", SettingType::kInteger, 1, kMillion,
      "Monitor registrations (SM_MON, and the client hosts nlockd's NLM monitors) held at most; "
@@ -177,7 +191,7 @@ const Setting kSettings[] = {
      [](const SettingValue& v, Config& c) {
        c.nsm_max_registrations = static_cast<size_t>(Int(v));
      },
-     [](const Config& c) { return Size(c.nsm_max_registrations); }},
+     [](const Config& c) { return Size(c.nsm_max_registrations); }, false, false, "N"},
     {"nsm.allowlist", "--nsm-allowlist", SettingType::kStringList, 0, 0,
      "Addresses besides loopback allowed to call SM_MON, SM_UNMON, SM_UNMON_ALL and "
      "SM_SIMU_CRASH (IP literals). Everyone else is refused, as rpc.statd refuses non-local "
@@ -212,31 +226,33 @@ const Setting kSettings[] = {
     {"nsm.callback_timeout", "--nsm-callback-timeout", SettingType::kInteger, 1, 300,
      "Seconds: each status callback attempt's total deadline (portmapper lookup plus the call).",
      [](const SettingValue& v, Config& c) { c.nsm_callback_timeout = seconds(Int(v)); },
-     [](const Config& c) { return Secs(c.nsm_callback_timeout); }},
+     [](const Config& c) { return Secs(c.nsm_callback_timeout); }, false, false, "SECONDS"},
 
     {"notify.statd_port", "--notify-statd-port", SettingType::kInteger, 0, kU16,
      "The peers' statd port; 0 asks each peer's portmapper (GETPORT 100024 v1, UDP then TCP).",
      [](const SettingValue& v, Config& c) { c.notify_statd_port = static_cast<uint16_t>(Int(v)); },
-     [](const Config& c) -> SettingValue { return int64_t{c.notify_statd_port}; }, false, true},
+     [](const Config& c) -> SettingValue { return int64_t{c.notify_statd_port}; }, false, true,
+     "PORT"},
     {"notify.rpcbind_port", "--notify-rpcbind-port", SettingType::kInteger, 1, kU16,
      "Where peers' portmappers listen.",
      [](const SettingValue& v, Config& c) {
        c.notify_rpcbind_port = static_cast<uint16_t>(Int(v));
      },
-     [](const Config& c) -> SettingValue { return int64_t{c.notify_rpcbind_port}; }, false, true},
+     [](const Config& c) -> SettingValue { return int64_t{c.notify_rpcbind_port}; }, false, true,
+     "PORT"},
     {"notify.timeout", "--notify-timeout", SettingType::kInteger, 1, 300,
      "Seconds: each attempt's total deadline (name lookup, GETPORT, SM_NOTIFY and its reply).",
      [](const SettingValue& v, Config& c) { c.notify_timeout = seconds(Int(v)); },
-     [](const Config& c) { return Secs(c.notify_timeout); }, false, true},
+     [](const Config& c) { return Secs(c.notify_timeout); }, false, true, "SECONDS"},
     {"notify.backoff", "--notify-backoff", SettingType::kInteger, 1, 120,
      "Seconds before the first retry of an unanswered host; doubles each time, up to 120.",
      [](const SettingValue& v, Config& c) { c.notify_backoff = seconds(Int(v)); },
-     [](const Config& c) { return Secs(c.notify_backoff); }, false, true},
+     [](const Config& c) { return Secs(c.notify_backoff); }, false, true, "SECONDS"},
     {"notify.budget", "--notify-budget", SettingType::kInteger, 1, 86400,
      "Seconds after the round began when an unanswered host is given up (sm-notify: 15 "
      "minutes).",
      [](const SettingValue& v, Config& c) { c.notify_budget = seconds(Int(v)); },
-     [](const Config& c) { return Secs(c.notify_budget); }, false, true},
+     [](const Config& c) { return Secs(c.notify_budget); }, false, true, "SECONDS"},
     {"notify.drop_unreachable", "--notify-drop-unreachable", SettingType::kBoolean, 0, 0,
      "A host given up on is treated as crashed: its locks restored from before the restart are "
      "dropped and the waiters they blocked are served. false: they wait for the grace timer.",
@@ -256,21 +272,21 @@ const Setting kSettings[] = {
      [](const Config& c) -> SettingValue { return c.rpcbind_host; }, false, false, "ADDR"},
     {"rpcbind.port", "--rpcbind-port", SettingType::kInteger, 1, kU16, "The portmapper's port.",
      [](const SettingValue& v, Config& c) { c.rpcbind_port = static_cast<uint16_t>(Int(v)); },
-     [](const Config& c) -> SettingValue { return int64_t{c.rpcbind_port}; }},
+     [](const Config& c) -> SettingValue { return int64_t{c.rpcbind_port}; }, false, false, "PORT"},
 
     {"rpc.max_connections", "--max-connections", SettingType::kInteger, 1, 1 << 20,
      "TCP connections served at once; more are accepted and closed at once.",
      [](const SettingValue& v, Config& c) { c.max_connections = static_cast<size_t>(Int(v)); },
-     [](const Config& c) { return Size(c.max_connections); }},
+     [](const Config& c) { return Size(c.max_connections); }, false, false, "N"},
     {"rpc.max_record_size", "--max-record-size", SettingType::kInteger, 1024, 64 << 20,
      "The largest RPC record (bytes). A larger one closes its connection before anything is "
      "allocated for it. NLM and NSM calls are a few KiB at most.",
      [](const SettingValue& v, Config& c) { c.max_record_size = static_cast<size_t>(Int(v)); },
-     [](const Config& c) { return Size(c.max_record_size); }},
+     [](const Config& c) { return Size(c.max_record_size); }, false, false, "BYTES"},
     {"rpc.idle_timeout", "--idle-timeout", SettingType::kInteger, 1, 86400,
      "Seconds after which a TCP connection with nothing in flight and no traffic is closed.",
      [](const SettingValue& v, Config& c) { c.idle_timeout = seconds(Int(v)); },
-     [](const Config& c) { return Secs(c.idle_timeout); }},
+     [](const Config& c) { return Secs(c.idle_timeout); }, false, false, "SECONDS"},
 
     {"admin.token", "--admin-token", SettingType::kString, 0, 0,
      "When not empty, every admin endpoint but /healthz requires \"Authorization: Bearer "
@@ -292,6 +308,15 @@ const Setting kSettings[] = {
      "Reads (GET, HEAD) need a token only when one is set.",
      [](const SettingValue& v, Config& c) { c.admin_open_writes = Bool(v); },
      [](const Config& c) -> SettingValue { return c.admin_open_writes; }, false, true},
+    {"admin.allow_unauthenticated_remote", "--admin-allow-unauthenticated-remote",
+     SettingType::kBoolean, 0, 0,
+     "Serve the admin API on an address other than loopback without a token. false: nlockd "
+     "refuses to start with such an admin_listen unless admin.token or admin.token_file is "
+     "set, since anyone who reaches the port could read every lock (and, with "
+     "admin.open_writes, drop them). Set it only when a firewall or a private network already "
+     "guards the port.",
+     [](const SettingValue& v, Config& c) { c.admin_allow_unauthenticated_remote = Bool(v); },
+     [](const Config& c) -> SettingValue { return c.admin_allow_unauthenticated_remote; }},
 };
 
 const SettingSection kSections[] = {
@@ -381,6 +406,21 @@ SettingValue ParseFlagValue(const Setting& setting, const std::vector<std::strin
     }
   }
   Fail("unknown setting type");
+}
+
+std::string FlagValueName(const Setting& setting) {
+  if (!setting.value_name.empty()) return std::string(setting.value_name);
+  switch (setting.type) {
+    case SettingType::kBoolean:
+      return "BOOL";
+    case SettingType::kString:
+    case SettingType::kStringList:
+      return "TEXT";
+    case SettingType::kInteger:
+    case SettingType::kIntegerList:
+      return "INT";
+  }
+  return "?";
 }
 
 std::string FormatValue(const SettingValue& value) {

@@ -56,6 +56,9 @@ void ApplySetting(const Setting& setting, const SettingValue& value, const std::
 // A flag's text as the setting's type ("--idle-timeout -5" -> -5, then ApplySetting refuses it).
 SettingValue ParseFlagValue(const Setting& setting, const std::vector<std::string>& texts);
 
+// What a flag takes, as --help and the synopses name it: value_name, else BOOL, TEXT or INT.
+std::string FlagValueName(const Setting& setting);
+
 // TOML spellings: "\"text\"", "12", "true", "[1, 2]".
 std::string FormatValue(const SettingValue& value);
 std::string_view TypeName(SettingType type);

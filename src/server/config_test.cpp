@@ -310,6 +310,16 @@ TEST(SettingsTable, ManPageListsEveryKey) {
                     ".\\\" END KEYS");
 }
 
+TEST(SettingsTable, DaemonManPageListsEveryFlag) {
+  ExpectFileMatches(NLOCKD_SOURCE_DIR "/man/nlockd.8", RenderManFlags(), ".\\\" BEGIN FLAGS",
+                    ".\\\" END FLAGS");
+}
+
+TEST(SettingsTable, ReadmeSynopsisNamesEveryFlag) {
+  ExpectFileMatches(NLOCKD_SOURCE_DIR "/README.md", "```\n" + RenderSynopsis() + "```\n",
+                    "<!-- BEGIN SYNOPSIS", "<!-- END SYNOPSIS");
+}
+
 TEST(SettingsTable, EveryKeyIsUniqueAndRoundTripsThroughTheFile) {
   std::set<std::string_view> keys;
   std::set<std::string_view> flags;
@@ -341,6 +351,7 @@ TEST(SettingsTable, FlagsAreCheckedLikeTheFile) {
                                                         {"--grace", "3601"},
                                                         {"--store", "memory:extra"},
                                                         {"--store", "redis://x"},
+                                                        {"--store", "postgresql://h/db?bogus=1"},
                                                         {"--rpcbind-host", "not-an-ip"},
                                                         {"--persist-locks", "maybe"},
                                                         {"--notify-timeout", "5s"}}) {
@@ -420,6 +431,198 @@ TEST(ReadSecretFile, RefusesFilesOthersMayRead) {
   EXPECT_EQ(config.admin_token, "from-systemd");
   std::remove(credential.c_str());
   rmdir(dir);
+}
+
+TEST(Environment, EveryKeyHasAVariableOfItsOwn) {
+  EXPECT_EQ(EnvironmentName("rpc.max_connections"), "NLOCKD_RPC_MAX_CONNECTIONS");
+  EXPECT_EQ(EnvironmentName("admin.token_file"), "NLOCKD_ADMIN_TOKEN_FILE");
+  std::set<std::string> names;
+  for (const Setting& setting : Settings()) {
+    EXPECT_TRUE(names.insert(EnvironmentName(setting.key)).second) << setting.key;
+  }
+}
+
+TEST(Environment, AppliesSettingsCheckedLikeTheFile) {
+  Config config;
+  const char* environment[] = {"PATH=/usr/bin",
+                               "NLOCKD_GRACE=7",
+                               "NLOCKD_RPC_MAX_CONNECTIONS=12",
+                               "NLOCKD_NSM_ALLOWLIST=192.0.2.1,::ffff:192.0.2.2",
+                               "NLOCKD_PERSIST_LOCKS=false",
+                               "NLOCKD_STORE=memory:",
+                               "NLOCKD_TEST_PG_URI=postgresql://elsewhere/x",  // not a setting
+                               "NLOCKD_GRACE_FLOOR",                           // no '=': ignored
+                               nullptr};
+  std::vector<std::string> applied = ApplyEnvironment(environment, config);
+  EXPECT_EQ(config.grace, std::chrono::seconds(7));
+  EXPECT_EQ(config.max_connections, 12u);
+  EXPECT_EQ(config.nsm_allowlist, (std::vector<std::string>{"192.0.2.1", "192.0.2.2"}));
+  EXPECT_FALSE(config.persist_locks);
+  EXPECT_EQ(config.store, "memory:");
+  EXPECT_EQ(config.grace_floor, Config{}.grace_floor);
+  std::set<std::string> names(applied.begin(), applied.end());
+  EXPECT_EQ(names, (std::set<std::string>{"NLOCKD_GRACE", "NLOCKD_RPC_MAX_CONNECTIONS",
+                                          "NLOCKD_NSM_ALLOWLIST", "NLOCKD_PERSIST_LOCKS",
+                                          "NLOCKD_STORE"}));
+
+  for (const char* bad :
+       {"NLOCKD_GRACE=3601", "NLOCKD_GRACE=soon", "NLOCKD_HA=maybe", "NLOCKD_LISTEN=nowhere"}) {
+    const char* one[] = {bad, nullptr};
+    Config other;
+    try {
+      ApplyEnvironment(one, other);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& e) {
+      std::string name(bad, std::string_view(bad).find('='));
+      EXPECT_NE(std::string(e.what()).find("environment " + name), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(ListenAddresses, TakeIpLiteralsOnly) {
+  EXPECT_THROW(ParseListenAddress("localhost:4045"), Error);
+  EXPECT_THROW(ParseListenAddress("[nohost]:4045"), Error);
+  Config config;
+  EXPECT_THROW(ApplyAdminListen("nlockd.example:9464", config), Error);
+  EXPECT_EQ(ParseListenAddress("[::]:1").host, "::");
+}
+
+TEST(IsLoopbackHost, KnowsV4V6AndMappedLoopback) {
+  for (const char* host : {"127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1"}) {
+    EXPECT_TRUE(IsLoopbackHost(host)) << host;
+  }
+  for (const char* host : {"0.0.0.0", "::", "10.0.0.1", "::ffff:10.0.0.1", "fe80::1", "name"}) {
+    EXPECT_FALSE(IsLoopbackHost(host)) << host;
+  }
+}
+
+// The refusals that involve several settings. (The daemon's test runs the same cases through
+// --check-config and a start: src/cmd/nlockd/daemon_test.cpp.)
+TEST(CheckConfig, RefusesCombinationsThatCannotRun) {
+  struct Case {
+    std::string name;
+    void (*change)(Config&);
+    std::string message;  // empty: accepted
+  };
+  const std::vector<Case> cases = {
+      {"defaults", [](Config&) {}, ""},
+      {"ha on sqlite", [](Config& c) { c.ha = true; },
+       "ha needs a PostgreSQL store (postgresql://...), not 'sqlite:./var/nlockd.db'"},
+      {"ha on memory",
+       [](Config& c) {
+         c.ha = true;
+         c.store = "memory:";
+       },
+       "ha needs a PostgreSQL store"},
+      {"ha on postgresql",
+       [](Config& c) {
+         c.ha = true;
+         c.store = "postgresql://nlockd@db/nlockd";
+         c.name = "nfs.example";
+       },
+       ""},
+      {"bad node id",
+       [](Config& c) {
+         c.store = "postgresql://nlockd@db/nlockd";
+         c.name = "two words";
+       },
+       "invalid store node id 'two words'"},
+      {"name with a space on sqlite", [](Config& c) { c.name = "two words"; }, ""},
+      {"listen and admin on one port",
+       [](Config& c) { c.admin_listen = ParseListenAddress("127.0.0.1:4045"); },
+       "listen (0.0.0.0:4045) and admin_listen (127.0.0.1:4045) would listen on the same port"},
+      {"listen and nsm_listen on one port",
+       [](Config& c) {
+         c.listen = ParseListenAddress("[::]:700");
+         c.nsm_listen = ParseListenAddress("192.0.2.1:700");
+       },
+       "listen ([::]:700) and nsm_listen (192.0.2.1:700) would listen on the same port"},
+      {"same port, different addresses",
+       [](Config& c) {
+         c.listen = ParseListenAddress("192.0.2.1:9464");
+         c.admin_listen = ParseListenAddress("127.0.0.1:9464");
+       },
+       ""},
+      {"port 0 twice",
+       [](Config& c) {
+         c.listen = ParseListenAddress("127.0.0.1:0");
+         c.admin_listen = ParseListenAddress("127.0.0.1:0");
+       },
+       ""},
+      {"nsm_listen unused with serve nlm",
+       [](Config& c) {
+         c.serve_nsm = false;
+         c.nsm_listen = ParseListenAddress("0.0.0.0:4045");
+       },
+       ""},
+      {"admin off on the same port", [](Config& c) { ApplyAdminListen("off", c); }, ""},
+      {"public admin without a token",
+       [](Config& c) { c.admin_listen = ParseListenAddress("0.0.0.0:9464"); },
+       "admin_listen 0.0.0.0:9464 is not a loopback address and the admin API has no token"},
+      {"public admin with open writes",
+       [](Config& c) {
+         c.admin_listen = ParseListenAddress("[::]:9464");
+         c.admin_open_writes = true;
+       },
+       "with admin.open_writes, drop them"},
+      {"public admin with a token",
+       [](Config& c) {
+         c.admin_listen = ParseListenAddress("0.0.0.0:9464");
+         c.admin_token = "t";
+       },
+       ""},
+      {"public admin acknowledged",
+       [](Config& c) {
+         c.admin_listen = ParseListenAddress("192.0.2.1:9464");
+         c.admin_allow_unauthenticated_remote = true;
+       },
+       ""},
+      {"loopback admin without a token",
+       [](Config& c) { c.admin_listen = ParseListenAddress("[::1]:9464"); }, ""},
+  };
+  for (const Case& c : cases) {
+    Config config;
+    c.change(config);
+    std::string message;
+    try {
+      CheckConfig(config);
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    if (c.message.empty()) {
+      EXPECT_EQ(message, "") << c.name;
+    } else {
+      EXPECT_NE(message.find(c.message), std::string::npos) << c.name << ": " << message;
+    }
+  }
+}
+
+TEST(CheckStoreUri, RefusesWhatLibpqCannotParseWithoutShowingThePassword) {
+  EXPECT_EQ(CheckStoreUri("postgresql://nlockd@db/nlockd?sslmode=require"),
+            "postgresql://nlockd@db/nlockd?sslmode=require");
+  try {
+    CheckStoreUri("postgresql://nlockd:hunter2@[::1/nlockd");
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    std::string message = e.what();
+    EXPECT_NE(message.find("is not a valid PostgreSQL connection URI"), std::string::npos)
+        << message;
+    EXPECT_EQ(message.find("hunter2"), std::string::npos) << message;
+  }
+}
+
+TEST(LoadConfigFile, AMissingFileIsUnreadableNotInvalid) {
+  Config config;
+  EXPECT_THROW(LoadConfigFile("/nonexistent/nlockd.toml", config), ConfigFileUnreadable);
+  std::string path = WriteTemp("bogus = 1\n");
+  try {
+    LoadConfigFile(path, config);
+    ADD_FAILURE() << "accepted";
+  } catch (const ConfigFileUnreadable&) {
+    ADD_FAILURE() << "an invalid file is not an unreadable one";
+  } catch (const Error&) {
+  }
+  std::remove(path.c_str());
 }
 
 }  // namespace

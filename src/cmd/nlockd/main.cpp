@@ -4,6 +4,12 @@
 // then runs one nlockd::LockService (the public library API, the same one an embedding NFS
 // server uses) on its own listener, with the admin HTTP server in front of its admin views.
 // No lock logic here.
+//
+// Exit status (nlockd(8), EXIT STATUS), sysexits(3) where one fits: 0 after a clean stop or a
+// valid --check-config; EX_USAGE (64) for a command line that does not parse; EX_NOINPUT (66)
+// when the --config file cannot be read; EX_CONFIG (78) for a configuration refused (the same
+// refusals for --check-config and for a start); 1 when the daemon failed while starting or
+// running; 75 (EX_TEMPFAIL) when an HA node lost its lease (server/ha_lease_keeper.hpp).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -23,12 +29,17 @@
 #include <pthread.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sysexits.h>
+#include <unistd.h>
 
 #include "admin/admin_server.hpp"
+#include "admin/process_metrics.hpp"
 #include "admin/router.hpp"
 #include "base/error.hpp"
 #include "base/logging.hpp"
 #include "base/redact.hpp"
+#include "cmd/nlockd/log_file.hpp"
+#include "cmd/nlockd/pid_file.hpp"
 #include "cmd/nlockd/systemd_notifier.hpp"
 #include "nlockd/lock_service.hpp"
 #include "nlockd_build_info.hpp"
@@ -50,20 +61,15 @@ class Flags {
     for (const Setting& setting : nlockd::server::Settings()) {
       auto& texts = values_.emplace_back(std::make_unique<std::vector<std::string>>());
       std::string help =
-          fmt::format("{} (config key {}; default {})", setting.help, setting.key,
+          fmt::format("{} (config key {}; environment {}; default {})", setting.help, setting.key,
+                      nlockd::server::EnvironmentName(setting.key),
                       setting.secret ? std::string("none")
                                      : nlockd::server::FormatValue(setting.get(defaults)));
       CLI::Option* option = app.add_option(std::string(setting.flag), *texts, help);
       bool list =
           setting.type == SettingType::kStringList || setting.type == SettingType::kIntegerList;
       if (!list) option->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-      std::string type_name(setting.value_name);
-      if (type_name.empty()) {
-        type_name = setting.type == SettingType::kBoolean  ? "BOOL"
-                    : setting.type == SettingType::kString ? "TEXT"
-                                                           : "INT";
-      }
-      option->type_name(type_name);
+      option->type_name(nlockd::server::FlagValueName(setting));
       options_.push_back({&setting, option, texts.get()});
     }
   }
@@ -87,13 +93,26 @@ class Flags {
   std::vector<Entry> options_;
 };
 
-// The configuration from the file (if any) and the flags, secrets read.
-Config LoadConfig(const std::string& config_file, const Flags& flags) {
+// The configuration from the file (if any), the NLOCKD_* environment variables and the flags,
+// in that order (flags override the environment, which overrides the file), secrets read and
+// checked as a whole: the one path of --check-config, start-up and SIGHUP. `from_environment`
+// receives the names of the variables applied.
+Config LoadConfig(const std::string& config_file, const Flags& flags,
+                  std::vector<std::string>* from_environment = nullptr) {
   Config config;
   if (!config_file.empty()) nlockd::server::LoadConfigFile(config_file, config);
+  std::vector<std::string> applied = nlockd::server::ApplyEnvironment(environ, config);
+  if (from_environment != nullptr) *from_environment = std::move(applied);
   flags.ApplyTo(config);
   nlockd::server::ResolveSecrets(config);
+  nlockd::server::CheckConfig(config);
   return config;
+}
+
+// EX_NOINPUT for a --config file that cannot be read, EX_CONFIG for any other refusal.
+int ConfigExitStatus(const std::exception& e) {
+  return dynamic_cast<const nlockd::server::ConfigFileUnreadable*>(&e) != nullptr ? EX_NOINPUT
+                                                                                  : EX_CONFIG;
 }
 
 // Who may use the admin server: the token and whether writes need one, which SIGHUP may change
@@ -155,6 +174,8 @@ class ServiceSlot {
 // The daemon checks the token itself (the service gets none) so that SIGHUP can change it.
 // While `service` holds no running service, an HA node answers from `ha` (its role as a
 // standby); `service` and `ha` must outlive the server.
+// /metrics also carries the process's own metrics (process_*), which the daemon adds: the
+// library leaves them to its host.
 std::unique_ptr<nlockd::admin::AdminServer> StartAdmin(const Config& config,
                                                        const ServiceSlot& service,
                                                        const nlockd::HaStatus* ha,
@@ -164,6 +185,7 @@ std::unique_ptr<nlockd::admin::AdminServer> StartAdmin(const Config& config,
     return nullptr;
   }
   auto handler = [&service, ha, &policy](const nlockd::admin::HttpRequest& request) {
+    static const nlockd::admin::ProcessMetrics process_metrics;
     std::string_view path = std::string_view(request.target).substr(0, request.target.find('?'));
     if (auto refusal = policy.Check(request, path)) return *std::move(refusal);
     const nlockd::AdminRequest call{request.method, request.target, request.authorization,
@@ -174,6 +196,9 @@ std::unique_ptr<nlockd::admin::AdminServer> StartAdmin(const Config& config,
       }
       nlockd::AdminResponse answer =
           running != nullptr ? running->HandleAdminRequest(call) : ha->HandleAdminRequest(call);
+      if (path == "/metrics" && request.method == "GET" && answer.status == 200) {
+        answer.body += process_metrics.Serialize();
+      }
       return nlockd::admin::HttpResponse{answer.status, std::move(answer.content_type),
                                          std::move(answer.body), std::move(answer.headers)};
     });
@@ -204,6 +229,20 @@ void Reload(const std::string& config_file, const Flags& flags, Config& current,
     return;
   }
   if (next.name.empty()) next.name = current.name;
+  // What would run: the current configuration with the reloadable values of the new one. It
+  // must pass the same checks as a start (a token removed while the admin server listens on a
+  // public address must not slip in through a reload).
+  Config merged = current;
+  for (const Setting& setting : nlockd::server::Settings()) {
+    if (setting.reloadable) setting.apply(setting.get(next), merged);  // the token among them
+  }
+  try {
+    nlockd::server::CheckConfig(merged);
+  } catch (const std::exception& e) {
+    spdlog::error("nlockd reload refused, configuration unchanged error={}",
+                  nlockd::LogValue(e.what()));
+    return;
+  }
   std::vector<std::string> applied;
   std::vector<std::string> need_restart;
   for (const Setting& setting : nlockd::server::Settings()) {
@@ -221,9 +260,7 @@ void Reload(const std::string& config_file, const Flags& flags, Config& current,
   }
   // The running configuration takes the reloadable values (already checked; the token among
   // them); the keys that need a restart keep theirs. The service applies its part.
-  for (const Setting& setting : nlockd::server::Settings()) {
-    if (setting.reloadable) setting.apply(setting.get(next), current);
-  }
+  current = std::move(merged);
   service.Reload(current);
   spdlog::info("nlockd reloaded config={} applied={} needs_restart={}",
                nlockd::LogValue(config_file),
@@ -270,12 +307,14 @@ void ListenAndStart(const Config& config, nlockd::LockService& service) {
                port != 0 ? port : nsm_port, nlockd::LogValue(config.name));
 }
 
-// Runs the daemon until SIGINT or SIGTERM; SIGHUP reloads. The signals are blocked in every
-// thread (those the service and the admin server start inherit the mask) and taken here with
-// sigwait. With ha, a planned release (POST /api/v1/service/release) wakes this thread with
-// SIGUSR1: it shuts the service down (releasing the lease), and builds a new one that waits as
-// standby, leaving the lease to the other nodes for one lease first.
-void Run(Config config, const std::string& config_file, const Flags& flags) {
+// Runs the daemon until SIGINT or SIGTERM; SIGHUP reloads; SIGUSR1 reopens the log file
+// (log_file; after logrotate moved it). The signals are blocked in every thread (those the
+// service and the admin server start inherit the mask) and taken here with sigwait. With ha, a
+// planned release (POST /api/v1/service/release) wakes this thread with SIGUSR1 too: it shuts
+// the service down (releasing the lease), and builds a new one that waits as standby, leaving
+// the lease to the other nodes for one lease first. `log_file` is null without log_file.
+void Run(Config config, const std::string& config_file, const Flags& flags,
+         nlockd::cmd::ReopenableFileSink* log_file) {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
@@ -328,7 +367,15 @@ void Run(Config config, const std::string& config_file, const Flags& flags) {
         continue;
       }
       if (signal == SIGUSR1) {
-        if (!release_requested.exchange(false)) continue;  // not ours to act on
+        if (log_file != nullptr) {
+          try {
+            log_file->Reopen();
+            spdlog::info("nlockd log file reopened path={}", nlockd::LogValue(log_file->path()));
+          } catch (const std::exception& e) {
+            spdlog::error("nlockd cannot reopen the log file error={}", nlockd::LogValue(e.what()));
+          }
+        }
+        if (!release_requested.exchange(false)) continue;  // logrotate's, not a release
         release = true;
         break;
       }
@@ -364,20 +411,30 @@ std::string VersionText() {
 int main(int argc, char** argv) {
   CLI::App app{
       "nlockd: NFS network lock manager (NLM 1/3/4) and status monitor (NSM 1).\n"
-      "Every setting is a config file key (nlockd.toml(5)) and a flag; flags override "
-      "the file."};
+      "Every setting is a config file key (nlockd.toml(5)), an environment variable NLOCKD_KEY "
+      "and a flag; flags override the environment, which overrides the file."};
   app.get_formatter()->column_width(36);
   std::string config_file;
   app.add_option("--config", config_file, "TOML config file (flags override it)")
-      ->check(CLI::ExistingFile);
+      ->type_name("FILE");
   bool check_config = false;
   app.add_flag("--check-config", check_config,
-               "validate the file and flags, print the effective configuration (secrets "
-               "redacted) and exit: 0 if valid, 1 if not");
+               "validate the file, environment and flags as a start would, print the effective "
+               "configuration (secrets redacted) and exit: 0 if valid, else the status a start "
+               "would exit with (78 for a refused configuration; nlockd(8))");
   bool version = false;
   app.add_flag("--version", version, "print the version, git revision and build type and exit");
   Flags flags(app);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);  // prints the problem
+    return EX_USAGE;
+  }
   if (version) {
     std::cout << VersionText();
     return EXIT_SUCCESS;
@@ -385,28 +442,51 @@ int main(int argc, char** argv) {
 
   if (check_config) {
     try {
-      Config config = LoadConfig(config_file, flags);
-      std::cout << "# nlockd --check-config: valid\n"
-                << nlockd::server::RenderEffectiveConfig(config);
+      std::vector<std::string> from_environment;
+      Config config = LoadConfig(config_file, flags, &from_environment);
+      std::cout << "# nlockd --check-config: valid\n";
+      if (!from_environment.empty()) {
+        std::cout << "# from the environment: "
+                  << fmt::format("{}", fmt::join(from_environment, " ")) << "\n";
+      }
+      std::cout << nlockd::server::RenderEffectiveConfig(config);
       return EXIT_SUCCESS;
     } catch (const std::exception& e) {
       std::cerr << "nlockd: invalid configuration: " << e.what() << "\n";
-      return EXIT_FAILURE;
+      return ConfigExitStatus(e);
     }
   }
 
   nlockd::SetUpLogging(spdlog::level::info);
-  std::string store;  // To keep its password out of an error message.
+  Config config;
   try {
-    Config config = LoadConfig(config_file, flags);
-    store = config.store;
-    spdlog::set_level(config.log_level);
-    spdlog::info("nlockd starting version={} revision={} store={}", NLOCKD_BUILD_VERSION,
-                 NLOCKD_BUILD_REVISION, nlockd::LogValue(nlockd::RedactStoreUri(config.store)));
-    Run(std::move(config), config_file, flags);
+    config = LoadConfig(config_file, flags);
   } catch (const std::exception& e) {
-    spdlog::critical("nlockd cannot run error={}",
-                     nlockd::LogValue(nlockd::RedactPasswordOf(store, e.what())));
+    spdlog::critical("nlockd invalid configuration error={}", nlockd::LogValue(e.what()));
+    return ConfigExitStatus(e);
+  }
+  const std::string store = config.store;  // To keep its password out of an error message.
+  bool logs_to_file = false;
+  try {
+    std::shared_ptr<nlockd::cmd::ReopenableFileSink> log_file;
+    if (!config.log_file.empty()) {
+      log_file = std::make_shared<nlockd::cmd::ReopenableFileSink>(config.log_file);
+      spdlog::set_default_logger(
+          nlockd::MakeLogger(log_file, config.log_level, nlockd::LogFormat::kTimestamped));
+      logs_to_file = true;
+    }
+    spdlog::set_level(config.log_level);
+    std::optional<nlockd::cmd::PidFile> pid_file;
+    if (!config.pid_file.empty()) pid_file.emplace(config.pid_file);
+    spdlog::info("nlockd starting version={} revision={} store={} pid={}", NLOCKD_BUILD_VERSION,
+                 NLOCKD_BUILD_REVISION, nlockd::LogValue(nlockd::RedactStoreUri(config.store)),
+                 getpid());
+    Run(std::move(config), config_file, flags, log_file.get());
+  } catch (const std::exception& e) {
+    const std::string reason = nlockd::RedactPasswordOf(store, e.what());
+    spdlog::critical("nlockd cannot run error={}", nlockd::LogValue(reason));
+    // With log_file the log is elsewhere; whoever started nlockd sees why it stopped.
+    if (logs_to_file) std::cerr << "nlockd: cannot run: " << reason << "\n";
     return EXIT_FAILURE;
   }
   return EXIT_SUCCESS;
