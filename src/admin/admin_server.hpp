@@ -9,10 +9,12 @@
 #include <string>
 #include <thread>
 
+#include "admin/connection_guard.hpp"
 #include "admin/router.hpp"
+#include "base/log_limiter.hpp"
 
 namespace httplib {
-class Server;
+struct Request;
 }
 
 namespace nlockd::admin {
@@ -23,10 +25,16 @@ class Metrics;
 struct AdminServerOptions {
   // When not empty, required as "Authorization: Bearer <token>" everywhere but /healthz.
   std::string token;
-  // HTTP worker threads; each may block on a Backend call. Bounds the concurrent admin work.
+  // Handler calls at once; each may block on a Backend call. Bounds the admin work put on the
+  // server's executor (/healthz does not wait for one).
   size_t threads = 4;
-  // Stops a client from making the server buffer a huge request body (413 past it).
+  // Stops a client from making the server buffer a huge request body (413 past it), counted
+  // as received whatever the framing (Content-Length, chunked) and after decompression.
   size_t max_body_bytes = size_t{64} * 1024;
+  // Connections, and how long a request and its answer may take (admin/connection_guard.hpp).
+  // max_connections is lowered to an eighth of RLIMIT_NOFILE's soft limit when that is
+  // smaller, so that most descriptors stay for RPC. One request per connection.
+  ConnectionLimits connections;
 };
 
 // The admin HTTP server (cpp-httplib): /metrics, /healthz, /readyz and /api/v1 (docs/api.md) on
@@ -55,14 +63,26 @@ class AdminServer {
 
   // The bound port (after Start).
   uint16_t port() const { return port_; }
+  // The connection limits in force (after Start; null before).
+  const ConnectionGuard* connections() const { return guard_.get(); }
 
  private:
+  class HttpServer;
+  class WorkSlots;
+
+  // Hands a read request to the handler (in a work slot) and logs failed logins.
+  HttpResponse Serve(const httplib::Request& request, std::string body);
+
   std::optional<Router> router_;
   Handler handler_;
   AdminServerOptions options_;
-  std::unique_ptr<httplib::Server> server_;
+  std::unique_ptr<ConnectionGuard> guard_;
+  std::unique_ptr<WorkSlots> work_slots_;
+  std::unique_ptr<HttpServer> server_;
   std::thread thread_;
   uint16_t port_ = 0;
+  // Failed logins are logged with the caller's address, at most so often.
+  LogLimiter auth_log_{"admin authentication failures"};
 };
 
 }  // namespace nlockd::admin

@@ -62,13 +62,40 @@ bool PrintableName(const std::string& name) {
   return true;
 }
 
+std::string CallerEndpoint(const rpc::CallContext& context) {
+  const std::string address = rpc::AddressToString(context.peer_address);
+  const std::string port = std::to_string(context.peer_port);
+  return context.peer_address.is_v6() ? "[" + address + "]:" + port : address + ":" + port;
+}
+
+bool FromReservedPort(const rpc::CallContext& context) { return context.peer_port < 1024; }
+
+bool MadeFromReservedPort(const store::Registration& registration) {
+  const std::string& source = registration.source_address;
+  // "a.b.c.d:port" or "[v6]:port"; a bare address (no port recorded) is not known to be
+  // unprivileged.
+  const size_t colon = source.rfind(':');
+  const bool has_port =
+      colon != std::string::npos &&
+      (source.front() == '[' ? colon > 0 && source[colon - 1] == ']' : source.find(':') == colon);
+  if (!has_port) return true;
+  const std::string port = source.substr(colon + 1);
+  if (port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string::npos) {
+    return true;
+  }
+  return std::stoi(port) < 1024;
+}
+
 NsmService::NsmService(asio::any_io_executor executor, store::Store& store, StatusCaller& caller,
-                       LocalStatusReceiver& local, NsmOptions options, NameResolver* resolver)
+                       LocalStatusReceiver& local, NsmOptions options, NameResolver* resolver,
+                       const Clock* clock)
     : executor_(executor),
       store_(store),
       caller_(caller),
       local_(local),
       resolver_(resolver),
+      clock_(clock != nullptr ? *clock : steady_clock_),
       options_(std::move(options)),
       registry_(options_.max_registrations),
       gate_(executor) {}
@@ -79,6 +106,8 @@ void NsmService::SetCallerRules(const NsmOptions& options) {
   options_.allowlist = options.allowlist;
   options_.callback_programs = options.callback_programs;
   options_.check_notifier_address = options.check_notifier_address;
+  options_.protect_privileged_registrations = options.protect_privileged_registrations;
+  options_.simu_crash_interval = options.simu_crash_interval;
 }
 
 void NsmService::Load(int32_t state, const std::vector<store::Registration>& registrations) {
@@ -120,8 +149,24 @@ bool NsmService::CallerAllowed(const rpc::CallContext& context, SmProc procedure
   }
   ++stats_.refused[procedure];
   context.result = "denied";  // The result label of nsm_requests_total.
-  spdlog::warn("nsm {} from {} refused: not loopback or on the allowlist", ProcedureName(procedure),
-               context.peer);
+  refused_log_.Log(spdlog::level::warn, "nsm {} from {} refused: not loopback or on the allowlist",
+                   ProcedureName(procedure), context.peer);
+  return false;
+}
+
+bool NsmService::MayChange(const rpc::CallContext& context, const store::Registration& registration,
+                           SmProc procedure) {
+  if (!options_.protect_privileged_registrations || FromReservedPort(context) ||
+      !MadeFromReservedPort(registration)) {
+    return true;
+  }
+  ++stats_.privilege_refusals;
+  context.result = "denied";
+  refused_log_.Log(spdlog::level::warn,
+                   "nsm {} mon_name={} my_name={} from {} refused: the registration was made "
+                   "from a reserved port, the call comes from port {}",
+                   ProcedureName(procedure), LogValue(registration.mon_name),
+                   LogValue(registration.my_id.my_name), context.peer, context.peer_port);
   return false;
 }
 
@@ -136,7 +181,7 @@ bool NsmService::Valid(const std::string& mon_name, const my_id& id, std::string
   }
   if (problem) {
     ++stats_.invalid_arguments;
-    spdlog::warn("nsm {} refused: {}", procedure, problem);
+    invalid_log_.Log(spdlog::level::warn, "nsm {} refused: {}", procedure, problem);
     return false;
   }
   return true;
@@ -144,6 +189,10 @@ bool NsmService::Valid(const std::string& mon_name, const my_id& id, std::string
 
 asio::awaitable<std::exception_ptr> NsmService::Persist(std::function<void(store::Done)> write) {
   std::vector<store::Write> writes{std::move(write)};
+  co_return co_await Persist(std::move(writes));
+}
+
+asio::awaitable<std::exception_ptr> NsmService::Persist(std::vector<store::Write> writes) {
   auto [error] = co_await store::AsyncWrite(std::move(writes), rpc::kUseTuple);
   co_return error;
 }
@@ -198,16 +247,22 @@ asio::awaitable<sm_stat_res> NsmService::Mon(const rpc::CallContext& context, mo
   bool ok = Valid(id.mon_name, id.my_id_, "SM_MON");
   if (ok && !options_.callback_programs.contains(id.my_id_.my_prog)) {
     ++stats_.invalid_arguments;
-    spdlog::warn("nsm SM_MON mon_name={} refused: callback program {} not allowed",
-                 LogValue(id.mon_name), id.my_id_.my_prog);
+    invalid_log_.Log(spdlog::level::warn,
+                     "nsm SM_MON mon_name={} refused: callback program {} not allowed",
+                     LogValue(id.mon_name), id.my_id_.my_prog);
     ok = false;
+  }
+  if (ok) {
+    if (const auto* existing = registry_.Find(id.mon_name, ToStore(id.my_id_))) {
+      ok = MayChange(context, *existing, SM_MON);
+    }
   }
   if (ok) {
     store::Registration registration;
     registration.mon_name = id.mon_name;
     registration.my_id = ToStore(id.my_id_);
     registration.priv = args.priv;
-    registration.source_address = context.peer;
+    registration.source_address = CallerEndpoint(context);
     ok = co_await PutRegistration(std::move(registration));
   }
   if (!ok) {
@@ -223,10 +278,12 @@ asio::awaitable<sm_stat_res> NsmService::Mon(const rpc::CallContext& context, mo
 asio::awaitable<sm_stat> NsmService::Unmon(const rpc::CallContext& context, mon_id args) {
   if (!CallerAllowed(context, SM_UNMON)) co_return sm_stat{state_};
   store::MyId id = ToStore(args.my_id_);
-  if (IsLocalNlmId(id) || !registry_.Remove(args.mon_name, id)) {
+  const store::Registration* existing = registry_.Find(args.mon_name, id);
+  if (IsLocalNlmId(id) || existing == nullptr || !MayChange(context, *existing, SM_UNMON)) {
     ++stats_.failed[SM_UNMON];
     co_return sm_stat{state_};
   }
+  registry_.Remove(args.mon_name, id);
   std::function<void(store::Done)> write = [this, args, id](store::Done done) {
     store_.RemoveRegistration(args.mon_name, id, std::move(done));
   };
@@ -262,11 +319,37 @@ asio::awaitable<sm_stat> NsmService::UnmonAll(const rpc::CallContext& context, m
     ++stats_.failed[SM_UNMON_ALL];
     co_return sm_stat{state_};
   }
-  size_t removed = registry_.RemoveAllOf(id);
-  std::function<void(store::Done)> write = [this, id](store::Done done) {
-    store_.RemoveRegistrationsOf(id, std::move(done));
-  };
-  std::exception_ptr error = co_await Persist(std::move(write));
+  size_t removed = 0;
+  std::vector<store::Write> writes;
+  if (!options_.protect_privileged_registrations || FromReservedPort(context)) {
+    removed = registry_.RemoveAllOf(id);
+    writes.emplace_back(
+        [this, id](store::Done done) { store_.RemoveRegistrationsOf(id, std::move(done)); });
+  } else {
+    // From an unreserved port: only the registrations made from one go.
+    size_t kept = 0;
+    for (const auto& registration : registry_.All()) {
+      if (!(registration.my_id == id)) continue;
+      if (MadeFromReservedPort(registration)) {
+        ++kept;
+        continue;
+      }
+      registry_.Remove(registration.mon_name, id);
+      ++removed;
+      writes.emplace_back([this, mon_name = registration.mon_name, id](store::Done done) {
+        store_.RemoveRegistration(mon_name, id, std::move(done));
+      });
+    }
+    if (kept != 0) {
+      ++stats_.privilege_refusals;
+      refused_log_.Log(spdlog::level::warn,
+                       "nsm SM_UNMON_ALL my_name={} from {} port {}: {} registrations made from a "
+                       "reserved port kept",
+                       LogValue(args.my_name), context.peer, context.peer_port, kept);
+    }
+  }
+  std::exception_ptr error;
+  if (!writes.empty()) error = co_await Persist(std::move(writes));
   if (error) {
     ++stats_.store_failures;
     spdlog::error("nsm cannot persist SM_UNMON_ALL my_name={}: {}", LogValue(args.my_name),
@@ -283,17 +366,46 @@ asio::awaitable<int32_t> NsmService::BumpStateOffThread() {
   co_return state;
 }
 
+bool NsmService::SimuCrashAllowed(const rpc::CallContext& context) {
+  if (!CallerAllowed(context, SM_SIMU_CRASH)) return false;
+  if (!FromReservedPort(context)) {
+    ++stats_.privilege_refusals;
+    ++stats_.refused[SM_SIMU_CRASH];
+    context.result = "denied";
+    refused_log_.Log(spdlog::level::warn,
+                     "nsm SM_SIMU_CRASH from {} port {} refused: not a reserved port", context.peer,
+                     context.peer_port);
+    return false;
+  }
+  const Clock::time_point now = clock_.Now();
+  if (simu_crash_running_ ||
+      (last_simu_crash_ && now - *last_simu_crash_ < options_.simu_crash_interval)) {
+    ++stats_.simu_crash_limited;
+    ++stats_.failed[SM_SIMU_CRASH];
+    context.result = "limited";
+    simu_crash_log_.Log(spdlog::level::warn,
+                        "nsm SM_SIMU_CRASH from {} ignored: at most one per {}s, state stays {}",
+                        context.peer, options_.simu_crash_interval.count(), state_);
+    return false;
+  }
+  last_simu_crash_ = now;
+  return true;
+}
+
 asio::awaitable<void> NsmService::SimuCrash(const rpc::CallContext& context) {
-  if (!CallerAllowed(context, SM_SIMU_CRASH)) co_return;
+  if (!SimuCrashAllowed(context)) co_return;
   int32_t state = 0;
+  simu_crash_running_ = true;
   try {
     state = co_await BumpStateOffThread();
   } catch (const std::exception& e) {
+    simu_crash_running_ = false;
     ++stats_.store_failures;
     ++stats_.failed[SM_SIMU_CRASH];
     spdlog::error("nsm SM_SIMU_CRASH cannot move the state number: {}", e.what());
     co_return;
   }
+  simu_crash_running_ = false;
   state_ = state;
   ++stats_.succeeded[SM_SIMU_CRASH];
   spdlog::info("nsm SM_SIMU_CRASH: state={}; notifying {} monitored hosts", state_,
@@ -341,23 +453,26 @@ void NsmService::Notify(const rpc::CallContext& context, const stat_chge& args) 
 void NsmService::NotMonitored(const stat_chge& args, const std::string& source) {
   ++stats_.notify_not_monitored;
   ++stats_.failed[SM_NOTIFY];
-  spdlog::info("nsm SM_NOTIFY mon_name={} state={} from {} ignored: not monitored",
-               LogValue(args.mon_name), args.state, source);
+  notify_ignored_log_.Log(spdlog::level::info,
+                          "nsm SM_NOTIFY mon_name={} state={} from {} ignored: not monitored",
+                          LogValue(args.mon_name), args.state, source);
 }
 
 void NsmService::RejectAddress(const std::string& peer, const stat_chge& args,
                                const std::string& source) {
   ++stats_.notify_wrong_address;
-  spdlog::warn(
-      "nsm SM_NOTIFY mon_name={} state={} from {} rejected: not an address of "
-      "monitored host {}",
-      LogValue(args.mon_name), args.state, source, peer);
+  notify_rejected_log_.Log(spdlog::level::warn,
+                           "nsm SM_NOTIFY mon_name={} state={} from {} rejected: not an address of "
+                           "monitored host {}",
+                           LogValue(args.mon_name), args.state, source, peer);
 }
 
 asio::awaitable<void> NsmService::CheckByName(std::string peer_name, stat_chge args,
                                               std::string source, rpc::TaskGate::Pass pass) {
   rpc::TaskGate::Pass held = std::move(pass);
-  std::vector<std::string> addresses = co_await resolver_->Resolve(peer_name);
+  // The peer's own name, in the lookups kept apart from those of unmatched notifications.
+  std::vector<std::string> addresses =
+      co_await resolver_->Resolve(peer_name, LookupFor::kMonitoredHost);
   for (const auto& address : addresses) registry_.AddPeerAddress(peer_name, address);
   // The registry may have changed while we waited: look the peer up again.
   for (const auto& peer : registry_.Match(peer_name, "")) {
@@ -375,9 +490,10 @@ asio::awaitable<void> NsmService::MatchByResolvedName(stat_chge args, std::strin
   rpc::TaskGate::Pass held = std::move(pass);
   std::vector<std::string> addresses;
   try {
-    addresses = co_await resolver_->Resolve(args.mon_name);
+    addresses = co_await resolver_->Resolve(args.mon_name, LookupFor::kNotifierName);
   } catch (const std::exception& e) {
-    spdlog::warn("nsm cannot look up SM_NOTIFY mon_name={}: {}", LogValue(args.mon_name), e.what());
+    notify_lookup_log_.Log(spdlog::level::warn, "nsm cannot look up SM_NOTIFY mon_name={}: {}",
+                           LogValue(args.mon_name), e.what());
   }
   --notify_lookups_;
   // The registry may have changed while we waited: match now. Each peer once.
@@ -400,8 +516,10 @@ asio::awaitable<void> NsmService::MatchByResolvedName(stat_chge args, std::strin
       RejectAddress(peer.name, args, source);
       continue;
     }
-    spdlog::info("nsm SM_NOTIFY mon_name={} from {}: the name resolves to an address of {}",
-                 LogValue(args.mon_name), source, peer.name);
+    notify_lookup_log_.Log(
+        spdlog::level::info,
+        "nsm SM_NOTIFY mon_name={} from {}: the name resolves to an address of {}",
+        LogValue(args.mon_name), source, peer.name);
     HostRebooted(peer, args, source);
   }
 }
@@ -410,8 +528,10 @@ void NsmService::HostRebooted(const Registry::Peer& peer, const stat_chge& args,
                               const std::string& source) {
   if (peer.state && !StateIsNewer(args.state, *peer.state)) {
     ++stats_.notify_replayed;
-    spdlog::info("nsm SM_NOTIFY mon_name={} state={} from {} ignored: host {} is at state {}",
-                 LogValue(args.mon_name), args.state, source, peer.name, *peer.state);
+    notify_ignored_log_.Log(spdlog::level::info,
+                            "nsm SM_NOTIFY mon_name={} state={} from {} ignored: host {} is at "
+                            "state {}",
+                            LogValue(args.mon_name), args.state, source, peer.name, *peer.state);
     return;
   }
   ++stats_.crashes_detected;

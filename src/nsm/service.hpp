@@ -6,6 +6,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -15,6 +16,8 @@
 #include <asio/ip/address.hpp>
 #include <asio/thread_pool.hpp>
 
+#include "base/clock.hpp"
+#include "base/log_limiter.hpp"
 #include "nsm/name_resolver.hpp"
 #include "nsm/registry.hpp"
 #include "nsm/status_receiver.hpp"
@@ -40,6 +43,16 @@ struct NsmOptions {
   // Act on an SM_NOTIFY only when it comes from one of the peer's known addresses, so that a
   // spoofed SM_NOTIFY cannot drop another host's locks.
   bool check_notifier_address = true;
+  // A registration made from a reserved source port (below 1024: the kernel's lockd, an NFS
+  // server running as root) can be changed (SM_MON) or removed (SM_UNMON, SM_UNMON_ALL) only
+  // from a reserved port, so that an unprivileged local user cannot unmonitor the kernel's
+  // hosts by naming its my_id. Off only where every lock manager runs unprivileged.
+  bool protect_privileged_registrations = true;
+  // SM_SIMU_CRASH moves the state number and starts a notification round to every monitored
+  // host. It is served only from loopback (or the allowlist) and a reserved port, as rpc.statd
+  // serves it, one at a time and at most once per this interval, so that a local user cannot
+  // churn the state and flood the monitored hosts with notifications.
+  std::chrono::seconds simu_crash_interval{30};
 };
 
 // Counters for /metrics. Indexed by procedure number (SM_NULL..SM_NOTIFY).
@@ -48,6 +61,10 @@ struct NsmStats {
   std::array<uint64_t, kProcedures> succeeded{};  // answered stat_succ (or acted on)
   std::array<uint64_t, kProcedures> failed{};     // answered stat_fail, or had no effect
   std::array<uint64_t, kProcedures> refused{};    // caller not on loopback or the allowlist
+  // SM_MON, SM_UNMON, SM_UNMON_ALL from an unreserved port on a registration made from a
+  // reserved one (protect_privileged_registrations), and SM_SIMU_CRASH from an unreserved port.
+  uint64_t privilege_refusals = 0;
+  uint64_t simu_crash_limited = 0;  // SM_SIMU_CRASH within simu_crash_interval of the last
   uint64_t registrations_over_limit = 0;
   uint64_t invalid_arguments = 0;  // empty, unprintable, bad callback program
   uint64_t store_failures = 0;
@@ -69,9 +86,11 @@ struct NsmStats {
 class NsmService {
  public:
   // `resolver` (may be null: names are then never resolved) finds the addresses of hosts
-  // registered by name, for the notifier-address check.
+  // registered by name, for the notifier-address check. `clock` (null: the steady clock) paces
+  // SM_SIMU_CRASH.
   NsmService(asio::any_io_executor executor, store::Store& store, StatusCaller& caller,
-             LocalStatusReceiver& local, NsmOptions options, NameResolver* resolver = nullptr);
+             LocalStatusReceiver& local, NsmOptions options, NameResolver* resolver = nullptr,
+             const Clock* clock = nullptr);
   ~NsmService();
   NsmService(const NsmService&) = delete;
   NsmService& operator=(const NsmService&) = delete;
@@ -107,8 +126,9 @@ class NsmService {
   asio::awaitable<void> Shutdown();
 
   // A configuration reload: the caller rules (allowlist, callback programs, the notifier
-  // address check) apply to the calls served from now on. max_registrations is kept: the
-  // registry is sized once. Registrations already made stay, whatever their callback program.
+  // address check, the reserved-port rules) apply to the calls served from now on.
+  // max_registrations is kept: the registry is sized once. Registrations already made stay,
+  // whatever their callback program.
   void SetCallerRules(const NsmOptions& options);
 
   int32_t state() const { return state_; }
@@ -119,6 +139,12 @@ class NsmService {
   asio::awaitable<rpc::HandlerStatus> SimuCrashCall(const rpc::CallContext& context);
   asio::awaitable<rpc::HandlerStatus> NotifyCall(const rpc::CallContext& context, xdr::Decoder& in);
   bool CallerAllowed(const rpc::CallContext& context, SmProc procedure);
+  // Whether `context` may change `registration` (protect_privileged_registrations); logs and
+  // counts a refusal.
+  bool MayChange(const rpc::CallContext& context, const store::Registration& registration,
+                 SmProc procedure);
+  // Whether SM_SIMU_CRASH from `context` is served now; logs and counts a refusal.
+  bool SimuCrashAllowed(const rpc::CallContext& context);
   // An accepted SM_NOTIFY for `peer`: unless its state is not newer, the status callbacks.
   void HostRebooted(const Registry::Peer& peer, const stat_chge& args, const std::string& source);
   // Writes the peer's new state into each of its registrations (in the background).
@@ -136,6 +162,7 @@ class NsmService {
   // Persists and applies; false (registry unchanged) on the limit or a store failure.
   asio::awaitable<bool> PutRegistration(store::Registration registration);
   asio::awaitable<std::exception_ptr> Persist(std::function<void(store::Done)> write);
+  asio::awaitable<std::exception_ptr> Persist(std::vector<std::function<void(store::Done)>> writes);
   asio::awaitable<int32_t> BumpStateOffThread();
   asio::awaitable<void> SendCallback(store::MyId target, StatusCallback body,
                                      rpc::TaskGate::Pass pass);
@@ -145,6 +172,8 @@ class NsmService {
   StatusCaller& caller_;
   LocalStatusReceiver& local_;
   NameResolver* resolver_;
+  SteadyClock steady_clock_;
+  const Clock& clock_;
   NsmOptions options_;
   RestartHook* restart_hook_ = nullptr;
   Registry registry_;
@@ -156,11 +185,32 @@ class NsmService {
   // network) cannot queue lookups without bound ahead of those that check monitored hosts.
   static constexpr size_t kMaxNotifyLookups = 16;
   size_t notify_lookups_ = 0;
+  // SM_SIMU_CRASH: whether one is moving the state now, and when the last one was served.
+  bool simu_crash_running_ = false;
+  std::optional<Clock::time_point> last_simu_crash_;
+  // Lines that callers can cause at will (SM_NOTIFY from anywhere, refused calls) are
+  // rate-limited per kind, so that a flood of them cannot fill the log.
+  LogLimiter refused_log_{"nsm calls refused"};
+  LogLimiter simu_crash_log_{"nsm SM_SIMU_CRASH ignored"};
+  LogLimiter invalid_log_{"nsm invalid registrations"};
+  LogLimiter notify_ignored_log_{"nsm SM_NOTIFY ignored"};
+  LogLimiter notify_rejected_log_{"nsm SM_NOTIFY rejected"};
+  LogLimiter notify_lookup_log_{"nsm SM_NOTIFY name lookups"};
   // The blocking BumpState of SM_SIMU_CRASH runs here, never on the executor.
   asio::thread_pool worker_{1};
 };
 
 // Whether every byte is printable ASCII (0x20..0x7e): names end up in logs, files and SQL.
 bool PrintableName(const std::string& name);
+
+// Where a call came from as a registration records it (store::Registration::source_address):
+// "10.0.0.1:811", "[::1]:811". The port is kept so that whether an SM_MON came from a reserved
+// port is known after a restart.
+std::string CallerEndpoint(const rpc::CallContext& context);
+// Whether the call came from a reserved port (below 1024: only root may bind one).
+bool FromReservedPort(const rpc::CallContext& context);
+// Whether a registration was made from a reserved port. One written before the port was
+// recorded (a bare address) counts as made from one: it may be the kernel's.
+bool MadeFromReservedPort(const store::Registration& registration);
 
 }  // namespace nlockd::nsm

@@ -7,6 +7,7 @@
 #include <asio/steady_timer.hpp>
 #include <gtest/gtest.h>
 
+#include "rpc/address.hpp"
 #include "rpc/use_tuple.hpp"
 #include "store/open_store.hpp"
 #include "testutil/run_coroutine.hpp"
@@ -32,12 +33,14 @@ struct FakeLocal final : LocalStatusReceiver {
 };
 
 struct FakeResolver final : NameResolver {
-  asio::awaitable<std::vector<std::string>> Resolve(std::string name) override {
+  asio::awaitable<std::vector<std::string>> Resolve(std::string name, LookupFor purpose) override {
     asked.push_back(name);
+    purposes.push_back(purpose);
     if (auto it = by_name.find(name); it != by_name.end()) co_return it->second;
     co_return addresses;
   }
   std::vector<std::string> asked;
+  std::vector<LookupFor> purposes;
   std::vector<std::string> addresses;  // For a name not in by_name.
   std::map<std::string, std::vector<std::string>> by_name;
 };
@@ -46,7 +49,7 @@ struct FakeResolver final : NameResolver {
 struct StalledResolver final : NameResolver {
   explicit StalledResolver(asio::any_io_executor executor)
       : release(std::move(executor), asio::steady_timer::time_point::max()) {}
-  asio::awaitable<std::vector<std::string>> Resolve(std::string name) override {
+  asio::awaitable<std::vector<std::string>> Resolve(std::string name, LookupFor) override {
     asked.push_back(name);
     co_await release.async_wait(rpc::kUseTuple);
     co_return std::vector<std::string>{};
@@ -60,12 +63,16 @@ struct FakeHook final : RestartHook {
   std::vector<int32_t> states;
 };
 
-rpc::CallContext From(const std::string& address) {
+// A call from `address`; port 811 is a reserved one (as the kernel's lockd uses).
+rpc::CallContext From(const std::string& address, uint16_t port = 811) {
   rpc::CallContext context;
-  context.peer_address = asio::ip::make_address(address);
+  context.peer_address = rpc::NormalizeAddress(asio::ip::make_address(address));
   context.peer = address;
+  context.peer_port = port;
   return context;
 }
+
+constexpr uint16_t kUnreservedPort = 40'000;
 
 mon Mon(const std::string& mon_name, uint8_t priv0 = 0, int32_t prog = 100021) {
   mon args;
@@ -82,7 +89,7 @@ class NsmServiceTest : public ::testing::Test {
   void Make(NsmOptions options) {
     service_.reset();
     service_ = std::make_unique<NsmService>(io_.get_executor(), *store_, caller_, local_,
-                                            std::move(options), resolver_);
+                                            std::move(options), resolver_, &clock_);
     service_->SetRestartHook(&hook_);
     service_->Load(store_->BumpState(), store_->LoadAll().registrations);
   }
@@ -97,6 +104,7 @@ class NsmServiceTest : public ::testing::Test {
   }
 
   asio::io_context io_;
+  ManualClock clock_;
   std::unique_ptr<store::Store> store_ = store::OpenStore("memory:", store::StoreOptions{});
   FakeCaller caller_;
   FakeLocal local_;
@@ -114,7 +122,7 @@ TEST_F(NsmServiceTest, MonIsDurableBeforeItIsAnsweredAndReturnsTheOddState) {
   ASSERT_EQ(stored.size(), 1u);
   EXPECT_EQ(stored[0].mon_name, "client");
   EXPECT_EQ(stored[0].priv[0], 7);
-  EXPECT_EQ(stored[0].source_address, "127.0.0.1");
+  EXPECT_EQ(stored[0].source_address, "127.0.0.1:811");
 }
 
 TEST_F(NsmServiceTest, SecondMonOfTheSameIdUpdatesPriv) {
@@ -361,6 +369,8 @@ TEST(NsmServiceNames, AHostRegisteredByNameIsCheckedAgainstItsResolvedAddresses)
   notify("10.0.0.5", 3);
   EXPECT_EQ(caller.calls, std::vector<std::string>{"localhost/16:Client.Example@3 priv0=0"});
   EXPECT_EQ(resolver.asked, (std::vector<std::string>{"Client.Example", "Client.Example"}));
+  EXPECT_EQ(resolver.purposes,
+            (std::vector<LookupFor>{LookupFor::kMonitoredHost, LookupFor::kMonitoredHost}));
   // The address is known now: no second lookup.
   notify("10.0.0.5", 5);
   EXPECT_EQ(resolver.asked.size(), 2u);
@@ -479,6 +489,92 @@ TEST_F(NsmServiceTest, LookupsForUnmatchedNotificationsAreBounded) {
   resolver.release.cancel();
   io_.restart();
   io_.run_for(std::chrono::milliseconds(20));
+}
+
+TEST_F(NsmServiceTest, SimuCrashNeedsAReservedPortAndComesAtMostOncePerInterval) {
+  const int32_t before = service_->state();
+  // Loopback, but an unreserved port: any local user.
+  testutil::RunCoroutine(io_, service_->SimuCrash(From("127.0.0.1", kUnreservedPort)));
+  EXPECT_EQ(service_->state(), before);
+  EXPECT_EQ(service_->stats().privilege_refusals, 1u);
+  EXPECT_TRUE(hook_.states.empty());
+  testutil::RunCoroutine(io_, service_->SimuCrash(From("127.0.0.1")));
+  EXPECT_EQ(service_->state(), before + 2);
+  // Repeated at once (a new xid, so not a retransmission): nothing moves.
+  for (int i = 0; i < 5; ++i) testutil::RunCoroutine(io_, service_->SimuCrash(From("127.0.0.1")));
+  EXPECT_EQ(service_->state(), before + 2);
+  EXPECT_EQ(hook_.states.size(), 1u);
+  EXPECT_EQ(service_->stats().simu_crash_limited, 5u);
+  clock_.Advance(NsmOptions{}.simu_crash_interval);
+  testutil::RunCoroutine(io_, service_->SimuCrash(From("127.0.0.1")));
+  EXPECT_EQ(service_->state(), before + 4);
+  EXPECT_EQ(hook_.states, (std::vector<int32_t>{before + 2, before + 4}));
+}
+
+TEST_F(NsmServiceTest, OnlyAReservedPortChangesOrRemovesARegistrationMadeFromOne) {
+  const my_id lockd{"localhost", 100021, 4, 16};
+  CallMon(Mon("kernel-client"));  // port 811: the kernel's lockd
+  mon user = Mon("user-client");
+  ASSERT_EQ(
+      testutil::RunCoroutine(io_, service_->Mon(From("127.0.0.1", kUnreservedPort), user)).res_stat,
+      stat_succ);
+  const rpc::CallContext unprivileged = From("127.0.0.1", kUnreservedPort);
+  // Neither SM_MON (a new priv), SM_UNMON nor SM_UNMON_ALL from an unreserved port touches the
+  // kernel's registration; the user's own goes.
+  EXPECT_EQ(
+      testutil::RunCoroutine(io_, service_->Mon(unprivileged, Mon("kernel-client", 9))).res_stat,
+      stat_fail);
+  EXPECT_EQ(unprivileged.result, "denied");
+  testutil::RunCoroutine(io_, service_->Unmon(unprivileged, Mon("kernel-client").mon_id_));
+  testutil::RunCoroutine(io_, service_->UnmonAll(unprivileged, lockd));
+  auto stored = store_->LoadAll().registrations;
+  ASSERT_EQ(stored.size(), 1u);
+  EXPECT_EQ(stored[0].mon_name, "kernel-client");
+  EXPECT_EQ(stored[0].priv[0], 0);
+  EXPECT_EQ(service_->registry().size(), 1u);
+  EXPECT_EQ(service_->stats().privilege_refusals, 3u);
+  // After a restart the registration is still known to be the kernel's.
+  Make(NsmOptions{});
+  testutil::RunCoroutine(io_, service_->UnmonAll(unprivileged, lockd));
+  EXPECT_EQ(service_->registry().size(), 1u);
+  // A reserved port removes it.
+  testutil::RunCoroutine(io_, service_->UnmonAll(From("127.0.0.1", 700), lockd));
+  EXPECT_EQ(service_->registry().size(), 0u);
+  EXPECT_TRUE(store_->LoadAll().registrations.empty());
+}
+
+TEST_F(NsmServiceTest, WithoutTheReservedPortRuleAnyLocalCallerMayRemove) {
+  NsmOptions options;
+  options.protect_privileged_registrations = false;
+  Make(options);
+  CallMon(Mon("kernel-client"));
+  testutil::RunCoroutine(
+      io_, service_->Unmon(From("127.0.0.1", kUnreservedPort), Mon("kernel-client").mon_id_));
+  EXPECT_EQ(service_->registry().size(), 0u);
+  EXPECT_EQ(service_->stats().privilege_refusals, 0u);
+}
+
+TEST(MadeFromReservedPort, ReadsThePortRecordedWithTheAddress) {
+  auto made_from = [](const std::string& source) {
+    store::Registration registration;
+    registration.source_address = source;
+    return MadeFromReservedPort(registration);
+  };
+  EXPECT_TRUE(made_from("127.0.0.1:811"));
+  EXPECT_FALSE(made_from("127.0.0.1:1024"));
+  EXPECT_TRUE(made_from("[::1]:600"));
+  EXPECT_FALSE(made_from("[::1]:40000"));
+  // Written before ports were recorded: it may be the kernel's.
+  EXPECT_TRUE(made_from("127.0.0.1"));
+  EXPECT_TRUE(made_from("::1"));
+  EXPECT_TRUE(made_from("127.0.0.1:x"));
+  EXPECT_EQ(CallerEndpoint(From("::1", 40000)), "[::1]:40000");
+  EXPECT_EQ(CallerEndpoint(From("::ffff:10.0.0.1", 811)), "10.0.0.1:811");
+}
+
+TEST_F(NsmServiceOtherAddressTest, AnUnmatchedNameIsLookedUpApartFromMonitoredOnes) {
+  Notify("stranger", 5, "10.9.9.9");
+  EXPECT_EQ(resolver.purposes, std::vector<LookupFor>{LookupFor::kNotifierName});
 }
 
 TEST(PrintableName, RefusesControlAndHighBytes) {

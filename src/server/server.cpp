@@ -26,8 +26,13 @@ namespace nlockd::server {
 
 namespace {
 
-// How long an SM_NOTIFY from a host registered by name waits for that name's addresses.
-constexpr std::chrono::milliseconds kNameLookupDeadline{5000};
+// How long an SM_NOTIFY from a host registered by name waits for that name's addresses; the
+// lookups of unmatched notifications' names are kept apart from these (nsm/name_resolver.hpp).
+nsm::NameResolverOptions NameLookupOptions() {
+  nsm::NameResolverOptions out;
+  out.deadline = std::chrono::milliseconds(5000);
+  return out;
+}
 
 rpc::ServerOptions RpcOptions(const nlockd::Options& options) {
   rpc::ServerOptions out;
@@ -239,8 +244,9 @@ Core::Core(asio::any_io_executor executor, nlockd::Options options, HaLink ha_li
       store_(OpenConfiguredStore(options_, ha_.get())),
       locks_(clock_, LockOptions(options_)),
       status_caller_(client_, StatusCallerOptions(options_)),
-      name_resolver_(executor_, kNameLookupDeadline),
-      nsm_(executor_, *store_, status_caller_, *this, NsmOptionsFrom(options_), &name_resolver_),
+      name_resolver_(executor_, NameLookupOptions()),
+      nsm_(executor_, *store_, status_caller_, *this, NsmOptionsFrom(options_), &name_resolver_,
+           &clock_),
       notifier_(executor_, client_, *store_, clock_, NotifierOptionsFrom(options_)),
       nlm_caller_(client_),
       statd_monitor_(

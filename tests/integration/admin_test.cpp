@@ -2,6 +2,7 @@
 // The admin HTTP server of the real nlockd: NLM locks and NSM registrations made with the rpcgen
 // clients, then checked and steered through real HTTP requests (cpp-httplib), promtool, and the
 // built nlockctl.
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -9,11 +10,15 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <string_view>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <nlohmann/json.hpp>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "integration/nlm_rpcgen.hpp"
 #include "integration/nlm_test_support.hpp"
@@ -398,6 +403,132 @@ TEST(AdminApi, AdminListenOffRunsNoAdminServer) {
   EXPECT_EQ(nlockd->admin_port(), 0);
   EXPECT_NE(nlockd->process().output().find("nlockd admin server off"), std::string::npos);
   EXPECT_EQ(nlockd->Stop(), 0) << nlockd->process().output();
+}
+
+// A raw TCP connection to the admin port, for what no polite client sends.
+class RawAdminConnection {
+ public:
+  explicit RawAdminConnection(uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in to = LoopbackAddress(port);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0;
+  }
+  ~RawAdminConnection() { ::close(fd_); }
+  RawAdminConnection(const RawAdminConnection&) = delete;
+  RawAdminConnection& operator=(const RawAdminConnection&) = delete;
+
+  bool connected() const { return connected_; }
+  bool Send(std::string_view bytes) {
+    return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+           static_cast<ssize_t>(bytes.size());
+  }
+
+ private:
+  int fd_;
+  bool connected_ = false;
+};
+
+// Resident memory of `pid`, in KiB.
+long RssKib(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+int HealthzWithin(uint16_t port, std::chrono::seconds timeout) {
+  httplib::Client client("127.0.0.1", port);
+  client.set_connection_timeout(timeout);
+  client.set_read_timeout(timeout);
+  httplib::Result result = client.Get("/healthz");
+  return result ? result->status : 0;
+}
+
+TEST(AdminLimits, HeadersSentAByteEveryFewSecondsDoNotStarveHealthz) {
+  auto nlockd = StartNlockd(0);
+  std::vector<std::unique_ptr<RawAdminConnection>> slow;
+  for (int i = 0; i < 8; ++i) {
+    slow.push_back(std::make_unique<RawAdminConnection>(nlockd->admin_port()));
+    ASSERT_TRUE(slow.back()->connected());
+    slow.back()->Send("GET /metrics HTTP/1.1\r\nX-Slow: a");
+  }
+  // They keep trickling (a byte each second) while the health check asks.
+  std::atomic<bool> done{false};
+  std::thread trickle([&] {
+    while (!done) {
+      for (auto& connection : slow) connection->Send("a");
+      for (int i = 0; i < 10 && !done; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_EQ(HealthzWithin(nlockd->admin_port(), std::chrono::seconds(3)), 200);
+  const auto took = std::chrono::steady_clock::now() - started;
+  done = true;
+  trickle.join();
+  EXPECT_LT(took, std::chrono::seconds(2));
+  EXPECT_EQ(nlockd->Stop(), 0) << nlockd->process().output();
+}
+
+TEST(AdminLimits, AdminConnectionsLeaveTheDescriptorsRpcNeeds) {
+  auto nlockd = StartNlockd(0);
+  // A small descriptor limit, as a host might give the service: 256.
+  ASSERT_EQ(testutil::RunCommand(
+                {"prlimit", "--pid", std::to_string(nlockd->process().pid()), "--nofile=256:256"})
+                .first,
+            0);
+  std::vector<std::unique_ptr<RawAdminConnection>> idle;
+  for (int i = 0; i < 400; ++i) {
+    idle.push_back(std::make_unique<RawAdminConnection>(nlockd->admin_port()));
+  }
+  // NSM over TCP (a new connection to the RPC port) and the health check still work.
+  NsmRpcgenClient nsm("127.0.0.1", nlockd->port(), true);
+  ASSERT_TRUE(nsm.connected()) << nsm.error();
+  auto stat = nsm.Stat("x");
+  EXPECT_TRUE(stat) << nsm.error();
+  EXPECT_EQ(HealthzWithin(nlockd->admin_port(), std::chrono::seconds(3)), 200);
+  const std::string& output = nlockd->process().output();
+  EXPECT_EQ(output.find("Too many open files"), std::string::npos) << output;
+  idle.clear();
+  EXPECT_EQ(nlockd->Stop(), 0) << output;
+}
+
+TEST(AdminLimits, AChunkedBodyIsNotBufferedPastTheLimit) {
+  auto nlockd = StartNlockd(0, {"--admin-token", "s3cret"});
+  const pid_t pid = nlockd->process().pid();
+  const long before = RssKib(pid);
+  RawAdminConnection connection(nlockd->admin_port());
+  ASSERT_TRUE(connection.connected());
+  connection.Send(
+      "POST /api/v1/notify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n");
+  const std::string chunk = "100000\r\n" + std::string(0x100000, ' ') + "\r\n";
+  size_t sent_mib = 0;
+  while (sent_mib < 100 && connection.Send(chunk)) ++sent_mib;
+  const long after = RssKib(pid);
+  // Refused after 64 KiB: the server stopped reading long before 100 MiB.
+  EXPECT_LT(sent_mib, 100u);
+  EXPECT_LT(after - before, 20 * 1024) << before << " KiB -> " << after << " KiB";
+  EXPECT_EQ(HealthzWithin(nlockd->admin_port(), std::chrono::seconds(3)), 200);
+  EXPECT_EQ(nlockd->Stop(), 0) << nlockd->process().output();
+}
+
+TEST(AdminLimits, FailedAuthenticationIsWarnedWithTheSource) {
+  auto nlockd = StartNlockd(0, {"--admin-token", "s3cret"});
+  Admin wrong(nlockd->admin_port(), "wrong");
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(wrong.Get("/api/v1/status").status, 401);
+  EXPECT_TRUE(nlockd->process().WaitForLine(
+      std::regex("level=warn.*admin: GET /api/v1/status from 127.0.0.1: authentication failed"),
+      std::chrono::seconds(10)))
+      << nlockd->process().output();
+  const std::string& output = nlockd->process().output();
+  size_t lines = 0;
+  for (size_t at = output.find("authentication failed"); at != std::string::npos;
+       at = output.find("authentication failed", at + 1)) {
+    ++lines;
+  }
+  EXPECT_LT(lines, 50u);
+  EXPECT_EQ(nlockd->Stop(), 0) << output;
 }
 
 }  // namespace

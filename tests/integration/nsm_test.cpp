@@ -9,9 +9,13 @@
 #include <memory>
 #include <regex>
 #include <string>
+#include <thread>
+#include <tuple>
 #include <vector>
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -77,7 +81,9 @@ TEST(NsmRpcgen, EveryProcedureOverUdpAndTcp) {
     EXPECT_TRUE(client.SimuCrash()) << client.error();
     auto after = client.Stat("anyone");
     ASSERT_TRUE(after);
-    EXPECT_EQ(after->state, state + 2);
+    // rpcgen's client, run as root, calls from a reserved port; the second SM_SIMU_CRASH (over
+    // TCP) comes within the interval and is ignored.
+    EXPECT_EQ(after->state, tcp ? state : state + 2);
   }
   auto& output = nlockd->process();
   EXPECT_TRUE(
@@ -348,6 +354,205 @@ TEST_F(NsmBetweenHosts, SmNotifyFromARebootedClientReleasesItsLocksAndGrantsTheW
   EXPECT_EQ(Nlm(1, "test fh=f caller=client1 svid=9 oh=9@client1 offset=0 length=4"),
             "test stat=granted");
   EXPECT_EQ(hosts().nlockd().Stop(), 0);
+}
+
+// NSM callers as a hostile local user and as the kernel: raw calls from a socket bound to an
+// unreserved port (any user may bind one) or to a reserved one (only root may).
+class NsmCallers {
+ public:
+  explicit NsmCallers(uint16_t port) : to_(Ipv4("127.0.0.1", port)) {
+    EXPECT_TRUE(unprivileged_.Bind(Ipv4("127.0.0.1", 0)));  // ephemeral: above 1023
+    for (uint16_t reserved = 1023; reserved >= 600; --reserved) {
+      if (privileged_.Bind(Ipv4("127.0.0.1", reserved))) return;
+    }
+    ADD_FAILURE() << "no reserved port free";
+  }
+
+  // SM_SIMU_CRASH; whether it was answered.
+  bool SimuCrash(bool privileged) { return Call(privileged, 5, XdrWriter()).has_value(); }
+  // SM_MON of mon_name for lockd's usual callback; whether it answered stat_succ.
+  bool Mon(bool privileged, const std::string& mon_name) {
+    XdrWriter args;
+    args.Opaque(mon_name);
+    MyId(args).Raw(std::vector<uint8_t>(16, 1));
+    auto reply = Call(privileged, 2, args);
+    return reply && reply->body.size() >= 4 && reply->body[3] == 0;
+  }
+  void UnmonAll(bool privileged) {
+    XdrWriter args;
+    MyId(args);
+    EXPECT_TRUE(Call(privileged, 4, args));
+  }
+  void Notify(UdpSocket& from, const std::string& mon_name, int32_t state) {
+    XdrWriter args;
+    args.Opaque(mon_name).U32(static_cast<uint32_t>(state));
+    EXPECT_TRUE(
+        from.Call(to_, BuildCall(++xid_, kSmProg, 1, 6, args.bytes()), std::chrono::seconds(5)));
+  }
+
+ private:
+  static XdrWriter& MyId(XdrWriter& args) {
+    return args.Opaque("localhost").U32(100021).U32(4).U32(16);
+  }
+  std::optional<RpcMessage> Call(bool privileged, uint32_t procedure, const XdrWriter& args) {
+    UdpSocket& socket = privileged ? privileged_ : unprivileged_;
+    auto reply = socket.Call(to_, BuildCall(++xid_, kSmProg, 1, procedure, args.bytes()),
+                             std::chrono::seconds(5));
+    EXPECT_TRUE(reply && reply->accept_stat == kSuccess);
+    return reply;
+  }
+
+  sockaddr_in to_;
+  UdpSocket unprivileged_;
+  UdpSocket privileged_;
+  uint32_t xid_ = 7000;
+};
+
+int32_t StateOf(const NlockdProcess& nlockd) {
+  NsmRpcgenClient client("127.0.0.1", nlockd.port(), false);
+  auto stat = client.Stat("x");
+  EXPECT_TRUE(stat) << client.error();
+  return stat ? stat->state : -1;
+}
+
+int CountMatches(const std::string& text, const std::string& needle) {
+  int count = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) {
+    ++count;
+  }
+  return count;
+}
+
+TEST(NsmPrivilege, SimuCrashNeedsAReservedPortAndComesAtMostOncePerInterval) {
+  auto nlockd = StartLocal({"--store", "memory:"});
+  NsmCallers callers(nlockd->port());
+  const int32_t before = StateOf(*nlockd);
+  // Any local user: 200 calls move nothing, and are logged a few times only.
+  for (int i = 0; i < 200; ++i) ASSERT_TRUE(callers.SimuCrash(false));
+  EXPECT_EQ(StateOf(*nlockd), before);
+  // From a reserved port once; again at once (a new call, not a retransmission): no move.
+  EXPECT_TRUE(callers.SimuCrash(true));
+  EXPECT_EQ(StateOf(*nlockd), before + 2);
+  EXPECT_TRUE(callers.SimuCrash(true));
+  EXPECT_EQ(StateOf(*nlockd), before + 2);
+  EXPECT_TRUE(
+      nlockd->process().WaitForLine(std::regex("SM_SIMU_CRASH from 127.0.0.1 ignored"), kWait));
+  const std::string& output = nlockd->process().output();
+  EXPECT_LE(CountMatches(output, "not a reserved port"), 11) << output;
+  EXPECT_EQ(nlockd->Stop(), 0);
+}
+
+TEST(NsmPrivilege, AnUnprivilegedCallerCannotUnmonitorTheKernelsHostsEvenAfterARestart) {
+  TempDir dir;
+  const std::string store = "sqlite:" + dir.path() + "/nlockd.db";
+  {
+    auto nlockd = StartLocal({"--store", store});
+    NsmCallers callers(nlockd->port());
+    ASSERT_TRUE(callers.Mon(true, "kernel-client"));
+    ASSERT_TRUE(callers.Mon(false, "user-client"));
+    callers.UnmonAll(false);
+    // The kernel's registration stands: an unprivileged SM_MON may not change it...
+    EXPECT_FALSE(callers.Mon(false, "kernel-client"));
+    // ... while the user's own went: making it again succeeds.
+    EXPECT_TRUE(callers.Mon(false, "user-client"));
+    EXPECT_EQ(nlockd->Stop(), 0);
+  }
+  auto nlockd = StartLocal({"--store", store});
+  NsmCallers callers(nlockd->port());
+  callers.UnmonAll(false);
+  EXPECT_FALSE(callers.Mon(false, "kernel-client"));
+  // From a reserved port it goes.
+  callers.UnmonAll(true);
+  EXPECT_TRUE(callers.Mon(false, "kernel-client"));
+  EXPECT_EQ(nlockd->Stop(), 0);
+}
+
+// Runs `make` on a thread inside `netns` (sockets it opens stay in that namespace).
+template <typename Make>
+auto InNamespace(const testutil::NetNamespace& netns, Make make) {
+  decltype(make()) made;
+  std::thread([&] {
+    const int fd = open(("/var/run/netns/" + netns.name()).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
+      ADD_FAILURE() << "cannot enter " << netns.name();
+    } else {
+      made = make();
+    }
+    if (fd >= 0) close(fd);
+  }).join();
+  return made;
+}
+
+// The files `ip netns exec` puts over /etc for processes in `netns`: a DNS server (that never
+// answers) and a hosts file; removed with the object.
+class NamespaceEtc {
+ public:
+  NamespaceEtc(const testutil::NetNamespace& netns, const std::string& resolv,
+               const std::string& hosts)
+      : dir_("/etc/netns/" + netns.name()) {
+    std::filesystem::create_directories(dir_);
+    std::ofstream(dir_ + "/resolv.conf") << resolv;
+    std::ofstream(dir_ + "/hosts") << hosts;
+  }
+  ~NamespaceEtc() { std::filesystem::remove_all(dir_); }
+
+ private:
+  std::string dir_;
+};
+
+TEST(NsmNames, LookupsForUnknownNamesDoNotHoldUpAMonitoredHostsNotification) {
+  if (!testutil::NetNamespace::Available()) GTEST_SKIP() << "needs root and ip netns";
+  testutil::NetNamespace host("dns");
+  NamespaceEtc etc(host, "nameserver 127.0.0.53\noptions timeout:5 attempts:2\n",
+                   "127.0.0.1 localhost\n127.0.0.5 client.test\n");
+  // The DNS server: reads queries, answers none.
+  auto dns = InNamespace(host, [] {
+    auto socket = std::make_unique<UdpSocket>();
+    EXPECT_TRUE(socket->Bind(Ipv4("127.0.0.53", 53)));
+    return socket;
+  });
+  NlockdProcess nlockd({"--listen", "127.0.0.1:0", "--rpcbind-register=false", "--grace", "0"},
+                       &host);
+  ASSERT_NE(nlockd.port(), 0);
+  auto [local, stranger, client] = InNamespace(host, [] {
+    auto local_socket = std::make_unique<UdpSocket>();
+    auto stranger_socket = std::make_unique<UdpSocket>();
+    auto client_socket = std::make_unique<UdpSocket>();
+    EXPECT_TRUE(local_socket->Bind(Ipv4("127.0.0.1", 0)));
+    EXPECT_TRUE(stranger_socket->Bind(Ipv4("127.0.0.9", 0)));
+    EXPECT_TRUE(client_socket->Bind(Ipv4("127.0.0.5", 0)));
+    return std::make_tuple(std::move(local_socket), std::move(stranger_socket),
+                           std::move(client_socket));
+  });
+  sockaddr_in to = Ipv4("127.0.0.1", nlockd.port());
+  XdrWriter mon;
+  mon.Opaque("client.test").Opaque("localhost").U32(100021).U32(4).U32(16);
+  mon.Raw(std::vector<uint8_t>(16, 0));
+  auto monitored =
+      local->Call(to, BuildCall(1, kSmProg, 1, 2, mon.bytes()), std::chrono::seconds(5));
+  ASSERT_TRUE(monitored && monitored->body.size() >= 4 && monitored->body[3] == 0);
+  // A notification nobody is monitored for: its name goes to the DNS server, which hangs.
+  XdrWriter unknown;
+  unknown.Opaque("nobody.invalid").U32(3);
+  ASSERT_TRUE(
+      stranger->Call(to, BuildCall(2, kSmProg, 1, 6, unknown.bytes()), std::chrono::seconds(5)));
+  ASSERT_TRUE(dns->Receive(std::chrono::seconds(5))) << "no DNS query for nobody.invalid";
+  // The monitored host's own reboot notification, from its own address.
+  XdrWriter rebooted;
+  rebooted.Opaque("client.test").U32(5);
+  const auto sent = std::chrono::steady_clock::now();
+  ASSERT_TRUE(
+      client->Call(to, BuildCall(3, kSmProg, 1, 6, rebooted.bytes()), std::chrono::seconds(5)));
+  ASSERT_TRUE(nlockd.process().WaitForLine(
+      std::regex("nsm host client.test rebooted: SM_NOTIFY mon_name=client.test state=5 from "
+                 "127.0.0.5"),
+      kWait))
+      << nlockd.process().output();
+  const auto took = std::chrono::steady_clock::now() - sent;
+  EXPECT_LT(took, std::chrono::seconds(1))
+      << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
+  EXPECT_EQ(nlockd.process().output().find("rejected: not an address"), std::string::npos);
+  EXPECT_EQ(nlockd.Stop(), 0);
 }
 
 }  // namespace
