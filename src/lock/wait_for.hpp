@@ -16,7 +16,9 @@ namespace nlockd::lock {
 // How far the wait-for check looks (LockManagerOptions carries them).
 struct WaitForLimits {
   // Cycles of at most this many owners, the requester included, are found; a longer one is
-  // not (its requester waits, as on a server without the check). Linux finds up to 12.
+  // not (its requester waits, as on a server without the check). Linux finds up to 12. Stops
+  // a client queueing its owners in one long chain from making every blocking request behind
+  // it follow the whole chain.
   size_t max_cycle = 16;
   // Stops owners that hold many locks over one range (a wide fan of readers) from making every
   // blocking request against them expensive: the check examines at most this many lock entries
