@@ -125,6 +125,19 @@ struct ShareView {
   bool awaiting_reclaim = false;
 };
 
+// A held lock that a queued waiter waits for (the wait-for view, docs/api.md).
+struct BlockerView {
+  std::string host;
+  int32_t svid = 0;
+  std::string owner;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  bool exclusive = false;
+  // The holder's own queued waiters (ids), on any file: empty when the holder is not blocked,
+  // so a chain of waits ends with it.
+  std::vector<uint64_t> waiting;
+};
+
 struct WaiterView {
   uint64_t id = 0;
   std::string file;
@@ -136,6 +149,9 @@ struct WaiterView {
   bool exclusive = false;
   bool granted = false;  // Granted, the GRANTED callback not yet acknowledged.
   double seconds = 0;    // Since queued, or since granted.
+  // A queued waiter's conflicting holders (the first few of `blockers`); empty once granted.
+  std::vector<BlockerView> blocked_by;
+  uint64_t blockers = 0;
 };
 
 struct HostDetail {

@@ -203,6 +203,48 @@ void PrintWaiters(std::ostream& out, const json& answer) {
   PrintList(out, answer, "waiters", kWaiterColumns);
 }
 
+// Who waits on whom: one row per queued waiter and lock it waits for. A holder whose
+// HOLDER_WAITS is "-" is not blocked itself: the chain ends there, and that is the client to
+// look at (or release) to let the others go on.
+void PrintWaits(std::ostream& out, const json& answer) {
+  const std::vector<std::string> headers = {"WAITER", "HOST",        "SVID",        "FILE",
+                                            "OFFSET", "LENGTH",      "EXCL",        "WAITS_FOR",
+                                            "SVID",   "HELD_OFFSET", "HELD_LENGTH", "HOLDER_WAITS"};
+  std::vector<std::vector<std::string>> rows;
+  for (const json& waiter : answer.at("waiters")) {
+    if (waiter.value("granted", false)) continue;
+    const std::vector<std::string> row = {Cell(waiter["id"]),       Cell(waiter["host"]),
+                                          Cell(waiter["svid"]),     Cell(waiter["file"]),
+                                          Cell(waiter["offset"]),   Cell(waiter["length"]),
+                                          Cell(waiter["exclusive"])};
+    const json blocked_by = waiter.value("blocked_by", json::array());
+    for (const json& holder : blocked_by) {
+      std::string waits;
+      for (const json& id : holder.value("waiting", json::array())) {
+        waits += (waits.empty() ? "" : ",") + Cell(id);
+      }
+      std::vector<std::string> line = row;
+      line.insert(line.end(), {Cell(holder["host"]), Cell(holder["svid"]), Cell(holder["offset"]),
+                               Cell(holder["length"]), waits.empty() ? "-" : waits});
+      rows.push_back(std::move(line));
+    }
+    const uint64_t blockers = waiter.value("blockers", uint64_t{0});
+    if (blockers > blocked_by.size()) {
+      std::vector<std::string> line = row;
+      line.insert(line.end(),
+                  {fmt::format("(+{} more)", blockers - blocked_by.size()), "", "", "", ""});
+      rows.push_back(std::move(line));
+    }
+  }
+  PrintTable(out, headers, rows);
+  const size_t shown = answer.at("waiters").size();
+  const size_t total = answer.value("total", shown);
+  if (shown < total) {
+    out << "(" << shown << " of " << total << " waiters; next: --offset "
+        << Cell(answer["next_offset"]) << ")\n";
+  }
+}
+
 void PrintGrace(std::ostream& out, const json& answer) { PrintFields(out, answer); }
 
 void PrintNotify(std::ostream& out, const json& answer) {
@@ -366,6 +408,15 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   locks_list->callback([&] {
     request.path = "/api/v1/locks" + state_query();
     request.print = PrintLocks;
+  });
+  auto* locks_waits =
+      locks->add_subcommand("waits",
+                            "Who waits on whom: each blocked request and the locks it "
+                            "waits for, to follow a stuck chain to its head");
+  add_state_filters(locks_waits);
+  locks_waits->callback([&] {
+    request.path = "/api/v1/waiters" + state_query();
+    request.print = PrintWaits;
   });
   auto* shares = app.add_subcommand("shares", "DOS share reservations held (NLM SHARE)");
   shares->require_subcommand(1);

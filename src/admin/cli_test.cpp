@@ -136,6 +136,20 @@ TEST_F(NlockctlTest, LocksListWithFilters) {
   EXPECT_EQ(CtlJson({"waiters", "list", "--host", "client-b"})["total"], 1);
 }
 
+TEST_F(NlockctlTest, LocksWaitsShowsWhoWaitsOnWhom) {
+  const CtlRun run = Ctl({"locks", "waits"});
+  EXPECT_EQ(run.status, kCliOk) << run.output;
+  EXPECT_EQ(run.output,
+            "WAITER  HOST      SVID  FILE    OFFSET  LENGTH  EXCL  WAITS_FOR  SVID  HELD_OFFSET  "
+            "HELD_LENGTH  HOLDER_WAITS\n"
+            "42      client-b  6     0102ff  0       50      yes   client-a   11    0            "
+            "100          -\n");
+  const json waiter = CtlJson({"waiters", "list"})["waiters"][0];
+  EXPECT_EQ(waiter["blockers"], 1);
+  EXPECT_EQ(waiter["blocked_by"][0]["host"], "client-a");
+  EXPECT_EQ(waiter["blocked_by"][0]["waiting"], json::array());
+}
+
 TEST_F(NlockctlTest, JsonIsAcceptedAfterTheSubcommand) {
   const CtlRun run = Ctl({"status", "--json"});
   EXPECT_EQ(run.status, kCliOk) << run.output;

@@ -137,12 +137,28 @@ json ToJson(const ShareView& share) {
           {"awaiting_reclaim", share.awaiting_reclaim}};
 }
 
-json ToJson(const WaiterView& waiter) {
+json ToJson(const BlockerView& blocker) {
   return {
-      {"id", waiter.id},          {"file", HexEncode(waiter.file)},   {"host", waiter.host},
-      {"svid", waiter.svid},      {"owner", HexEncode(waiter.owner)}, {"offset", waiter.offset},
-      {"length", waiter.length},  {"exclusive", waiter.exclusive},    {"granted", waiter.granted},
-      {"seconds", waiter.seconds}};
+      {"host", blocker.host},      {"svid", blocker.svid},     {"owner", HexEncode(blocker.owner)},
+      {"offset", blocker.offset},  {"length", blocker.length}, {"exclusive", blocker.exclusive},
+      {"waiting", blocker.waiting}};
+}
+
+json ToJson(const WaiterView& waiter) {
+  json blocked_by = json::array();
+  for (const BlockerView& blocker : waiter.blocked_by) blocked_by.push_back(ToJson(blocker));
+  return {{"id", waiter.id},
+          {"file", HexEncode(waiter.file)},
+          {"host", waiter.host},
+          {"svid", waiter.svid},
+          {"owner", HexEncode(waiter.owner)},
+          {"offset", waiter.offset},
+          {"length", waiter.length},
+          {"exclusive", waiter.exclusive},
+          {"granted", waiter.granted},
+          {"seconds", waiter.seconds},
+          {"blocked_by", std::move(blocked_by)},
+          {"blockers", waiter.blockers}};
 }
 
 json ToJson(const HostDetail& detail) {

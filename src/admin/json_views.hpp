@@ -26,6 +26,7 @@ nlohmann::json ToJson(const RegistrationView& registration);
 nlohmann::json ToJson(const HostView& host);
 nlohmann::json ToJson(const LockView& lock);
 nlohmann::json ToJson(const ShareView& share);
+nlohmann::json ToJson(const BlockerView& blocker);
 nlohmann::json ToJson(const WaiterView& waiter);
 nlohmann::json ToJson(const HostDetail& detail);
 nlohmann::json ToJson(const ReleaseResult& result);

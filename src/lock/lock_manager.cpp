@@ -118,6 +118,7 @@ void LockManager::EraseWaiter(FileState& file, WaiterQueue::iterator it) {
   if (it->state == Waiter::State::kQueued) {
     --info.waiters;
     --waiters_;
+    wait_for_.Remove(*it);
   } else {
     --info.pending_grants;
     --pending_grants_;
@@ -144,6 +145,7 @@ void LockManager::ServeWaiters(FileState& file, ByteRange released, Grants& gran
       ++info.pending_grants;
       --waiters_;
       ++pending_grants_;
+      wait_for_.Remove(waiter);
       file.waiters.MarkGranted(it, clock_.Now());
       Account(file, waiter.owner, delta.entries);  // The waiter record keeps the owner alive.
       grants.push_back(MakeGrant(file, waiter));
@@ -155,6 +157,23 @@ void LockManager::ServeWaiters(FileState& file, ByteRange released, Grants& gran
       }
     }
   }
+}
+
+bool LockManager::WouldDeadlock(const FileState& file, OwnerId owner, const ByteRange& range,
+                                LockType type) {
+  // Nobody waits at all: no cycle can close (the common case of a lone blocked client).
+  if (!options_.detect_deadlocks || waiters_ == 0) return false;
+  switch (wait_for_.Check(owner, file.locks, range, type, options_.wait_for)) {
+    case WaitFor::Result::kCycle:
+      ++deadlock_counts_.refused;
+      return true;
+    case WaitFor::Result::kGaveUp:
+      ++deadlock_counts_.gave_up;
+      return false;
+    case WaitFor::Result::kNoCycle:
+      return false;
+  }
+  return false;
 }
 
 std::optional<WaiterId> LockManager::SettlePendingGrant(FileState& file, OwnerId owner,
@@ -226,8 +245,21 @@ LockOutcome LockManager::Lock(const LockRequest& request) {
       return out;
     }
     out.status = LockStatus::kBlocked;
+    // An owner that is not known yet holds nothing, so nobody waits for it: no cycle.
     if (owner) {
       auto queued = file->waiters.Find(*owner, *range, request.type, Waiter::State::kQueued);
+      if (WouldDeadlock(*file, *owner, *range, request.type)) {
+        out.status = LockStatus::kDenied;
+        out.deadlock = true;
+        if (queued != file->waiters.end()) {
+          // A re-sent request whose waiter a cycle now runs through: the client is told to
+          // stop waiting, so the waiter goes (a conflict remains, so the file stays in use).
+          out.waiters_removed.push_back(queued->id);
+          EraseWaiter(*file, queued);
+          Account(*file, *owner, -1);
+        }
+        return out;
+      }
       if (queued != file->waiters.end()) {  // A retransmission: same waiter.
         out.waiter = queued->id;
         return out;
@@ -245,8 +277,9 @@ LockOutcome LockManager::Lock(const LockRequest& request) {
     }
     const WaiterId id(next_waiter_id_++);
     auto it = file->waiters.Append(
-        Waiter{id, ref->id, *range, request.type, Waiter::State::kQueued, clock_.Now(), {}});
+        Waiter{id, ref->id, *range, request.type, Waiter::State::kQueued, clock_.Now(), {}, {}});
     waiter_index_.emplace(id.value(), WaiterLocation{file, it});
+    wait_for_.Add(*it, file->locks);
     HostInfo& info = *HostOf(ref->id).info;
     ++info.waiters;
     ++waiters_;

@@ -20,6 +20,7 @@
 #include "lock/prior_state.hpp"
 #include "lock/requests.hpp"
 #include "lock/snapshot.hpp"
+#include "lock/wait_for.hpp"
 
 namespace nlockd::lock {
 
@@ -37,6 +38,10 @@ struct LockManagerOptions {
   // Stops one client from queuing unbounded blocked requests (each release scans the file's
   // queue).
   size_t max_waiters_per_host = 10'000;
+  // Refuse a blocking request that would close a cycle of waiting owners (kDenied with
+  // `deadlock`), within `wait_for`'s limits. Off: every such request waits, for ever.
+  bool detect_deadlocks = true;
+  WaitForLimits wait_for{};
   // The grace period used when StartGrace() is given no duration (90 s, as Linux lockd).
   Clock::duration grace_duration = GracePeriod::kDefaultDuration;
   // Seeds the lock trees' priorities; pass a random value in production so that clients cannot
@@ -81,7 +86,14 @@ struct LockManagerOptions {
 //   grace when they conflict with a restored lock or share still awaiting its reclaim. Unlock,
 //   Cancel and Unshare are always served. When grace ends, still-awaiting restored state is
 //   dropped.
-// - Deadlocks between blocked owners are not detected (NLM v1/v3 cannot report them either).
+// - Deadlocks (docs/architecture.md, deadlock detection): a blocking request that conflicts
+//   is refused (kDenied, `deadlock` set) when one of the owners it would wait for waits,
+//   directly or through others, for its owner, on any file of any host (WaitFor, within
+//   options.wait_for's limits). So is a re-sent request of a queued waiter when such a cycle
+//   formed since (a grant gave a waiting owner a lock that another waiter wants); that waiter is
+//   the request and goes with it (waiters_removed). Nothing else changes: no other waiter is
+//   dropped, no grant undone. Non-blocking requests and shares never wait, and a request refused
+//   for grace is not queued, so none of them is checked or part of a cycle.
 //
 // Thread safety: none by design. One executor (a strand or a thread) owns the manager and makes
 // every call; there are no mutexes. Returned references and views are valid until the next
@@ -190,6 +202,16 @@ class LockManager {
   std::vector<ShareInfo> ListShares(const StateFilter& filter = {}) const;
   // Waiters in arrival order within a file.
   std::vector<WaiterInfo> ListWaiters(const StateFilter& filter = {}) const;
+  // The same waiters, each queued one with the locks it waits for (the wait-for graph's
+  // edges; at most `max_blockers` each, with at most as many of each holder's own waiters):
+  // what an operator follows to the head of a chain.
+  std::vector<WaitForInfo> ListWaitFor(const StateFilter& filter = {},
+                                       size_t max_blockers = kMaxBlockersListed) const;
+  // Stops one waiter behind a wide fan of readers from filling a wait-for listing.
+  static constexpr size_t kMaxBlockersListed = 32;
+  // Blocking requests refused because they would close a cycle, and checks that a limit
+  // stopped (the request waited; a cycle may have gone unseen).
+  const DeadlockCounts& deadlock_counts() const { return deadlock_counts_; }
   // All state as text, files sorted by key; for tests and debugging.
   std::string DebugString() const;
 
@@ -234,6 +256,9 @@ class LockManager {
   void ServeWaiters(FileState& file, ByteRange released, Grants& grants);
   WaiterGrant MakeGrant(const FileState& file, const Waiter& waiter) const;
   void EraseWaiter(FileState& file, WaiterQueue::iterator it);
+  // Whether `owner` waiting for the conflicting holders on `file` would close a cycle
+  // (counted in deadlock_counts_).
+  bool WouldDeadlock(const FileState& file, OwnerId owner, const ByteRange& range, LockType type);
   // Forgets the owner's granted-unacknowledged record of exactly this lock, if any; returns its
   // id.
   std::optional<WaiterId> SettlePendingGrant(FileState& file, OwnerId owner, const ByteRange& range,
@@ -302,6 +327,8 @@ class LockManager {
   std::unordered_map<FileKey, FileState> files_;
   std::unordered_map<const HostInfo*, HostState> host_states_;
   std::unordered_map<uint64_t, WaiterLocation> waiter_index_;
+  WaitFor wait_for_;  // The queued waiters by owner.
+  DeadlockCounts deadlock_counts_;
   uint64_t next_waiter_id_ = 1;
   uint64_t next_grant_seq_ = 1;
   uint64_t files_created_ = 0;  // Seeds each file's tree differently.

@@ -96,6 +96,35 @@ std::vector<WaiterInfo> LockManager::ListWaiters(const StateFilter& filter) cons
   return out;
 }
 
+std::vector<WaitForInfo> LockManager::ListWaitFor(const StateFilter& filter,
+                                                  size_t max_blockers) const {
+  std::vector<WaitForInfo> out;
+  ForEachSelectedFile(files_, host_states_, hosts_, filter, [&](const FileState& file) {
+    for (const Waiter& w : file.waiters) {
+      const LockOwner& owner = owners_.owner(w.owner);
+      if (filter.host && owner.host != *filter.host) continue;
+      WaitForInfo info{WaiterInfo{w.id, *file.key, owner, w.range, w.type,
+                                  w.state == Waiter::State::kGranted, w.since},
+                       {},
+                       0};
+      if (w.state == Waiter::State::kQueued) {
+        file.locks.ForEachOverlapping(w.range, [&](const LockEntry& e) {
+          if (e.owner == w.owner || !TypesConflict(e.type, w.type)) return;
+          if (++info.blockers > max_blockers) return;
+          Blocker blocker{owners_.owner(e.owner), e.range, e.type, {}};
+          wait_for_.ForEachWaiter(e.owner, [&](const Waiter& held) {
+            if (blocker.holder_waits.size() < max_blockers) blocker.holder_waits.push_back(held.id);
+          });
+          std::sort(blocker.holder_waits.begin(), blocker.holder_waits.end());
+          info.blocked_by.push_back(std::move(blocker));
+        });
+      }
+      out.push_back(std::move(info));
+    }
+  });
+  return out;
+}
+
 std::string LockManager::DebugString() const {
   std::vector<const FileState*> files;
   files.reserve(files_.size());

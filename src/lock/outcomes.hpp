@@ -66,6 +66,10 @@ struct LockOutcome {
   LockStatus status = LockStatus::kGranted;
   std::optional<Holder> holder;    // kDenied, kBlocked: the first conflicting holder.
   std::optional<WaiterId> waiter;  // kBlocked: the queued waiter (the same one on a retransmit).
+  // kDenied of a blocking request: waiting would have closed a cycle of waiting owners (POSIX
+  // EDEADLK; NLM v4 DEADLCK, versions 1 and 3 DENIED). A kind of denial, so that a caller that
+  // does not tell it apart answers what those versions answer.
+  bool deadlock = false;
   // The host entered the HostRegistry with this call (its first state ever, or since it was
   // forgotten or evicted): the NLM layer monitors it (SM_MON) now, once per host.
   bool host_added = false;

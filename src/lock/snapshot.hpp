@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "base/clock.hpp"
 #include "lock/lock_type.hpp"
@@ -57,6 +59,28 @@ struct WaiterInfo {
   LockType type = LockType::kExclusive;
   bool granted = false;     // Granted, awaiting AcknowledgeGrant/RevokeGrant.
   Clock::time_point since;  // Queued at, or granted at.
+};
+
+// A held lock a queued waiter waits for: it conflicts with the waiter's request.
+struct Blocker {
+  LockOwner owner;
+  ByteRange range;
+  LockType type = LockType::kExclusive;
+  // The holder's own queued waiters (the first few), on any file: empty when the holder is not
+  // blocked (the chain ends there).
+  std::vector<WaiterId> holder_waits;
+};
+
+struct WaitForInfo {
+  WaiterInfo waiter;
+  std::vector<Blocker> blocked_by;  // Empty for a granted waiter.
+  size_t blockers = 0;              // All of them; blocked_by may list fewer.
+};
+
+// Since the manager was made.
+struct DeadlockCounts {
+  uint64_t refused = 0;  // Blocking requests refused: they would have closed a cycle.
+  uint64_t gave_up = 0;  // Checks stopped by a WaitForLimits limit; their request waited.
 };
 
 struct LockCounts {

@@ -16,6 +16,9 @@
 
 namespace nlockd::lock {
 
+class LockTable;
+struct Waiter;
+
 // Names one blocked request, unique for the life of a LockManager (never reused). The NLM layer
 // maps it to the cookie of its GRANTED callback, which must be unique on the server.
 using WaiterId = StrongId<struct WaiterIdTag, uint64_t>;
@@ -31,6 +34,14 @@ struct GrantUndo {
   std::vector<PriorLocks::Entry> prior;  // The owner's locks over the range, in offset order.
 };
 
+// A queued waiter's place in its owner's list of queued waiters across files (WaitFor), and
+// the locks of its file; all null while not queued.
+struct WaitLink {
+  Waiter* prev = nullptr;
+  Waiter* next = nullptr;
+  const LockTable* locks = nullptr;
+};
+
 // A blocked lock request. It is queued until a release makes it grantable; then the manager
 // takes the lock for it and the record stays, state kGranted, until the protocol layer
 // acknowledges the grant (the client got its callback) or revokes it.
@@ -44,6 +55,7 @@ struct Waiter {
   State state = State::kQueued;
   Clock::time_point since;  // When it was queued, or granted.
   GrantUndo undo;           // Set when granted.
+  WaitLink wait_link;       // Set while queued.
 };
 
 // The waiter records of one file in arrival order. Iterators stay valid until their record is

@@ -15,6 +15,7 @@ Waiter MakeWaiter(uint64_t id, uint32_t owner, uint64_t first, uint64_t last) {
                 LockType::kExclusive,
                 Waiter::State::kQueued,
                 Clock::time_point{},
+                {},
                 {}};
 }
 

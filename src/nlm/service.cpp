@@ -38,6 +38,12 @@ nlm4_stats ToWire(LockStatus status) {
   return NLM4_FAILED;
 }
 
+// A LOCK's status: a deadlock is the one denial with a code of its own (v4 DEADLCK; versions 1
+// and 3 get DENIED from StatusForVersion).
+nlm4_stats ToWire(const lock::LockOutcome& outcome) {
+  return outcome.deadlock ? NLM4_DEADLCK : ToWire(outcome.status);
+}
+
 nlm4_holder ToWire(const lock::Holder& holder) {
   return nlm4_holder{holder.type == lock::LockType::kExclusive, holder.owner.svid,
                      holder.owner.oh.value(), holder.range.offset(), holder.range.length()};
@@ -117,13 +123,15 @@ lock::LockOutcome NlmService::ApplyLock(const rpc::CallContext& context,
   if (outcome.status == LockStatus::kBlocked && outcome.waiter) {
     RememberWaiter(*outcome.waiter, context, request);
   }
-  // The owner's own LOCK settles a pending grant of the same lock.
+  // The owner's own LOCK settles a pending grant of the same lock; a re-sent blocked LOCK
+  // refused as a deadlock takes its waiter with it.
   ForgetWaiters(outcome.waiters_removed);
+  if (outcome.deadlock) ++stats_.deadlocks_refused;
   if (outcome.status != LockStatus::kGranted) {
     spdlog::debug("nlm lock {} host={} caller={} svid={} fh_bytes={} offset={} len={}",
-                  lock::ToString(outcome.status), LogValue(request.owner.host.value()),
-                  LogValue(request.host_label), request.owner.svid, request.file.value().size(),
-                  request.offset, request.length);
+                  outcome.deadlock ? "deadlock" : lock::ToString(outcome.status),
+                  LogValue(request.owner.host.value()), LogValue(request.host_label),
+                  request.owner.svid, request.file.value().size(), request.offset, request.length);
   }
   return outcome;
 }
@@ -154,7 +162,7 @@ std::optional<nlm4_res> NlmService::TryLock(const rpc::CallContext& context, nlm
   lock::LockRequest request = TakeLockRequest(context, std::move(host), args);
   lock::LockOutcome outcome = ApplyLock(context, request);
   FinishGrants(std::move(outcome.grants), true);
-  return nlm4_res{std::move(args.cookie), ToWire(outcome.status)};
+  return nlm4_res{std::move(args.cookie), ToWire(outcome)};
 }
 
 asio::awaitable<nlm4_res> NlmService::Lock(const rpc::CallContext& context, nlm4_lockargs args,
@@ -177,7 +185,7 @@ asio::awaitable<nlm4_res> NlmService::Lock(const rpc::CallContext& context, nlm4
     prior = locks_.SnapshotLocks(request.file, request.owner, request.offset, request.length);
   }
   lock::LockOutcome outcome = ApplyLock(context, request);
-  nlm4_stats stat = ToWire(outcome.status);
+  nlm4_stats stat = ToWire(outcome);
   const bool granted = outcome.status == LockStatus::kGranted;
   // The entry is made again for an undo (rare) rather than copied here for every call.
   const auto own = [&request] {

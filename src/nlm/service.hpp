@@ -67,6 +67,9 @@ struct NlmStats {
   static constexpr size_t kResProcedures = 5;
   std::array<ResOutcomes, kResProcedures> res_by_procedure{};
   uint64_t reclaims_granted = 0;  // LOCK, NM_LOCK and SHARE (or _MSG) with reclaim set, granted.
+  // Blocking LOCK, NM_LOCK (or _MSG) refused because waiting would have closed a cycle of
+  // waiting owners: DEADLCK in version 4, DENIED in versions 1 and 3.
+  uint64_t deadlocks_refused = 0;
   uint64_t monitor_failures = 0;
   // FREE_ALL, procedure 16 or GRANTED_RES from a caller not entitled to it.
   uint64_t spoof_rejections = 0;

@@ -232,11 +232,12 @@ TEST_F(NlmServiceTest, ShutdownDuringAGrantedMsgCallDoesNotWaitForItsGrantedRes)
 }
 
 TEST_F(NlmServiceTest, ReleasingAHostByNameReportsItsStateAndTheWaitersItGranted) {
-  auto a = From("192.0.2.1"), b = From("192.0.2.2");
+  auto a = From("192.0.2.1"), b = From("192.0.2.2"), c = From("192.0.2.3");
   ASSERT_EQ(Lock(a, LockArgs("client-a", 1, 0, 10)).stat, NLM4_GRANTED);
   ASSERT_EQ(Lock(a, LockArgs("client-a", 1, 20, 10)).stat, NLM4_GRANTED);
   ASSERT_EQ(Lock(b, LockArgs("client-b", 2, 0, 10, true)).stat, NLM4_BLOCKED);
-  ASSERT_EQ(Lock(b, LockArgs("client-b", 2, 0, 1, false, "other")).stat, NLM4_GRANTED);
+  // A waits on another file behind C (behind B, which waits for A, it would be a deadlock).
+  ASSERT_EQ(Lock(c, LockArgs("client-c", 3, 0, 1, false, "other")).stat, NLM4_GRANTED);
   ASSERT_EQ(Lock(a, LockArgs("client-a", 1, 0, 1, true, "other")).stat, NLM4_BLOCKED);
   // By its caller_name label: the host keyed by its address goes.
   const HostsReleased released = service_->ReleaseHosts("client-a");

@@ -87,6 +87,42 @@ TEST_F(NlmServiceMetricsTest, VersionOneCallersAreCountedWithTheMappedStatus) {
   EXPECT_EQ(results_, (std::vector<std::string>{"CANCEL_MSG:denied_nolocks", "CANCEL_MSG:failed"}));
 }
 
+TEST_F(NlmServiceMetricsTest, ADeadlockIsDeadlckInVersionFourDeniedInOneAndThreeAndCounted) {
+  // Owner 1 (caller a) holds file1 and waits for file2, held by owner 2 (caller b).
+  Dispatch(NLM4_VERS, NLM_LOCK, LockArgs("a", 1, 0, 10));
+  Dispatch(NLM4_VERS, NLM_LOCK, LockArgs("b", 2, 0, 10, false, "file2"));
+  Dispatch(NLM4_VERS, NLM_LOCK, LockArgs("a", 1, 0, 10, true, "file2"));
+  ASSERT_EQ(results_, (std::vector<std::string>{"LOCK:granted", "LOCK:granted", "LOCK:blocked"}));
+  results_.clear();
+  // Owner 2 blocking on file1 would close the cycle: refused in every version and form, and
+  // every time it is sent.
+  const nlm4_lockargs closing = LockArgs("b", 2, 0, 10, true);
+  Dispatch(NLM4_VERS, NLM_LOCK, closing);
+  Dispatch(NLM_VERSX, NLM_LOCK, closing);
+  Dispatch(NLM_VERS, NLM_LOCK, closing);
+  Dispatch(NLM4_VERS, NLM_NM_LOCK, closing);
+  Dispatch(NLM4_VERS, NLM_LOCK_MSG, closing);
+  Dispatch(NLM_VERS, NLM_LOCK_MSG, closing);
+  EXPECT_EQ(results_,
+            (std::vector<std::string>{"LOCK:deadlck", "LOCK:denied", "LOCK:denied",
+                                      "NM_LOCK:deadlck", "LOCK_MSG:deadlck", "LOCK_MSG:denied"}));
+  EXPECT_EQ(service_->stats().deadlocks_refused, 6u);
+  // The _RES of each _MSG carries the refusal in its version's code.
+  std::vector<std::string> res;
+  for (const test_support::FakeCaller::Sent& sent : caller_.sent) {
+    if (sent.procedure != NLM_LOCK_RES) continue;
+    nlm4_res decoded;
+    xdr::Decoder in(sent.args);
+    ASSERT_TRUE(Decode(in, sent.version, decoded));
+    res.push_back(std::to_string(sent.version) + ":" + std::string(ToString(decoded.stat)));
+  }
+  EXPECT_EQ(res, (std::vector<std::string>{"4:deadlck", "1:denied"}));
+  // Owner 1's waiter is still there: when owner 2 unlocks file2, owner 1 is granted it.
+  Dispatch(NLM4_VERS, NLM_UNLOCK,
+           nlm4_unlockargs{"u", LockArgs("b", 2, 0, 10, false, "file2").alock});
+  EXPECT_EQ(locks_.Counts().pending_grants, 1u);
+}
+
 TEST_F(NlmServiceMetricsTest, OnlyGrantedReclaimsAreCounted) {
   locks_.StartGrace(lock::GraceMode::kClassic);
   nlm4_lockargs reclaim = LockArgs("a", 1, 0, 10);

@@ -420,6 +420,28 @@ TEST_F(AdminBackendTest, AHostsDetailHasItsLocksSharesAndWaiters) {
   EXPECT_EQ(ErrorOf([&] { backend_.GetHost("192.0.2.99"); }), ApiErrorKind::kNotFound);
 }
 
+TEST_F(AdminBackendTest, EachWaiterShowsTheLocksItWaitsForAndWhetherTheirHoldersWait) {
+  Populate();  // B's owner 2 waits for A's owner 1 on file1, and A waits for nobody.
+  ASSERT_EQ(Lock(kHostB, LockArgs("client-b", 3, "file4", 0, 1)), nlm::NLM4_GRANTED);
+  ASSERT_EQ(Lock(kHostA, LockArgs("client-a", 1, "file4", 0, 1, true)), nlm::NLM4_BLOCKED);
+  // Now A waits for B's owner 3, which waits for nobody: the chain B/2 -> A/1 -> B/3.
+  std::vector<std::string> edges;
+  for (const admin::WaiterView& w : backend_.ListWaiters({}).items) {
+    ASSERT_EQ(w.blocked_by.size(), 1u);
+    ASSERT_EQ(w.blockers, 1u);
+    const admin::BlockerView& held = w.blocked_by[0];
+    std::string edge = std::to_string(w.id) + " " + w.host + "/" + std::to_string(w.svid) + " -> " +
+                       held.host + "/" + std::to_string(held.svid) + " [" +
+                       std::to_string(held.offset) + "+" + std::to_string(held.length) +
+                       "] waiting:";
+    for (uint64_t id : held.waiting) edge += " " + std::to_string(id);
+    edges.push_back(edge);
+  }
+  std::sort(edges.begin(), edges.end());
+  EXPECT_EQ(edges, (std::vector<std::string>{"1 127.0.0.12/2 -> 127.0.0.11/1 [0+10] waiting: 2",
+                                             "2 127.0.0.11/1 -> 127.0.0.12/3 [0+1] waiting:"}));
+}
+
 TEST_F(AdminBackendTest, LocksSharesAndWaitersAreFilteredByHostAndFile) {
   Populate();
   ASSERT_EQ(Lock(kHostB, LockArgs("client-b", 3, "file4", 0, 1)), nlm::NLM4_GRANTED);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// AdminBackend's read views: registrations, hosts, locks, shares and waiters, each taken on the
-// executor and paged on the caller's thread.
+// AdminBackend's read views: registrations, hosts, locks, shares and waiters (with the locks
+// each waits for), each taken on the executor and paged on the caller's thread.
 #include <algorithm>
 #include <set>
 #include <utility>
@@ -86,6 +86,18 @@ admin::ShareView ToView(const lock::ShareInfo& info) {
   return view;
 }
 
+admin::BlockerView ToView(const lock::Blocker& blocker) {
+  admin::BlockerView view;
+  view.host = blocker.owner.host.value();
+  view.svid = blocker.owner.svid;
+  view.owner = blocker.owner.oh.value();
+  view.offset = blocker.range.offset();
+  view.length = blocker.range.length();
+  view.exclusive = blocker.type == lock::LockType::kExclusive;
+  for (const lock::WaiterId& id : blocker.holder_waits) view.waiting.push_back(id.value());
+  return view;
+}
+
 admin::WaiterView ToView(const lock::WaiterInfo& info, Clock::time_point now) {
   admin::WaiterView view;
   view.id = info.id.value();
@@ -98,6 +110,14 @@ admin::WaiterView ToView(const lock::WaiterInfo& info, Clock::time_point now) {
   view.exclusive = info.type == lock::LockType::kExclusive;
   view.granted = info.granted;
   view.seconds = Seconds(now - info.since);
+  return view;
+}
+
+// A waiter with the locks it waits for: the edges an operator follows along a chain.
+admin::WaiterView ToView(const lock::WaitForInfo& info, Clock::time_point now) {
+  admin::WaiterView view = ToView(info.waiter, now);
+  for (const lock::Blocker& blocker : info.blocked_by) view.blocked_by.push_back(ToView(blocker));
+  view.blockers = info.blockers;
   return view;
 }
 
@@ -195,7 +215,7 @@ admin::HostDetail AdminBackend::GetHost(const std::string& name) {
     filter.host = lock::HostId(name);
     detail.locks = ToViews<admin::LockView>(parts_.locks.ListLocks(filter));
     detail.shares = ToViews<admin::ShareView>(parts_.locks.ListShares(filter));
-    for (const auto& waiter : parts_.locks.ListWaiters(filter)) {
+    for (const auto& waiter : parts_.locks.ListWaitFor(filter)) {
       detail.waiters.push_back(ToView(waiter, now));
     }
     return detail;
@@ -221,7 +241,7 @@ admin::ListResult<admin::WaiterView> AdminBackend::ListWaiters(const admin::Stat
   auto all = OnExecutor([this, query] {
     Clock::time_point now = parts_.clock.Now();
     std::vector<admin::WaiterView> views;
-    for (const auto& waiter : parts_.locks.ListWaiters(FilterOf(query))) {
+    for (const auto& waiter : parts_.locks.ListWaitFor(FilterOf(query))) {
       views.push_back(ToView(waiter, now));
     }
     return views;

@@ -454,5 +454,80 @@ TEST_F(NlmBetweenHosts, FreeAllWakesTheWaitersItsLocksBlocked) {
   EXPECT_EQ(hosts().nlockd().Stop(), 0);
 }
 
+// Deadlock across hosts: client 1's owner holds f and waits for g, client 2's holds g; client
+// 2's owner blocking on f would close the cycle, so that request is refused (version 4
+// DEADLCK, versions 1 and 3 DENIED, as Linux lockd answers EDEADLK) in LOCK and LOCK_MSG,
+// every time it is sent; client 1's waiter is untouched and is granted when client 2 lets go.
+struct DeadlockCase {
+  uint32_t version;
+  bool tcp;
+};
+
+class NlmDeadlock : public NlmBetweenHosts, public ::testing::WithParamInterface<DeadlockCase> {};
+
+std::string DeadlockCaseName(const ::testing::TestParamInfo<DeadlockCase>& param) {
+  return "V" + std::to_string(param.param.version) + (param.param.tcp ? "Tcp" : "Udp");
+}
+
+INSTANTIATE_TEST_SUITE_P(VersionsAndTransports, NlmDeadlock,
+                         ::testing::Values(DeadlockCase{4, true}, DeadlockCase{3, false},
+                                           DeadlockCase{1, false}),
+                         DeadlockCaseName);
+
+TEST_P(NlmDeadlock, TheRequestThatClosesACycleAcrossHostsIsRefused) {
+  const auto [version, tcp] = GetParam();
+  const std::string refused = version == 4 ? "deadlck" : "denied";
+  ASSERT_TRUE(hosts().StartNlockd({}));
+  testutil::Subprocess* nlm1 = hosts().StartCallbackServer(1);
+  ASSERT_NE(nlm1, nullptr);
+  testutil::Subprocess* nlm2 = hosts().StartCallbackServer(2);
+  ASSERT_NE(nlm2, nullptr);
+  const std::string on_f = "fh=f offset=0 length=10";
+  const std::string on_g = "fh=g offset=0 length=10";
+
+  EXPECT_EQ(Run(1, {Op("lock", 1, 1, on_f)}, version, tcp),
+            std::vector<std::string>{"lock stat=granted"});
+  EXPECT_EQ(Run(2, {Op("lock", 2, 2, on_g)}, version, tcp),
+            std::vector<std::string>{"lock stat=granted"});
+  EXPECT_EQ(Run(1, {Op("lock", 1, 1, on_g + " block=1")}, version, tcp),
+            std::vector<std::string>{"lock stat=blocked"});
+  // Client 2 closes the cycle, twice (a client retrying gets the same answer), and once more
+  // as a LOCK_MSG whose LOCK_RES carries the refusal (over TCP: over UDP the LOCK_RES goes to
+  // the sending port, which nlm_client does not keep open).
+  EXPECT_EQ(Run(2, {Op("lock", 2, 2, on_f + " block=1"), Op("lock", 2, 2, on_f + " block=1")},
+                version, tcp),
+            (std::vector<std::string>{"lock stat=" + refused, "lock stat=" + refused}));
+  EXPECT_EQ(Run(2, {Op("lock_msg", 2, 2, on_f + " block=1 cookie=dl")}, version, true),
+            std::vector<std::string>{"lock_msg sent"});
+  auto res = nlm2->WaitForLine(std::regex("^LOCK_RES .*"), kCallbackTimeout);
+  ASSERT_TRUE(res) << nlm2->output() << hosts().nlockd().process().output();
+  EXPECT_EQ((*res)[0].str(), "LOCK_RES version=" + std::to_string(version) + " stat=" + refused +
+                                 " cookie=" + tools::Hex("dl"));
+  // A non-blocking request is an ordinary conflict.
+  EXPECT_EQ(Run(2, {Op("lock", 2, 2, on_f)}, version, tcp),
+            std::vector<std::string>{"lock stat=denied"});
+  // Client 1 still waits: when client 2 lets g go, client 1's owner gets it.
+  EXPECT_EQ(Run(2, {Op("unlock", 2, 2, on_g)}, version, tcp),
+            std::vector<std::string>{"unlock stat=granted"});
+  auto granted =
+      nlm1->WaitForLine(std::regex("^GRANTED_MSG .* svid=(\\d+) .*fh=g"), kCallbackTimeout);
+  ASSERT_TRUE(granted) << nlm1->output() << hosts().nlockd().process().output();
+  EXPECT_EQ((*granted)[1].str(), "1");
+  EXPECT_EQ(hosts().nlockd().Stop(), 0);
+}
+
+// A chain that is no cycle waits: client 1 waits for client 2, which waits for client 1's
+// other owner; nothing is refused.
+TEST_F(NlmBetweenHosts, AChainAcrossHostsThatIsNotACycleWaits) {
+  ASSERT_TRUE(hosts().StartNlockd({}));
+  EXPECT_EQ(Run(1, {Op("lock", 1, 1, "fh=f offset=0 length=1"),
+                    Op("lock", 1, 3, "fh=h offset=0 length=1")}),
+            (std::vector<std::string>{"lock stat=granted", "lock stat=granted"}));
+  EXPECT_EQ(RunOne(2, Op("lock", 2, 2, "fh=g offset=0 length=1")), "lock stat=granted");
+  EXPECT_EQ(RunOne(1, Op("lock", 1, 1, "fh=g offset=0 length=1 block=1")), "lock stat=blocked");
+  EXPECT_EQ(RunOne(2, Op("lock", 2, 2, "fh=h offset=0 length=1 block=1")), "lock stat=blocked");
+  EXPECT_EQ(hosts().nlockd().Stop(), 0);
+}
+
 }  // namespace
 }  // namespace nlockd::integration

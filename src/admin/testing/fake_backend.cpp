@@ -66,7 +66,18 @@ void FakeBackend::Populate(FakeBackend& backend) {
   backend.AddLock({"\x01\x02\xff", "client-a", 12, "12@client-a", 200, 0, false, true});
   backend.AddLock({"\xaa\xbb", "client-b", 5, "5@client-b", 0, 10, false, false});
   backend.AddShare({"\xaa\xbb", "client-a", "share-owner", "read", "write", false});
-  backend.AddWaiter({42, "\x01\x02\xff", "client-b", 6, "6@client-b", 0, 50, true, false, 3.0});
+  backend.AddWaiter({42,
+                     "\x01\x02\xff",
+                     "client-b",
+                     6,
+                     "6@client-b",
+                     0,
+                     50,
+                     true,
+                     false,
+                     3.0,
+                     {{"client-a", 11, "11@client-a", 0, 100, true, {}}},
+                     1});
 
   GraceView grace;
   grace.active = true;
