@@ -21,7 +21,7 @@ test_packages=(
   # ocf-tester with the IPaddr2 resource agent, and a two-node Pacemaker cluster.
   keepalived resource-agents corosync pacemaker pacemaker-cli-utils
   # The Debian packages (packaging/test-deb.sh): dpkg-buildpackage, debhelper, lintian.
-  dpkg-dev debhelper lintian
+  dpkg-dev debhelper lintian logrotate
   # The kernel client rig (tests/kernel/): the guest's kernel is not installed but fetched
   # into a cache by tests/kernel/run.sh with apt-get download.
   qemu-system-x86 busybox-static nfs-ganesha nfs-ganesha-vfs python3
