@@ -162,6 +162,10 @@ std::vector<prometheus::MetricFamily> Render(const ServiceCounts& counts) {
   families.push_back(std::move(callbacks));
   families.push_back(Single("nlm_reclaims_total", "Locks and shares reclaimed during grace.",
                             MetricType::Counter, counts.reclaims));
+  families.push_back(Single("nlm_deadlocks_refused_total",
+                            "Blocking LOCK, NM_LOCK and LOCK_MSG requests refused because waiting "
+                            "would have closed a cycle of waiting owners.",
+                            MetricType::Counter, counts.deadlocks_refused));
   families.push_back(Single("rpc_connections", "Open RPC TCP connections.", MetricType::Gauge,
                             counts.open_connections));
   families.push_back(Single("rpc_bytes_received_total", "RPC bytes received (TCP and UDP).",

@@ -112,6 +112,7 @@ struct ServiceCounts {
   uint64_t crash_cleanups = 0;          // nsm_crash_cleanups_total
   uint64_t locks_cleaned_on_crash = 0;  // nsm_locks_cleaned_on_crash_total
   uint64_t reclaims = 0;                // nlm_reclaims_total
+  uint64_t deadlocks_refused = 0;       // nlm_deadlocks_refused_total
   // nlm_callbacks_total, by [CallbackKind][CallbackResult].
   std::array<std::array<uint64_t, kCallbackResults>, kCallbackKinds> callbacks{};
   uint64_t bytes_received = 0;     // rpc_bytes_received_total

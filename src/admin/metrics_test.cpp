@@ -33,6 +33,7 @@ ServiceCounts SomeServiceCounts() {
   counts.callback(CallbackKind::kLockRes, CallbackResult::kTimedOut) = 1;
   counts.callback(CallbackKind::kStatus, CallbackResult::kFailed) = 1;
   counts.reclaims = 3;
+  counts.deadlocks_refused = 2;
   counts.open_connections = 1;
   counts.bytes_received = 1000;
   counts.bytes_sent = 400;
@@ -139,6 +140,7 @@ TEST(Metrics, ExposesEveryFamilyWithItsValues) {
            "nlm_grace_last_end{reason=\"all-reclaimed\"} 1",
            "nlm_grace_last_end{reason=\"timer\"} 0",
            "nlm_reclaims_total 3",
+           "nlm_deadlocks_refused_total 2",
            "rpc_connections 1",
            "rpc_bytes_received_total 1000",
            "rpc_bytes_sent_total 400",
@@ -202,6 +204,7 @@ TEST(Metrics, OwnersCountersAreTheirLastReadingNotASum) {
   metrics.SetServiceCountsSource([&counts] { return counts; });
   // Before any reading, the families exist with zeros.
   EXPECT_TRUE(Contains(metrics.Serialize(), "\nnlm_reclaims_total 0\n"));
+  EXPECT_TRUE(Contains(metrics.Serialize(), "\nnlm_deadlocks_refused_total 0\n"));
   counts.reclaims = 4;
   counts.bytes_sent = 10;
   metrics.Refresh(StatusView{});

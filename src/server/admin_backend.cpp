@@ -112,6 +112,7 @@ admin::ServiceCounts AdminBackend::ReadServiceCounts() const {
     counts.callback(kResKinds[i], CallbackResult::kFailed) = res.failed;
   }
   counts.reclaims = nlm.reclaims_granted;
+  counts.deadlocks_refused = nlm.deadlocks_refused;
 
   if (serving_.load()) {
     for (const rpc::Server* server : rpc_servers_) {

@@ -528,6 +528,7 @@ TEST_F(AdminBackendTest, RefreshReadsTheServicesOwnCountersIntoTheMetrics) {
   // Status() is a view: it feeds no metric.
   ASSERT_TRUE(Eventually([&] { return backend_.Status().locks == 2; }));
   EXPECT_NE(metrics_.Serialize().find("nlm_reclaims_total 0"), std::string::npos);
+  EXPECT_NE(metrics_.Serialize().find("nlm_deadlocks_refused_total 0"), std::string::npos);
   std::string text;
   ASSERT_TRUE(Eventually([&] {
     metrics_.Refresh(backend_.Status());
