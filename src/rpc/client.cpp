@@ -252,9 +252,8 @@ asio::awaitable<CallResult> Client::CallTcp(asio::ip::address address, uint16_t 
   for (;;) {
     auto [read_ec, n] = co_await socket.async_read_some(asio::buffer(buffer), kUseTuple);
     if (read_ec) co_return Failure(CallStatus::kUnreachable, read_ec.message());
-    if (assembler.Feed(std::span(buffer.data(), n), records) ==
-        RecordAssembler::Status::kRecordTooLarge) {
-      co_return Failure(CallStatus::kBadReply, "reply larger than the limit");
+    if (assembler.Feed(std::span(buffer.data(), n), records) != RecordAssembler::Status::kOk) {
+      co_return Failure(CallStatus::kBadReply, "reply larger than the limit or too fragmented");
     }
     for (const auto& record : records) {
       DecodedReply header = DecodeReply(record);

@@ -21,10 +21,13 @@ RecordAssembler::Status RecordAssembler::Feed(std::span<const uint8_t> bytes,
       header_bytes_ = 0;
       last_fragment_ = (mark & kLastFragmentBit) != 0;
       fragment_left_ = mark & ~kLastFragmentBit;
-      if (fragment_left_ > max_record_size_ - record_.size()) return Status::kRecordTooLarge;
+      if (fragment_left_ > limits_.max_record_size - record_.size()) {
+        return Status::kRecordTooLarge;
+      }
+      if (++fragments_ > limits_.max_fragments) return Status::kTooManyFragments;
       in_fragment_ = true;
-      record_.reserve(record_.size() + fragment_left_);
     }
+    // No reserve from the header's claim: insert grows the buffer geometrically as bytes come.
     size_t take = std::min(fragment_left_, bytes.size());
     record_.insert(record_.end(), bytes.begin(), bytes.begin() + static_cast<ptrdiff_t>(take));
     fragment_left_ -= take;
@@ -33,11 +36,21 @@ RecordAssembler::Status RecordAssembler::Feed(std::span<const uint8_t> bytes,
       in_fragment_ = false;
       if (last_fragment_) {
         records.push_back(std::move(record_));
-        record_ = {};
+        record_ = std::vector<uint8_t>();
+        fragments_ = 0;
       }
     }
   }
   return Status::kOk;
+}
+
+void RecordAssembler::Reset() {
+  header_bytes_ = 0;
+  fragment_left_ = 0;
+  fragments_ = 0;
+  last_fragment_ = false;
+  in_fragment_ = false;
+  record_ = std::vector<uint8_t>();  // Not `= {}`: that keeps the capacity.
 }
 
 size_t BeginRecord(std::vector<uint8_t>& out) {

@@ -22,6 +22,8 @@ namespace nlockd::rpc {
 namespace {
 constexpr size_t kReadChunk = 64 * 1024;
 constexpr size_t kMaxDatagram = 64 * 1024;
+// A flood (of refused or evicted connections, of unfinished records) logs one warning a second.
+constexpr std::chrono::seconds kFloodWarningInterval{1};
 }  // namespace
 
 // One TCP connection: a reader that reassembles records and spawns a call per record, a writer
@@ -36,6 +38,8 @@ class Server::Connection : public std::enable_shared_from_this<Connection> {
         signal_(socket_.get_executor(), asio::steady_timer::time_point::max()),
         replies_ready_(socket_.get_executor(), asio::steady_timer::time_point::max()),
         idle_timer_(socket_.get_executor()),
+        assembler_(RecordLimits{.max_record_size = server_.options_.max_record_size,
+                                .max_fragments = server_.options_.max_fragments_per_record}),
         last_activity_(std::chrono::steady_clock::now()) {
     asio::error_code ec;
     auto remote = socket_.remote_endpoint(ec);
@@ -47,9 +51,13 @@ class Server::Connection : public std::enable_shared_from_this<Connection> {
     context_.local_address = NormalizeAddress(local.address());
     context_.local_port = local.port();
     context_.listener_programs = server_.options_.programs;
+    socket_.non_blocking(true, ec);
     ++server_.stats_.open_connections;
   }
-  ~Connection() { --server_.stats_.open_connections; }
+  ~Connection() {
+    ReleaseRecord();
+    --server_.stats_.open_connections;
+  }
 
   asio::awaitable<void> Run(std::shared_ptr<Connection> self);
   void StopReading() {
@@ -63,14 +71,38 @@ class Server::Connection : public std::enable_shared_from_this<Connection> {
     socket_.close(ec);
     idle_timer_.cancel();
     replies_ready_.cancel();
+    pending_replies_.clear();
+    ReleaseRecord();
     Wake();
   }
+
+  bool closed() const { return closed_; }
+  const asio::ip::address& peer_address() const { return context_.peer_address; }
+  // May be closed to make room for a new connection: no call of its own is running.
+  bool evictable() const { return !closed_ && calls_in_flight_ == 0; }
+  std::chrono::steady_clock::time_point last_activity() const { return last_activity_; }
+  // Bytes held for the unfinished record, as last told to the server.
+  size_t unfinished_bytes() const { return unfinished_bytes_; }
+  void set_unfinished_bytes(size_t bytes) { unfinished_bytes_ = bytes; }
 
  private:
   asio::awaitable<void> HandleCall(std::shared_ptr<Connection> self, std::vector<uint8_t> record);
   asio::awaitable<void> WriteLoop(std::shared_ptr<Connection> /*keep_alive*/);
   asio::awaitable<void> IdleWatch(std::shared_ptr<Connection> /*keep_alive*/);
+  // Reads what the socket has into the server's buffer and feeds it to the assembler;
+  // false when the connection is done (closed, EOF, a bad record).
+  bool ReadAvailable(std::vector<std::vector<uint8_t>>& records);
   void QueueReply(std::vector<uint8_t> reply);
+  // Calls running plus replies not yet sent: past either limit the reader waits.
+  bool Backlogged() const {
+    return calls_in_flight_ + queued_replies_ >= server_.options_.max_calls_per_connection ||
+           queued_reply_bytes_ >= server_.options_.max_queued_reply_bytes;
+  }
+  void ReleaseRecord() {
+    assembler_.Reset();
+    record_started_.reset();
+    server_.NoteUnfinished(*this, 0);
+  }
   // Single executor: a waiter checks its condition and starts waiting without suspending in
   // between, so a Wake cannot fall between the two.
   asio::awaitable<void> WaitForWake() {
@@ -91,9 +123,16 @@ class Server::Connection : public std::enable_shared_from_this<Connection> {
   asio::steady_timer signal_;
   asio::steady_timer replies_ready_;
   asio::steady_timer idle_timer_;
+  RecordAssembler assembler_;
+  // The last call received complete or reply sent.
   std::chrono::steady_clock::time_point last_activity_;
+  // When the unfinished record's first bytes came; empty between records.
+  std::optional<std::chrono::steady_clock::time_point> record_started_;
+  size_t unfinished_bytes_ = 0;
   std::deque<std::vector<uint8_t>> pending_replies_;
   size_t calls_in_flight_ = 0;
+  size_t queued_replies_ = 0;  // Answered, not yet written: pending_replies_ and the writer's.
+  size_t queued_reply_bytes_ = 0;
   bool writing_ = false;
   bool closed_ = false;
 };
@@ -101,27 +140,13 @@ class Server::Connection : public std::enable_shared_from_this<Connection> {
 asio::awaitable<void> Server::Connection::Run(std::shared_ptr<Connection> self) {
   asio::co_spawn(socket_.get_executor(), IdleWatch(self), asio::detached);
   asio::co_spawn(socket_.get_executor(), WriteLoop(self), asio::detached);
-  std::vector<uint8_t> buffer(kReadChunk);
-  RecordAssembler assembler(server_.options_.max_record_size);
   std::vector<std::vector<uint8_t>> records;
   while (!closed_) {
-    while (calls_in_flight_ >= server_.options_.max_calls_per_connection && !closed_) {
-      co_await WaitForWake();
-    }
-    if (closed_) break;
-    auto [ec, n] = co_await socket_.async_read_some(asio::buffer(buffer), kUseTuple);
-    if (ec) break;  // EOF, reset, or shutdown: routine.
-    last_activity_ = std::chrono::steady_clock::now();
-    server_.stats_.bytes_received += n;
-    if (assembler.Feed(std::span(buffer.data(), n), records) ==
-        RecordAssembler::Status::kRecordTooLarge) {
-      ++server_.stats_.records_too_large;
-      spdlog::warn("rpc record over {} bytes from peer={}; closing the connection",
-                   server_.options_.max_record_size, AddressToString(context_.peer_address));
-      Close();
-      break;
-    }
+    auto [ec] = co_await socket_.async_wait(asio::socket_base::wait_read, kUseTuple);
+    if (ec || closed_ || !ReadAvailable(records)) break;
     for (auto& record : records) {
+      while (Backlogged() && !closed_) co_await WaitForWake();
+      if (closed_) break;
       ++calls_in_flight_;
       asio::co_spawn(socket_.get_executor(), HandleCall(self, std::move(record)), asio::detached);
     }
@@ -130,6 +155,40 @@ asio::awaitable<void> Server::Connection::Run(std::shared_ptr<Connection> self) 
   // Let the calls in flight finish and their replies go out, then close.
   while ((calls_in_flight_ > 0 || writing_) && !closed_) co_await WaitForWake();
   Close();
+}
+
+bool Server::Connection::ReadAvailable(std::vector<std::vector<uint8_t>>& records) {
+  std::vector<uint8_t>& buffer = server_.read_buffer_;
+  asio::error_code ec;
+  const size_t n = socket_.read_some(asio::buffer(buffer), ec);
+  if (ec == asio::error::would_block || ec == asio::error::try_again) return true;
+  if (ec) return false;  // EOF, reset, or shutdown: routine.
+  server_.stats_.bytes_received += n;
+  const auto status = assembler_.Feed(std::span(buffer.data(), n), records);
+  if (status != RecordAssembler::Status::kOk) {
+    const bool too_large = status == RecordAssembler::Status::kRecordTooLarge;
+    ++(too_large ? server_.stats_.records_too_large : server_.stats_.records_too_fragmented);
+    spdlog::warn(
+        "rpc record {} from peer={}; closing the connection",
+        too_large ? fmt::format("over {} bytes", server_.options_.max_record_size)
+                  : fmt::format("in over {} fragments", server_.options_.max_fragments_per_record),
+        context_.peer);
+    Close();
+    return false;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (!records.empty()) {
+    last_activity_ = now;
+    record_started_.reset();
+  }
+  if (assembler_.idle()) {
+    record_started_.reset();
+  } else if (!record_started_) {
+    record_started_ = now;
+    idle_timer_.cancel();  // The watchdog re-arms for the record's deadline.
+  }
+  server_.NoteUnfinished(*this, assembler_.held_bytes());
+  return !closed_;
 }
 
 asio::awaitable<void> Server::Connection::HandleCall(std::shared_ptr<Connection> /*keep_alive*/,
@@ -141,8 +200,9 @@ asio::awaitable<void> Server::Connection::HandleCall(std::shared_ptr<Connection>
   try {
     has_reply = co_await server_.dispatcher_.Dispatch(context_, record, reply);
   } catch (const std::exception& e) {
-    spdlog::error("rpc call failed peer={}: {}", AddressToString(context_.peer_address), e.what());
+    spdlog::error("rpc call failed peer={}: {}", context_.peer, e.what());
   }
+  record = {};
   --calls_in_flight_;
   if (has_reply && !closed_) {
     FinishRecord(reply, mark);
@@ -152,6 +212,8 @@ asio::awaitable<void> Server::Connection::HandleCall(std::shared_ptr<Connection>
 }
 
 void Server::Connection::QueueReply(std::vector<uint8_t> reply) {
+  ++queued_replies_;
+  queued_reply_bytes_ += reply.size();
   pending_replies_.push_back(std::move(reply));
   if (!writing_) {
     writing_ = true;
@@ -177,32 +239,51 @@ asio::awaitable<void> Server::Connection::WriteLoop(std::shared_ptr<Connection> 
     }
     batch.clear();
     buffers.clear();
+    size_t batch_bytes = 0;
     while (!pending_replies_.empty() && batch.size() < kMaxRepliesPerSend) {
       batch.push_back(std::move(pending_replies_.front()));
       pending_replies_.pop_front();
+      batch_bytes += batch.back().size();
       buffers.push_back(asio::buffer(batch.back()));
     }
     auto [ec, n] = co_await asio::async_write(socket_, buffers, kUseTuple);
+    queued_replies_ -= batch.size();
+    queued_reply_bytes_ -= batch_bytes;
     if (ec) {
       Close();
       break;
     }
     server_.stats_.bytes_sent += n;
     last_activity_ = std::chrono::steady_clock::now();
+    Wake();  // The reader may be waiting for the backlog to shrink.
   }
+  batch.clear();
   writing_ = false;
   Wake();
 }
 
 asio::awaitable<void> Server::Connection::IdleWatch(std::shared_ptr<Connection> /*keep_alive*/) {
   const auto idle = server_.options_.idle_timeout;
+  const auto record_timeout = server_.options_.record_timeout;
   while (!closed_) {
-    idle_timer_.expires_at(last_activity_ + idle);
+    const auto now = std::chrono::steady_clock::now();
+    auto deadline = last_activity_ + idle;
+    // Idle but for a call in flight: look again an idle period later, not at once.
+    if (deadline <= now) deadline = now + idle;
+    if (record_started_) deadline = std::min(deadline, *record_started_ + record_timeout);
+    idle_timer_.expires_at(deadline);
     co_await idle_timer_.async_wait(kUseTuple);
     if (closed_) break;
-    if (std::chrono::steady_clock::now() - last_activity_ >= idle && calls_in_flight_ == 0 &&
-        !writing_) {
-      spdlog::debug("rpc closing idle connection peer={}", AddressToString(context_.peer_address));
+    const auto woke = std::chrono::steady_clock::now();
+    if (record_started_ && woke - *record_started_ >= record_timeout) {
+      ++server_.stats_.records_timed_out;
+      spdlog::debug("rpc record from peer={} unfinished after {} ms; closing the connection",
+                    context_.peer,
+                    std::chrono::duration_cast<std::chrono::milliseconds>(record_timeout).count());
+      Close();
+    } else if (woke - last_activity_ >= idle && calls_in_flight_ == 0) {
+      // Replies still queued do not keep it open: its client stopped reading them.
+      spdlog::debug("rpc closing idle connection peer={}", context_.peer);
       Close();
     }
   }
@@ -214,7 +295,8 @@ Server::Server(asio::any_io_executor executor, const Dispatcher& dispatcher, Ser
       options_(options),
       acceptor_(executor),
       udp_(executor),
-      gate_(executor) {}
+      gate_(executor),
+      read_buffer_(kReadChunk) {}
 
 Server::~Server() {
   asio::error_code ec;
@@ -313,11 +395,11 @@ asio::awaitable<void> Server::AcceptLoop() {
       co_await backoff.async_wait(kUseTuple);
       continue;
     }
-    connections_.remove_if([](const std::weak_ptr<Connection>& c) { return c.expired(); });
-    if (stats_.open_connections >= options_.max_connections) {
+    asio::error_code remote_ec;
+    const auto remote = socket.remote_endpoint(remote_ec);
+    if (remote_ec) continue;  // Reset before we got to it.
+    if (!MakeRoomFor(NormalizeAddress(remote.address()))) {
       ++stats_.connections_refused;
-      spdlog::warn("rpc connection limit {} reached; refusing a connection",
-                   options_.max_connections);
       asio::error_code ignored;
       socket.close(ignored);
       continue;
@@ -331,6 +413,96 @@ asio::awaitable<void> Server::AcceptLoop() {
     connections_.push_back(connection);
     asio::co_spawn(executor_, connection->Run(connection), asio::detached);
   }
+}
+
+bool Server::MakeRoomFor(const asio::ip::address& peer) {
+  connections_.remove_if([](const std::weak_ptr<Connection>& weak) {
+    auto c = weak.lock();
+    return !c || c->closed();
+  });
+  size_t from_peer = 0;
+  std::shared_ptr<Connection> oldest;          // Longest idle of all.
+  std::shared_ptr<Connection> oldest_of_peer;  // Longest idle of the peer's.
+  auto older = [](const std::shared_ptr<Connection>& a, const std::shared_ptr<Connection>& b) {
+    return !b || a->last_activity() < b->last_activity();
+  };
+  for (const auto& weak : connections_) {
+    auto c = weak.lock();
+    if (!c) continue;
+    const bool of_peer = c->peer_address() == peer;
+    from_peer += of_peer ? 1 : 0;
+    if (!c->evictable()) continue;
+    if (older(c, oldest)) oldest = c;
+    if (of_peer && older(c, oldest_of_peer)) oldest_of_peer = c;
+  }
+  std::shared_ptr<Connection> victim;
+  const char* limit = nullptr;
+  if (from_peer >= options_.max_connections_per_address) {
+    victim = oldest_of_peer;
+    limit = "per-address connection limit";
+  } else if (connections_.size() >= options_.max_connections) {
+    victim = oldest;
+    limit = "connection limit";
+  } else {
+    return true;
+  }
+  if (FloodWarningDue()) {
+    spdlog::warn("rpc {} reached (peer={}); {} ({} similar since the last warning)", limit,
+                 AddressToString(peer),
+                 victim ? "closing the connection idle longest, from " +
+                              AddressToString(victim->peer_address())
+                        : std::string("refusing the new connection: none is idle"),
+                 warnings_suppressed_);
+    warnings_suppressed_ = 0;
+  }
+  if (!victim) return false;
+  ++stats_.connections_evicted;
+  victim->Close();
+  return true;
+}
+
+void Server::NoteUnfinished(Connection& connection, size_t held) {
+  const size_t before = connection.unfinished_bytes();
+  stats_.unfinished_record_bytes = stats_.unfinished_record_bytes - before + held;
+  connection.set_unfinished_bytes(held);
+  if (stats_.unfinished_record_bytes == 0 && unfinished_evictions_logged_) {
+    spdlog::info("rpc unfinished records back to 0 bytes");
+    unfinished_evictions_logged_ = false;
+  }
+  // Only growth evicts: closing a connection reports its bytes released from here.
+  if (held <= before) return;
+  while (stats_.unfinished_record_bytes > options_.max_unfinished_record_bytes) {
+    std::shared_ptr<Connection> largest;
+    for (const auto& weak : connections_) {
+      auto c = weak.lock();
+      if (c && !c->closed() && (!largest || c->unfinished_bytes() > largest->unfinished_bytes())) {
+        largest = c;
+      }
+    }
+    if (!largest || largest->unfinished_bytes() == 0) break;
+    if (FloodWarningDue()) {
+      spdlog::warn(
+          "rpc unfinished records hold {} bytes, over the limit of {}; closing the connection "
+          "holding the largest ({} bytes, peer={}) ({} similar since the last warning)",
+          stats_.unfinished_record_bytes, options_.max_unfinished_record_bytes,
+          largest->unfinished_bytes(), AddressToString(largest->peer_address()),
+          warnings_suppressed_);
+      warnings_suppressed_ = 0;
+    }
+    ++stats_.unfinished_record_evictions;
+    unfinished_evictions_logged_ = true;
+    largest->Close();
+  }
+}
+
+bool Server::FloodWarningDue() {
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_flood_warning_) {
+    ++warnings_suppressed_;
+    return false;
+  }
+  next_flood_warning_ = now + kFloodWarningInterval;
+  return true;
 }
 
 asio::awaitable<void> Server::UdpLoop() {

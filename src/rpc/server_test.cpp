@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "rpc/server.hpp"
 
+#include <atomic>
 #include <future>
 #include <thread>
 
@@ -31,13 +32,25 @@ asio::awaitable<HandlerStatus> Null(const CallContext&, xdr::Decoder&, xdr::Enco
   co_return HandlerStatus::kSuccess;
 }
 
+std::atomic<int> g_started{0};  // Calls SLEEP and BIG have begun.
+
 // Waits the number of milliseconds in its argument, then echoes it.
 asio::awaitable<HandlerStatus> Sleep(const CallContext&, xdr::Decoder& args, xdr::Encoder& out) {
   uint32_t ms = 0;
   if (!args.U32(ms, "ms")) co_return HandlerStatus::kGarbageArgs;
+  ++g_started;
   asio::steady_timer timer(co_await asio::this_coro::executor, std::chrono::milliseconds(ms));
   co_await timer.async_wait(asio::use_awaitable);
   out.U32(ms);
+  co_return HandlerStatus::kSuccess;
+}
+
+// Replies with as many bytes as its argument says.
+asio::awaitable<HandlerStatus> Big(const CallContext&, xdr::Decoder& args, xdr::Encoder& out) {
+  ++g_started;
+  uint32_t size = 0;
+  if (!args.U32(size, "size")) co_return HandlerStatus::kGarbageArgs;
+  out.Opaque(std::string(size, 'x'));
   co_return HandlerStatus::kSuccess;
 }
 
@@ -63,38 +76,69 @@ Bytes AsRecord(const Bytes& msg) {
   return out;
 }
 
-// A blocking TCP client for feeding the server exactly the bytes a test wants.
+// A blocking TCP client for feeding the server exactly the bytes a test wants. Reads and
+// writes with a 5 s timeout (through the socket calls: Asio's blocking calls ignore them).
 class RawConnection {
  public:
-  explicit RawConnection(uint16_t port) : socket_(io_) {
+  explicit RawConnection(uint16_t port, const char* source = nullptr, int buffer_size = 0)
+      : socket_(io_) {
+    socket_.open(asio::ip::tcp::v4());
+    if (buffer_size > 0) {
+      socket_.set_option(asio::socket_base::receive_buffer_size(buffer_size));
+      socket_.set_option(asio::socket_base::send_buffer_size(buffer_size));
+    }
+    if (source) socket_.bind({asio::ip::make_address(source), 0});
     socket_.connect({asio::ip::make_address("127.0.0.1"), port});
     timeval tv{5, 0};
     setsockopt(socket_.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(socket_.native_handle(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   }
-  void Send(const Bytes& bytes) { asio::write(socket_, asio::buffer(bytes)); }
-  // The next reply record; nullopt on EOF or error.
+  void Send(const Bytes& bytes) { ASSERT_EQ(TrySend(bytes), bytes.size()); }
+  // Bytes sent before an error or the timeout.
+  size_t TrySend(const Bytes& bytes) {
+    size_t sent = 0;
+    while (sent < bytes.size()) {
+      const ssize_t n =
+          ::send(socket_.native_handle(), bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) break;
+      sent += static_cast<size_t>(n);
+    }
+    return sent;
+  }
+  void SetSendTimeout(int ms) {
+    timeval tv{ms / 1000, (ms % 1000) * 1000};
+    setsockopt(socket_.native_handle(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  }
+  // The next reply record; nullopt on EOF, error or timeout.
   std::optional<Bytes> ReadRecord() {
     uint8_t header[4];
-    asio::error_code ec;
-    asio::read(socket_, asio::buffer(header), ec);
-    if (ec) return std::nullopt;
+    if (!Read(header, sizeof header)) return std::nullopt;
     uint32_t len = ((uint32_t{header[0]} << 24) | (uint32_t{header[1]} << 16) |
                     (uint32_t{header[2]} << 8) | header[3]) &
                    ~kLastFragmentBit;
     Bytes body(len);
-    asio::read(socket_, asio::buffer(body), ec);
-    if (ec) return std::nullopt;
+    if (!Read(body.data(), body.size())) return std::nullopt;
     return body;
   }
+  // True if the server closed the connection (within the 5 s timeout).
   bool ClosedByPeer() {
     uint8_t byte;
-    asio::error_code ec;
-    socket_.read_some(asio::buffer(&byte, 1), ec);
-    return ec == asio::error::eof || ec == asio::error::connection_reset;
+    const ssize_t n = ::recv(socket_.native_handle(), &byte, 1, 0);
+    return n == 0 || (n < 0 && errno == ECONNRESET);
   }
   void Close() { socket_.close(); }
 
  private:
+  bool Read(uint8_t* data, size_t size) {
+    size_t got = 0;
+    while (got < size) {
+      const ssize_t n = ::recv(socket_.native_handle(), data + got, size - got, 0);
+      if (n <= 0) return false;
+      got += static_cast<size_t>(n);
+    }
+    return true;
+  }
+
   asio::io_context io_;
   asio::ip::tcp::socket socket_;
 };
@@ -105,6 +149,8 @@ class ServerTest : public ::testing::Test {
     dispatcher_.Register(kProg, kVers, 0, "NULL", Null);
     dispatcher_.Register(kProg, kVers, 1, "SLEEP", Sleep);
     dispatcher_.Register(kProg, kVers, 2, "WHERE", Where);
+    dispatcher_.Register(kProg, kVers, 3, "BIG", Big);
+    g_started = 0;
     server_ = std::make_unique<Server>(io_.get_executor(), dispatcher_, options);
     server_->Listen(asio::ip::make_address(address), 0);
     server_->Start();
@@ -123,6 +169,24 @@ class ServerTest : public ::testing::Test {
     work_.reset();
     thread_.join();
     server_.reset();
+  }
+
+  // The server's counters, read on its executor.
+  ServerStats Stats() {
+    std::promise<ServerStats> stats;
+    asio::post(io_, [&] { stats.set_value(server_->stats()); });
+    return stats.get_future().get();
+  }
+
+  // Waits (up to 10 s) until `done` holds for the server's counters.
+  template <typename Predicate>
+  bool WaitForStats(Predicate done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!done(Stats())) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return true;
   }
 
   CallResult ClientCall(Transport transport, uint32_t proc, std::optional<uint32_t> arg) {
@@ -235,16 +299,56 @@ TEST_F(ServerTest, ClientVanishingMidRecordLeavesTheServerServing) {
   EXPECT_EQ(ClientCall(Transport::kTcp, 0, std::nullopt).status, CallStatus::kOk);
 }
 
-TEST_F(ServerTest, ConnectionsPastTheLimitAreClosed) {
+TEST_F(ServerTest, ConnectionPastTheLimitTakesThePlaceOfTheOneIdleLongest) {
   ServerOptions options;
   options.max_connections = 2;
   StartServer(options);
   RawConnection a(server_->port()), b(server_->port());
   a.Send(AsRecord(CallMessage(1, 0)));
+  ASSERT_TRUE(a.ReadRecord());
   b.Send(AsRecord(CallMessage(2, 0)));
-  ASSERT_TRUE(a.ReadRecord() && b.ReadRecord());  // Both are being served.
+  ASSERT_TRUE(b.ReadRecord());
+  RawConnection c(server_->port());
+  c.Send(AsRecord(CallMessage(3, 0)));
+  EXPECT_TRUE(c.ReadRecord()) << "the new connection is served";
+  EXPECT_TRUE(a.ClosedByPeer()) << "in place of the one idle longest";
+  b.Send(AsRecord(CallMessage(4, 0)));
+  EXPECT_TRUE(b.ReadRecord());
+  EXPECT_EQ(Stats().connections_evicted, 1u);
+}
+
+TEST_F(ServerTest, ConnectionsPastTheLimitAreRefusedWhenNoneIsIdle) {
+  ServerOptions options;
+  options.max_connections = 2;
+  StartServer(options);
+  RawConnection a(server_->port()), b(server_->port());
+  a.Send(AsRecord(CallMessage(1, 1, 2000)));
+  b.Send(AsRecord(CallMessage(2, 1, 2000)));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (g_started < 2 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
   RawConnection c(server_->port());
   EXPECT_TRUE(c.ClosedByPeer());
+  EXPECT_EQ(Stats().connections_refused, 1u);
+}
+
+TEST_F(ServerTest, OneAddressCannotTakeEveryConnection) {
+  ServerOptions options;
+  options.max_connections_per_address = 2;
+  StartServer(options);
+  RawConnection a(server_->port()), b(server_->port());
+  a.Send(AsRecord(CallMessage(1, 0)));
+  ASSERT_TRUE(a.ReadRecord());
+  b.Send(AsRecord(CallMessage(2, 0)));
+  ASSERT_TRUE(b.ReadRecord());
+  RawConnection c(server_->port());
+  c.Send(AsRecord(CallMessage(3, 0)));
+  EXPECT_TRUE(c.ReadRecord());
+  EXPECT_TRUE(a.ClosedByPeer()) << "the address's own longest-idle connection made room";
+  RawConnection other(server_->port(), "127.0.0.2");
+  other.Send(AsRecord(CallMessage(4, 0)));
+  EXPECT_TRUE(other.ReadRecord()) << "another address is not affected";
+  b.Send(AsRecord(CallMessage(5, 0)));
+  EXPECT_TRUE(b.ReadRecord());
 }
 
 TEST_F(ServerTest, IdleConnectionIsClosed) {
@@ -255,6 +359,112 @@ TEST_F(ServerTest, IdleConnectionIsClosed) {
   conn.Send(AsRecord(CallMessage(1, 0)));
   ASSERT_TRUE(conn.ReadRecord());
   EXPECT_TRUE(conn.ClosedByPeer());
+}
+
+TEST_F(ServerTest, ATrickleOfBytesDoesNotKeepAConnectionOpen) {
+  ServerOptions options;
+  options.idle_timeout = std::chrono::milliseconds(300);
+  StartServer(options);
+  RawConnection conn(server_->port());
+  Bytes record = AsRecord(CallMessage(1, 0));
+  record[3] = 0xff;  // A record longer than what follows: it never completes.
+  const auto start = std::chrono::steady_clock::now();
+  bool closed = false;
+  for (size_t i = 0; i < record.size() && !closed; ++i) {
+    closed = conn.TrySend(Bytes{record[i]}) == 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // The trickle's pace.
+  }
+  EXPECT_TRUE(closed || conn.ClosedByPeer());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+}
+
+TEST_F(ServerTest, ARecordUnfinishedPastItsTimeoutClosesTheConnection) {
+  ServerOptions options;
+  options.record_timeout = std::chrono::milliseconds(200);
+  StartServer(options);
+  RawConnection conn(server_->port());
+  conn.Send(AsRecord(CallMessage(1, 0)));
+  ASSERT_TRUE(conn.ReadRecord());
+  Bytes record = AsRecord(CallMessage(2, 0));
+  conn.Send(Bytes(record.begin(), record.begin() + 10));
+  EXPECT_TRUE(conn.ClosedByPeer());
+  EXPECT_EQ(Stats().records_timed_out, 1u);
+}
+
+// Calls of `reply_size`-byte replies, as many as fill the socket buffers many times over.
+Bytes PipelinedBigCalls(int calls, uint32_t reply_size) {
+  Bytes stream;
+  for (int i = 0; i < calls; ++i) {
+    Bytes call = AsRecord(CallMessage(static_cast<uint32_t>(i), 3, reply_size));
+    stream.insert(stream.end(), call.begin(), call.end());
+  }
+  return stream;
+}
+
+TEST_F(ServerTest, AClientThatDoesNotReadItsRepliesIsNoLongerRead) {
+  ServerOptions options;
+  options.max_calls_per_connection = 4;
+  StartServer(options);
+  // Small socket buffers on the client's side; the server's hold at most 4 MiB of replies.
+  RawConnection conn(server_->port(), nullptr, 4096);
+  conn.SetSendTimeout(1000);
+  constexpr int kCalls = 10000;
+  const Bytes stream = PipelinedBigCalls(kCalls, 16 * 1024);
+  const size_t sent = conn.TrySend(stream);
+  EXPECT_LT(sent, stream.size()) << "the server stopped reading";
+  EXPECT_LT(g_started.load(), 1000) << "it answered only what the window and sockets hold";
+  // The client reads again: every call it sent whole is answered.
+  conn.SetSendTimeout(5000);
+  const size_t whole_calls = sent / (stream.size() / kCalls);
+  size_t replies = 0;
+  while (replies < whole_calls && conn.ReadRecord()) ++replies;
+  EXPECT_EQ(replies, whole_calls);
+  EXPECT_TRUE(WaitForStats([&](const ServerStats& s) { return s.bytes_received == sent; }));
+}
+
+TEST_F(ServerTest, QueuedReplyBytesAreBoundedPerConnection) {
+  ServerOptions options;
+  options.max_queued_reply_bytes = 64 * 1024;
+  StartServer(options);
+  RawConnection conn(server_->port(), nullptr, 4096);
+  conn.SetSendTimeout(1000);
+  const Bytes stream = PipelinedBigCalls(10000, 256 * 1024);
+  EXPECT_LT(conn.TrySend(stream), stream.size()) << "the server stopped reading";
+  // The window of 128 calls would hold 32 MiB of these replies; the byte bound stops it after
+  // one, and the server's socket holds at most 4 MiB more.
+  EXPECT_LT(g_started.load(), 64);
+}
+
+TEST_F(ServerTest, UnfinishedRecordsAcrossConnectionsAreBounded) {
+  ServerOptions options;
+  options.max_unfinished_record_bytes = 512 * 1024;
+  StartServer(options);
+  std::vector<std::unique_ptr<RawConnection>> connections;
+  for (int i = 0; i < 8; ++i) {
+    connections.push_back(std::make_unique<RawConnection>(server_->port()));
+    Bytes partial{0x80, 0x0f, 0xff, 0xf0};  // Claims 1 MiB - 16, sends 100 KiB of it.
+    partial.resize(4 + 100 * 1024, 0x11);
+    connections.back()->TrySend(partial);
+  }
+  ASSERT_TRUE(WaitForStats([](const ServerStats& s) { return s.unfinished_record_evictions > 0; }));
+  EXPECT_LE(Stats().unfinished_record_bytes, options.max_unfinished_record_bytes);
+  EXPECT_EQ(ClientCall(Transport::kTcp, 0, std::nullopt).status, CallStatus::kOk);
+  connections.clear();
+  EXPECT_TRUE(WaitForStats([](const ServerStats& s) {
+    return s.open_connections == 0 && s.unfinished_record_bytes == 0;
+  })) << "closing them gives their bytes back";
+}
+
+TEST_F(ServerTest, ARecordInTooManyFragmentsClosesTheConnection) {
+  ServerOptions options;
+  options.max_fragments_per_record = 8;
+  StartServer(options);
+  RawConnection conn(server_->port());
+  Bytes ones;
+  for (int i = 0; i < 9; ++i) ones.insert(ones.end(), {0, 0, 0, 1, 0});
+  conn.Send(ones);
+  EXPECT_TRUE(conn.ClosedByPeer());
+  EXPECT_EQ(ClientCall(Transport::kTcp, 0, std::nullopt).status, CallStatus::kOk);
 }
 
 TEST_F(ServerTest, UdpGarbageGetsNoReplyAndUdpKeepsServing) {
