@@ -45,16 +45,12 @@ asio::awaitable<rpc::HandlerStatus> NlmService::ServeMsg(const rpc::CallContext&
                                                          xdr::Decoder& in, uint32_t res_procedure,
                                                          Method method) {
   Args args;
-  Result result;
-  bool reclaim = false;
-  if (Decode(in, context.version, args)) {
-    reclaim = Reclaims(args);
-    result = co_await method(context, std::move(args));
-  } else {
-    // The caller still gets its empty reply (a _MSG is always answered empty); the failure
-    // goes in the _RES.
-    result.stat = NLM4_FAILED;
-  }
+  // Arguments that do not decode get the RPC-level GARBAGE_ARGS reply (RFC 5531 §9), as every
+  // other procedure's do, and no _RES: the cookie may not have decoded, and a callback to the
+  // source of an unauthenticated datagram would make us a reflector.
+  if (!Decode(in, context.version, args)) co_return rpc::HandlerStatus::kGarbageArgs;
+  const bool reclaim = Reclaims(args);
+  Result result = co_await method(context, std::move(args));
   std::vector<uint8_t> body;
   xdr::Encoder enc(body);
   Encode(enc, context.version, result);
