@@ -159,8 +159,9 @@ class DeadlineStream final : public httplib::Stream {
 
 // httplib's task queue: one thread per connection up to the limit, so that a connection never
 // waits behind another's slow request. When every thread is taken, a slow reader is evicted
-// to make room (ConnectionGuard::MakeRoom); failing that a few connections wait, and past them
-// the accept thread refuses the connection at once (503) instead of queueing its descriptor.
+// to make room (ConnectionGuard::MakeRoom); failing that a few connections wait, newest served
+// first, and past them the one that waited longest is answered 503 at once instead of holding
+// its descriptor in a queue.
 class ConnectionThreads final : public httplib::TaskQueue {
  public:
   ConnectionThreads(size_t threads, ConnectionGuard& guard) : guard_(guard) {
@@ -168,21 +169,22 @@ class ConnectionThreads final : public httplib::TaskQueue {
   }
 
   void enqueue(std::function<void()> fn) override {
-    bool refuse = false;
+    std::function<void()> refused;
     {
       std::lock_guard lock(mutex_);
       if (idle_ <= jobs_.size() && !guard_.MakeRoom(jobs_.size()) &&
           jobs_.size() >= kMaxWaitingConnections) {
-        refuse = true;
-      } else {
-        jobs_.push_back(std::move(fn));
+        // The connection that has waited longest gives way: a newer one (a health check
+        // after a flood) is not stuck behind connections that may never send a byte.
+        refused = std::move(jobs_.front());
+        jobs_.pop_front();
       }
+      jobs_.push_back(std::move(fn));
     }
-    if (refuse) {
+    if (refused) {
       refusing = true;
-      fn();  // HttpServer::process_and_close_socket answers 503 and closes.
+      refused();  // HttpServer::process_and_close_socket answers 503 and closes.
       refusing = false;
-      return;
     }
     ready_.notify_one();
   }
@@ -207,8 +209,9 @@ class ConnectionThreads final : public httplib::TaskQueue {
         ready_.wait(lock, [this] { return !jobs_.empty() || stopping_; });
         --idle_;
         if (jobs_.empty()) return;  // stopping
-        job = std::move(jobs_.front());
-        jobs_.pop_front();
+        // The newest first, for the same reason.
+        job = std::move(jobs_.back());
+        jobs_.pop_back();
         stopping = stopping_;
       }
       // A connection still waiting when the server stops is closed, not served.
