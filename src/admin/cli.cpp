@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <fstream>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -293,6 +294,27 @@ int Execute(const std::string& server, const std::string& token, bool as_json,
   return kCliOk;
 }
 
+// The token in `path` (its first line; a relative path is looked up in the credentials
+// directory when there is one). nullopt, with the reason in `error`, when it cannot be read.
+std::optional<std::string> ReadTokenFile(std::string path, const CliEnvironment& environment,
+                                         std::string& error) {
+  if (!path.empty() && path.front() != '/' && environment.credentials_directory) {
+    path = *environment.credentials_directory + "/" + path;
+  }
+  std::ifstream in(path);
+  std::string token;
+  if (!in || !std::getline(in, token)) {
+    error = fmt::format("cannot read the token file {}", path);
+    return std::nullopt;
+  }
+  while (!token.empty() && (token.back() == '\r' || token.back() == ' ')) token.pop_back();
+  if (token.empty()) {
+    error = fmt::format("the token file {} is empty", path);
+    return std::nullopt;
+  }
+  return token;
+}
+
 }  // namespace
 
 int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
@@ -308,7 +330,13 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   // Options of the app are accepted after a subcommand too ("nlockctl locks list --json").
   app.fallthrough();
   app.add_option("--server", server, "Admin API URL (env NLOCKCTL_SERVER)")->capture_default_str();
-  app.add_option("--token", token, "Bearer token (env NLOCKCTL_TOKEN)");
+  auto* token_option = app.add_option("--token", token, "Bearer token (env NLOCKCTL_TOKEN)");
+  std::string token_file = environment.token_file.value_or("");
+  auto* token_file_option = app.add_option(
+      "--token-file", token_file,
+      "Read the bearer token from this file, kept out of ps and the environment (env "
+      "NLOCKCTL_TOKEN_FILE; a relative path is looked up in $CREDENTIALS_DIRECTORY)");
+  token_file_option->excludes(token_option);
   app.add_flag("--json", as_json, "Print the API's JSON instead of a table");
 
   Request request;
@@ -484,6 +512,16 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
   if (request.print == nullptr) {
     err << app.help();
     return kCliUsage;
+  }
+  // --token wins over everything; then a token file (flag or environment) over NLOCKCTL_TOKEN.
+  if (token_option->count() == 0 && !token_file.empty()) {
+    std::string error;
+    std::optional<std::string> from_file = ReadTokenFile(token_file, environment, error);
+    if (!from_file) {
+      err << "nlockctl: " << error << '\n';
+      return kCliUsage;
+    }
+    token = std::move(*from_file);
   }
   return Execute(server, token, as_json, request, out, err);
 }

@@ -17,8 +17,12 @@ enum CliExit : int {
 
 // Defaults taken from the environment (NLOCKCTL_SERVER, NLOCKCTL_TOKEN); flags override them.
 struct CliEnvironment {
-  std::optional<std::string> server;
-  std::optional<std::string> token;
+  std::optional<std::string> server;      // NLOCKCTL_SERVER
+  std::optional<std::string> token;       // NLOCKCTL_TOKEN
+  std::optional<std::string> token_file;  // NLOCKCTL_TOKEN_FILE
+  // $CREDENTIALS_DIRECTORY (systemd's LoadCredential=): a relative token file is looked up
+  // there, as the daemon looks up its own.
+  std::optional<std::string> credentials_directory;
 };
 
 // nlockctl: parses the command line, calls the admin API (docs/api.md) and prints a table, or

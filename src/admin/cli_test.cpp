@@ -2,6 +2,8 @@
 // nlockctl, the real binary, run against an AdminServer over a FakeBackend.
 #include "admin/cli.hpp"
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -274,6 +276,39 @@ TEST(Nlockctl, ServerAndTokenComeFromTheEnvironment) {
                             NLOCKCTL_BINARY, "--token", "bad", "status"});
   EXPECT_EQ(status, kCliServerError);
   EXPECT_NE(output.find("401"), std::string::npos) << output;
+}
+
+TEST(Nlockctl, TheTokenComesFromAFileNamedByFlagOrEnvironment) {
+  AdminServerOptions options;
+  options.token = "file-token";
+  TestServer server(options);
+  char pattern[] = "/tmp/nlockctl_token.XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  const std::string directory = pattern;
+  { std::ofstream(directory + "/admin-token") << "file-token\n"; }
+
+  auto [status, output] =
+      testutil::RunCommand({NLOCKCTL_BINARY, "--server", server.url(), "--token-file",
+                            directory + "/admin-token", "--json", "grace", "show"});
+  EXPECT_EQ(status, kCliOk) << output;
+  // A relative NLOCKCTL_TOKEN_FILE is looked up in systemd's credentials directory, and wins
+  // over NLOCKCTL_TOKEN.
+  std::tie(status, output) =
+      testutil::RunCommand({"/usr/bin/env", "NLOCKCTL_SERVER=" + server.url(),
+                            "NLOCKCTL_TOKEN=wrong", "NLOCKCTL_TOKEN_FILE=admin-token",
+                            "CREDENTIALS_DIRECTORY=" + directory, NLOCKCTL_BINARY, "status"});
+  EXPECT_EQ(status, kCliOk) << output;
+  // A file that cannot be read is a usage error, and names the file.
+  std::tie(status, output) = testutil::RunCommand(
+      {NLOCKCTL_BINARY, "--server", server.url(), "--token-file", directory + "/absent", "status"});
+  EXPECT_EQ(status, kCliUsage) << output;
+  EXPECT_NE(output.find(directory + "/absent"), std::string::npos) << output;
+  // --token and --token-file together are refused.
+  std::tie(status, output) =
+      testutil::RunCommand({NLOCKCTL_BINARY, "--server", server.url(), "--token", "x",
+                            "--token-file", directory + "/admin-token", "status"});
+  EXPECT_EQ(status, kCliUsage) << output;
+  std::filesystem::remove_all(directory);
 }
 
 }  // namespace
