@@ -324,8 +324,11 @@ TEST(NlockdDaemon, CheckConfigRefusesWhatAStartRefuses) {
     for (auto& arg : Daemon(c.args)) argv.push_back(arg);
     const std::string name = fmt::format("{} {}", fmt::join(c.env, " "), fmt::join(c.args, " "));
 
+    // --check-config right after the binary, so that a case's flag left without its value
+    // ("--grace") stays without one rather than taking --check-config as its value.
     std::vector<std::string> check = argv;
-    check.push_back("--check-config");
+    check.insert(check.begin() + static_cast<std::ptrdiff_t>(1 + c.env.size() + 1),
+                 "--check-config");
     auto [check_status, check_output] = RunCommand(check);
     EXPECT_EQ(check_status, c.status) << name << "\n" << check_output;
     EXPECT_NE(check_output.find(c.message), std::string::npos) << name << "\n" << check_output;
