@@ -94,16 +94,21 @@ std::string Hex(const std::string& bytes) {
 }
 
 // The value of the first sample of `family` whose labels contain `labels`; -1 if none.
+// The sum of the family's samples whose labels contain `labels` (series exist at 0 from the
+// start, so a partial label set matches several); -1 when none does.
 double Sample(const std::string& metrics, const std::string& family, const std::string& labels) {
   std::regex line("^" + family + R"((\{[^}]*\})? (\S+)$)");
   std::istringstream in(metrics);
+  double sum = 0;
+  bool found = false;
   for (std::string text; std::getline(in, text);) {
     std::smatch match;
     if (!std::regex_match(text, match, line)) continue;
     if (!labels.empty() && match[1].str().find(labels) == std::string::npos) continue;
-    return std::stod(match[2]);
+    sum += std::stod(match[2]);
+    found = true;
   }
-  return -1;
+  return found ? sum : -1;
 }
 
 struct CtlRun {

@@ -87,7 +87,8 @@ class HaFaultTest : public HaTopologyTest {
     std::string uri = node.store_uri;
     if (proxy != nullptr) {
       uri = std::regex_replace(uri, std::regex(R"((@10\.231\.\d+\.1:)\d+/)"),
-                               "$1" + std::to_string(proxy->port()) + "/");
+                               // "$01", not "$1": the port's digits would extend "$1".
+                               "$01" + std::to_string(proxy->port()) + "/");
     }
     node.process = std::make_unique<Subprocess>(node.ns->Wrap(
         {NLOCKD_BINARY, "--store", uri, "--listen", fmt::format("0.0.0.0:{}", kNlmPort),
