@@ -189,7 +189,9 @@ void PgProxy::Run() {
         if (c->client >= 0) connections.push_back(std::move(c));
       }
     }
-    for (size_t i = 0; i < connections.size(); ++i) {
+    // Only the connections polled above: one accepted just now has no pollfd yet.
+    const size_t polled = (fds.size() - 2) / 2;
+    for (size_t i = 0; i < polled; ++i) {
       Connection& c = *connections[i];
       const pollfd& from_client = fds[2 + 2 * i];
       const pollfd& from_server = fds[3 + 2 * i];
