@@ -3,6 +3,7 @@
 raises Failure, and returns a line of measurements."""
 import os
 import re
+import shlex
 import signal
 
 from host import (BOOT_DEADLINE, CALLBACK_DEADLINE, DEFAULT_OPTS, GUEST_ADMIN, GUEST_IP,
@@ -254,9 +255,10 @@ def scenario_nlockd_statd(rig):
 
 def restart_guest_statd(rig):
     """Stops the guest's nlockd --serve nsm with SIGTERM and starts it again, the guest's
-    kernel and its locks untouched (as `systemctl restart` would)."""
+    kernel and its locks untouched (as `systemctl restart` would). It runs under the name of
+    the binary the rig was given, which need not be `nlockd`."""
     rig.agent.sh(
-        "pid=$(pidof nlockd) && kill -TERM $pid && "
+        "pid=$(pidof %s) && kill -TERM $pid && " % shlex.quote(os.path.basename(rig.args.nlockd)) +
         # The agent, PID 1, does not reap it: wait until it is gone or a zombie.
         "while [ -e /proc/$pid ] && [ \"$(cut -d' ' -f3 /proc/$pid/stat)\" != Z ]; do "
         "sleep 0.05; done && (setsid /run/nlk-statd </dev/null >/dev/null 2>&1 &)", timeout=60)
