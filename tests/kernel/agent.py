@@ -6,6 +6,7 @@ the virtio serial port named nlk.agent, one JSON object per line each way.
 Requests carry an "id" that the reply repeats. Operations:
   {"op": "sh", "cmd": "...", "timeout": S}      run a shell command: {"rc", "out"}
   {"op": "open"|"lock"|"close", "worker": W, ...}  POSIX lock calls made by worker process W
+  {"op": "kill", "worker": W}                    ends worker W with SIGKILL: {"ok", "t0", "t1"}
   {"op": "reset"}                                ends every worker (their locks go with them)
 The agent sends {"event": "ready", "uptime": S} once rpc.statd is registered with rpcbind.
 
@@ -106,6 +107,16 @@ class Agent:
         self.workers.clear()
         self.send({"id": req["id"], "ok": True})
 
+    def kill(self, req):
+        """As `kill -9` of a process blocked in F_SETLKW: the kernel gives up its waiting request
+        and releases its locks as it exits. A request the worker had pending gets no reply."""
+        t0 = time.monotonic()
+        proc = self.workers.pop(req["worker"], None)
+        if proc is not None:
+            proc.kill()
+            proc.wait()
+        self.send({"id": req["id"], "ok": proc is not None, "t0": t0, "t1": time.monotonic()})
+
     def forward(self, proc):
         for line in proc.stdout:
             self.send(json.loads(line))
@@ -134,6 +145,8 @@ class Agent:
                     threading.Thread(target=self.run_shell, args=(req,), daemon=True).start()
                 elif req.get("op") == "reset":
                     self.reset(req)
+                elif req.get("op") == "kill":
+                    self.kill(req)
                 else:
                     proc = self.worker(req["worker"])
                     proc.stdin.write(json.dumps(req) + "\n")

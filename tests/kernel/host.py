@@ -25,7 +25,7 @@ SERVER_IP = "10.197.0.1"
 GUEST_IP = "10.197.0.2"
 TAP = "nlktap0"
 ADMIN = "127.0.0.1:9464"
-# Scenario 5's nlockd --serve nsm, Ganesha's status monitor, serves its admin API here.
+# Scenarios 5 and 11: nlockd --serve nsm, Ganesha's status monitor, serves its admin API here.
 STATUS_ADMIN = "127.0.0.1:9465"
 # The guest's nlockd (scenario 4) serves its admin API on the guest's address.
 GUEST_ADMIN = GUEST_IP + ":9464"
@@ -40,6 +40,10 @@ DEFAULT_OPTS = "vers=3,lock"
 # DENIED_GRACE_PERIOD retries after 5 s: waits shorter than those tell the paths apart.
 CALLBACK_DEADLINE = 10.0
 BOOT_DEADLINE = 300.0
+# The server sides a scenario runs on (scenarios.SIDE): the rig's usual one (Ganesha without its
+# NLM, the full nlockd), or Ganesha's own NLM with nlockd --serve nsm as its status monitor.
+USUAL = "nlockd"
+GANESHA_NLM = "ganesha-nlm"
 
 
 class Failure(Exception):
@@ -213,7 +217,9 @@ class AgentLink:
             self.closed = True
             self.cond.notify_all()
 
-    def _wait(self, what, pick, timeout):
+    def _wait(self, what, pick, timeout, expire=True):
+        """Waits for pick() to return something other than None; past the timeout, raises
+        Failure, or returns None if not expire."""
         deadline = now() + timeout
         with self.cond:
             while True:
@@ -226,6 +232,8 @@ class AgentLink:
                     raise Failure("QEMU exited (%s) while waiting for %s" %
                                   (self.qemu.returncode, what))
                 left = deadline - now()
+                if left <= 0 and not expire:
+                    return None
                 if left <= 0:
                     raise Failure("timed out after %.0f s waiting for %s" % (timeout, what))
                 self.cond.wait(min(left, 0.5))
@@ -239,6 +247,13 @@ class AgentLink:
 
     def reply(self, req_id, timeout, what="a reply"):
         return self._wait(what, lambda: self.replies.pop(req_id, None), timeout)
+
+    def first_reply(self, req_ids, timeout, what):
+        """Whichever of the requests is answered first: (id, reply), or None if none is within
+        the timeout (the others stay pending)."""
+        def pick():
+            return next(((i, self.replies.pop(i)) for i in req_ids if i in self.replies), None)
+        return self._wait(what, pick, timeout, expire=False)
 
     def event(self, name, timeout):
         def pick():
@@ -308,6 +323,14 @@ class Worker:
                           (self.name, kind, path, r["error"]))
         return r
 
+    def kill(self):
+        """SIGKILL: a pending request of this worker is never answered."""
+        r = self.agent.reply(self.agent.send(op="kill", worker=self.name), 30,
+                             "the end of worker %s" % self.name)
+        if not r["ok"]:
+            raise Failure("%s: no such worker to kill" % self.name)
+        return r
+
     def close(self, path):
         r = self.call("close", file=path)
         if not r["ok"]:
@@ -355,14 +378,15 @@ class Rig:
         return os.path.join(self.work, name)
 
     def start_ganesha(self, nlm=False):
-        """Ganesha serving MOUNT and NFSv3; with nlm, its own NLM too (scenario 5), which
+        """Ganesha serving MOUNT and NFSv3; with nlm, its own NLM too (scenarios 5 and 11), which
         monitors client hosts through the status monitor that the local rpcbind names."""
         os.makedirs(self.export, exist_ok=True)
         os.chmod(self.export, 0o777)
         conf = self.path("ganesha-nlm.conf" if nlm else "ganesha.conf")
         with open(conf, "w") as f:
             f.write(GANESHA_CONF % {"export": self.export, "nlm": "true" if nlm else "false",
-                                    "recovery": self.path("ganesha-recovery")})
+                                    "recovery": self.path("ganesha-recovery"),
+                                    "components": GANESHA_NLM_LOG if nlm else ""})
         self.ganesha = Process("ganesha", [
             "ganesha.nfsd", "-F", "-f", conf, "-L", self.path("ganesha.log"),
             "-p", self.path("ganesha.pid")], self.path("ganesha.out"))
@@ -388,11 +412,19 @@ class Rig:
         wait_for("program %d to leave rpcbind" % program, lambda: not any(
             rpcinfo_has(program, v, t) for v in (1, 3, 4) for t in ("tcp", "udp")), 10)
 
+    def serve(self, side):
+        """Puts the server side `side` in place, unless it is there already."""
+        if side == GANESHA_NLM:
+            if self.status_monitor is None:
+                self.serve_ganesha_nlm()
+        else:
+            self.serve_nlockd_nlm()
+
     def serve_ganesha_nlm(self):
-        """Scenario 5's server side: Ganesha's own NLM, and nlockd --serve nsm (its own store
-        and admin port) as the host's status monitor in place of rpc.statd. The status monitor
-        comes first, registered with rpcbind, so that Ganesha's SM_UNMON_ALL at its start
-        reaches it."""
+        """The server side of scenarios 5 and 11: Ganesha's own NLM, and nlockd --serve nsm
+        (its own store and admin port) as the host's status monitor in place of rpc.statd. The
+        status monitor comes first, registered with rpcbind, so that Ganesha's SM_UNMON_ALL at
+        its start reaches it."""
         self.stop_checked(self.nlockd)
         self.ganesha.stop()
         self.unregistered(100021)
@@ -601,7 +633,7 @@ class Rig:
 
 GANESHA_CONF = """\
 # NFSv3 only. Without Ganesha's own NLM (Enable_NLM = false), clients find nlockd's nlockmgr
-# through rpcbind; with it (scenario 5), Ganesha is the lock manager and monitors clients
+# through rpcbind; with it (scenarios 5 and 11), Ganesha is the lock manager and monitors clients
 # through the status monitor registered with rpcbind.
 NFS_CORE_PARAM {
     Protocols = 3;
@@ -628,5 +660,12 @@ EXPORT {
 }
 LOG {
     Default_Log_Level = EVENT;
-}
+%(components)s}
+"""
+# With its NLM on, Ganesha logs each NLM request's result ("REQUEST RESULT: nlm4_Lock
+# NLM4_BLOCKED"): the only sign, seen from outside, that a blocking LOCK waits there.
+GANESHA_NLM_LOG = """\
+    COMPONENTS {
+        NLM = DEBUG;
+    }
 """

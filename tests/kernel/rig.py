@@ -9,8 +9,8 @@ import argparse
 import sys
 import traceback
 
-from host import Failure, Rig, now, tail
-from scenarios import OPT_IN, ORDER, SCENARIOS
+from host import USUAL, Failure, Rig, now, tail
+from scenarios import OPT_IN, ORDER, SCENARIOS, SIDE
 
 def main():
     parser = argparse.ArgumentParser()
@@ -48,17 +48,29 @@ def main():
             print("FAIL setup: %s\n%s" % (e, rig.logs()), flush=True)
             print("kernel: 0 passed, %d failed" % len(wanted))
             return 1
-        for key in wanted:
+        for i, key in enumerate(wanted):
             title, fn = SCENARIOS[key]
+            side = SIDE.get(key, USUAL)
+            following = SIDE.get(wanted[i + 1], USUAL) if i + 1 < len(wanted) else USUAL
             t0 = now()
             try:
+                rig.serve(side)
                 detail = fn(rig)
+                # Scenarios on another server side share one switch; the usual side comes back
+                # after the last of them (both nlockds exiting 0 is part of the scenario).
+                if following != side:
+                    rig.serve(USUAL)
                 passed += 1
                 print("PASS %s %s (%.1f s): %s" % (key, title, now() - t0, detail), flush=True)
             except Failure as e:
                 failed += 1
                 print("FAIL %s %s (%.1f s): %s\n%s" % (key, title, now() - t0, e, rig.logs()),
                       flush=True)
+                try:
+                    rig.serve(USUAL)
+                except Failure as again:
+                    print("kernel: the usual server side does not come back cleanly: %s" % again,
+                          flush=True)
                 rig.settle()
                 if rig.qemu is None or rig.qemu.poll() is not None or not rig.nlockd.alive():
                     # Later scenarios need a running guest and nlockd: bring back what died.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Runs the Linux kernel NFS client scenarios against NLOCKD_BINARY (docs/kernel-rig.md).
-# Usage: tests/kernel/run.sh NLOCKD_BINARY [SCENARIO...]  (1-8; default all but 7: fails today)
+# Usage: tests/kernel/run.sh NLOCKD_BINARY [SCENARIO...]  (1-11, run in the rig's order; default
+# all: docs/kernel-rig.md, "What it checks")
 # Needs root, ip netns, qemu-system-x86, busybox-static, nfs-ganesha(-vfs), rpcbind, nfs-common
 # (scripts/install-deps.sh --test). The guest kernel and initramfs are kept in
 # $NLOCKD_KERNEL_CACHE (default /var/cache/nlockd-kernel-rig), fetched with apt-get on first use.

@@ -1,18 +1,22 @@
 # SPDX-License-Identifier: Apache-2.0
 """The kernel client rig's scenarios (docs/kernel-rig.md, "What it checks"). Each takes the Rig,
 raises Failure, and returns a line of measurements."""
+import errno
 import os
 import re
 import shlex
 import signal
 
-from host import (BOOT_DEADLINE, CALLBACK_DEADLINE, DEFAULT_OPTS, GUEST_ADMIN, GUEST_IP,
-                  GUEST_MNT, GUEST_NAME, SERVER_IP, TAP, Admin, Failure, Worker, now, run,
-                  wait_for)
+from host import (BOOT_DEADLINE, CALLBACK_DEADLINE, DEFAULT_OPTS, GANESHA_NLM, GUEST_ADMIN,
+                  GUEST_IP, GUEST_MNT, GUEST_NAME, SERVER_IP, STATUS_ADMIN, TAP, Admin, Failure,
+                  Worker, now, run, wait_for)
 
 # An address added to the server's interface while nlockd runs, as an HA move brings the
 # service address to the node that takes over.
 SERVICE_IP = "10.197.0.50"
+# How long the reference (Ganesha's NLM) gets to refuse a request that closes a cycle of waits,
+# ten times the second nlockd has: past it, the processes would wait until someone kills one.
+REFERENCE_DEADLOCK_WAIT = 10.0
 
 
 def locks_and_grant(rig, label, opts, server=SERVER_IP):
@@ -106,6 +110,141 @@ def scenario_service_address(rig):
             " %s/" % SERVICE_IP) < 0:
         run(["ip", "addr", "add", SERVICE_IP + "/24", "dev", TAP])
     return locks_and_grant(rig, "svc", DEFAULT_OPTS, server=SERVICE_IP)
+
+
+def deadlock_pair(rig, label):
+    """Two lock owners of the guest, P1 on the first mount and P2 on the second (so that they
+    meet at the server), each with files A and B open."""
+    m1, m2 = rig.mount_pair()
+    p1, p2 = Worker(rig.agent, label + "-p1"), Worker(rig.agent, label + "-p2")
+    files = {}
+    for w, m in ((p1, m1), (p2, m2)):
+        files[w] = ("%s/%s-a" % (m, label), "%s/%s-b" % (m, label))
+        for path in files[w]:
+            w.open(path)
+    return p1, p2, files[p1], files[p2]
+
+
+def the_waiter(rig, svid, blocker):
+    """nlockd's one waiter: svid's queued request, blocked by blocker's lock alone, and blocker
+    waits for nothing; a Failure otherwise."""
+    waiters = rig.admin.waiters()
+    ok = (len(waiters) == 1 and waiters[0]["svid"] == svid and not waiters[0]["granted"] and
+          [b["svid"] for b in waiters[0]["blocked_by"]] == [blocker] and
+          not waiters[0]["blocked_by"][0]["waiting"])
+    if not ok:
+        raise Failure("nlockd's wait-for view should show P1 (svid %d) waiting for P2 (svid %d) "
+                      "alone, P2 waiting for nothing: %s" % (svid, blocker, waiters))
+
+
+def scenario_deadlock(rig):
+    """Two processes lock files A and B in opposite orders with F_SETLKW: P1 holds A and waits
+    at nlockd for B, which P2 holds; P2's F_SETLKW on A would close the cycle and is refused
+    with EDEADLK (nlm4_deadlck) at once, and nothing else changes: P1 still waits, and gets B
+    by nlockd's GRANTED callback once P2 unlocks it."""
+    p1, p2, (a1, b1), (a2, b2) = deadlock_pair(rig, "deadlock")
+    p1.must_lock(a1, "w")
+    held = wait_for("nlockd to record P1's lock", lambda: rig.admin.locks(), 10)
+    p1_svid = held[0]["svid"]
+    p2.must_lock(b2, "w")
+    held = wait_for("nlockd to record P2's lock", lambda: len(rig.admin.locks()) == 2 and
+                    rig.admin.locks(), 10)
+    p2_svid = next(h["svid"] for h in held if h["svid"] != p1_svid)
+    refused = rig.admin.metric("nlm_deadlocks_refused_total")
+    callbacks = rig.admin.metric("nlm_callbacks_total", result="ok")
+    p1_waits = p1.start("lock", file=b1, type="w", wait=True)
+    wait_for("nlockd to queue P1's request for B", lambda: rig.admin.waiters(), 10)
+    the_waiter(rig, p1_svid, p2_svid)
+    r = p2.finish(p2.start("lock", file=a2, type="w", wait=True), CALLBACK_DEADLINE,
+                  "P2's F_SETLKW on A to be refused (it closes the cycle P1 -> P2 -> P1)")
+    if r["ok"] or r["errno"] != errno.EDEADLK:
+        raise Failure("P2's F_SETLKW on A, which closes the cycle, should fail with EDEADLK: %s" %
+                      (r.get("error") or "granted"))
+    edeadlk_ms = (r["t1"] - r["t0"]) * 1000
+    if edeadlk_ms > 1000:
+        raise Failure("EDEADLK came %.0f ms after P2's F_SETLKW, not within a second" %
+                      edeadlk_ms)
+    counted = rig.admin.metric("nlm_deadlocks_refused_total") - refused
+    if counted != 1:
+        raise Failure("nlm_deadlocks_refused_total went up by %d, not 1" % counted)
+    # Nothing else changed: P1 still waits for P2 alone, and P2's refused request is not queued.
+    the_waiter(rig, p1_svid, p2_svid)
+    unlock = p2.must_lock(b2, "u")
+    granted = p1.finish(p1_waits, CALLBACK_DEADLINE, "P1's F_SETLKW on B after P2's unlock")
+    if not granted["ok"]:
+        raise Failure("P1's F_SETLKW on B failed: %s" % granted["error"])
+    if granted["t1"] < unlock["t0"]:
+        raise Failure("P1's F_SETLKW on B returned before P2 unlocked B")
+    grant_ms = (granted["t1"] - unlock["t0"]) * 1000
+    wait_for("nlockd to count the acknowledged GRANTED callback",
+             lambda: rig.admin.metric("nlm_callbacks_total", result="ok") > callbacks, 10)
+    held = rig.admin.locks()
+    if len(held) != 2 or any(h["svid"] != p1_svid for h in held):
+        raise Failure("P1 should hold A and B at nlockd, and nobody else anything: %s" % held)
+    for w, paths in ((p1, (a1, b1)), (p2, (a2, b2))):
+        for path in paths:
+            w.close(path)
+    wait_for("the guest's locks to be gone at nlockd", lambda: not rig.admin.locks(), 10)
+    return ("EDEADLK %.0f ms after P2's F_SETLKW (nlm_deadlocks_refused_total +1); P1's "
+            "F_SETLKW granted %.0f ms after P2's unlock" % (edeadlk_ms, grant_ms))
+
+
+def ganesha_blocked(rig):
+    """How many LOCKs Ganesha's NLM answered NLM4_BLOCKED (its NLM debug log)."""
+    with open(rig.path("ganesha.log"), errors="replace") as f:
+        return f.read().count("REQUEST RESULT: nlm4_Lock NLM4_BLOCKED")
+
+
+def scenario_deadlock_reference(rig):
+    """Scenario 10 against Ganesha's own NLM, the rig's reference lock manager: what it does is
+    recorded, not judged. Without a deadlock check both F_SETLKW wait; past a bound the rig
+    breaks the cycle as an operator would, with kill -9 of P2, and P1 should then get B."""
+    p1, p2, (a1, b1), (a2, b2) = deadlock_pair(rig, "refdeadlock")
+    p1.must_lock(a1, "w")
+    p2.must_lock(b2, "w")
+    blocked = ganesha_blocked(rig)
+    p1_waits = p1.start("lock", file=b1, type="w", wait=True)
+    wait_for("Ganesha to answer P1's LOCK for B BLOCKED",
+             lambda: ganesha_blocked(rig) > blocked, 10)
+    p2_waits = p2.start("lock", file=a2, type="w", wait=True)
+    first = rig.agent.first_reply([p1_waits, p2_waits], REFERENCE_DEADLOCK_WAIT,
+                                  "either F_SETLKW of the deadlock")
+    if first is None:
+        outcome = ("no EDEADLK within %.0f s (Ganesha answered %d LOCKs BLOCKED; both "
+                   "F_SETLKW waited)" % (REFERENCE_DEADLOCK_WAIT, ganesha_blocked(rig) - blocked))
+        freed, why, waiter, waits = p2.kill(), "P2 was killed", "P1", p1_waits
+    else:
+        req, r = first
+        who = "P1" if req == p1_waits else "P2"
+        outcome = "%s's F_SETLKW %s after %.0f ms" % (
+            who, "was granted" if r["ok"] else "failed with " + errno.errorcode.get(
+                r["errno"], str(r["errno"])), (r["t1"] - r["t0"]) * 1000)
+        # The refused process gives up the lock it holds, and the other's should be granted.
+        if who == "P2":
+            freed, why, waiter, waits = p2.must_lock(b2, "u"), "P2 unlocked B", "P1", p1_waits
+        else:
+            freed, why, waiter, waits = p1.must_lock(a1, "u"), "P1 unlocked A", "P2", p2_waits
+    granted = rig.agent.first_reply([waits], CALLBACK_DEADLINE, waiter + "'s F_SETLKW")
+    if granted is None:
+        after = "%s not granted within %.0f s after %s" % (waiter, CALLBACK_DEADLINE, why)
+    elif granted[1]["ok"]:
+        after = "%s granted %.0f ms after %s" % (
+            waiter, (granted[1]["t1"] - freed["t0"]) * 1000, why)
+    else:
+        after = "%s's F_SETLKW failed after %s: %s" % (waiter, why, granted[1]["error"])
+    # Whatever happened, nothing stays held: both processes end (a pending F_SETLKW cannot be
+    # closed away), and a new owner takes both files. Their locks go asynchronously as they
+    # exit: the new owner retries for a while.
+    for w in (p1, p2) if first is not None else (p1,):
+        w.kill()
+    q = Worker(rig.agent, "refdeadlock-q")
+    q.open(a1)
+    q.open(b1)
+    wait_for("A and B to be free at Ganesha", lambda: q.lock(a1, "w")["ok"] and
+             q.lock(b1, "w")["ok"], 10, interval=0.2)
+    q.close(a1)
+    q.close(b1)
+    return "reference (Ganesha's NLM): %s; %s" % (outcome, after)
 
 
 def scenario_restart(rig):
@@ -394,18 +533,12 @@ def nlm_beside_statd(rig):
 
 
 def scenario_ganesha_nlm(rig):
-    """Ganesha's own NLM with nlockd --serve nsm as the server's status monitor: Ganesha
-    monitors the client through it (SM_MON over loopback TCP); the client loses power holding a
-    lock; its restart notification reaches nlockd, which calls Ganesha's procedure 16 from a
-    privileged loopback port, and Ganesha releases the lock."""
-    status = rig.serve_ganesha_nlm()
-    try:
-        return ganesha_nlm_reboot(rig, status)
-    finally:
-        rig.serve_nlockd_nlm()
-
-
-def ganesha_nlm_reboot(rig, status):
+    """Ganesha's own NLM with nlockd --serve nsm as the server's status monitor (the rig
+    switches the server side, SIDE): Ganesha monitors the client through it (SM_MON over
+    loopback TCP); the client loses power holding a lock; its restart notification reaches
+    nlockd, which calls Ganesha's procedure 16 from a privileged loopback port, and Ganesha
+    releases the lock."""
+    status = Admin(STATUS_ADMIN)
     m1, m2 = rig.mount_pair()
     a, b = Worker(rig.agent, "gnlm-a"), Worker(rig.agent, "gnlm-b")
     held_path, other = m1 + "/ganesha-nlm", m2 + "/ganesha-nlm"
@@ -490,6 +623,10 @@ SCENARIOS = {
     "6": ("the same over UDP mounts where the kernel has them", scenario_locks_udp),
     "9": ("the same through a service address added after start (callback from it)",
           scenario_service_address),
+    "10": ("deadlock of two processes through two mounts: EDEADLK, then the other's grant",
+           scenario_deadlock),
+    "11": ("the same deadlock against Ganesha's own NLM (reference: recorded, not judged)",
+           scenario_deadlock_reference),
     "2": ("nlockd kill -9 and restart: kernel reclaims", scenario_restart),
     "3": ("guest power-off and reboot: sm-notify releases its locks", scenario_reboot),
     "4": ("nlockd --serve nsm as the guest's status monitor: callback, reclaim, reboot",
@@ -501,6 +638,9 @@ SCENARIOS = {
     "8": ("nlockd --serve nlm beside the server's rpc.statd: callback releases, restart reclaims",
           scenario_nlm_beside_statd),
 }
-ORDER = ["1", "9", "6", "2", "3", "8", "4", "7", "5"]
+ORDER = ["1", "10", "9", "6", "2", "3", "8", "4", "7", "5", "11"]
+# The server side each scenario needs, when not the usual one: the rig switches before the
+# first of a run of them and back after the last (scenarios 5 and 11 share one switch).
+SIDE = {"5": GANESHA_NLM, "11": GANESHA_NLM}
 # Scenarios run only when named (none today).
 OPT_IN = set()
