@@ -35,7 +35,7 @@ for _ in $(seq 300); do
   kill -0 "$pid" 2>/dev/null || { cat "$log" >&2; exit 1; }
   sleep 0.1
 done
-admin_port=$(sed -n 's/.*nlockd admin listening address=[^ ]* port=\([0-9]*\).*/\1/p' "$log")
+admin_port=$(sed -n 's/.*nlockd admin listening" address=[^ ]* port=\([0-9]*\).*/\1/p' "$log")
 curl -fsS "http://127.0.0.1:$admin_port/metrics" | sed -n 's/^# TYPE \([a-z_:]*\) .*/\1/p' |
   sort -u >"$scratch/exported"
 # The HA gauges, registered when the service runs with ha.

@@ -110,8 +110,8 @@ for _ in $(seq 200); do
   kill -0 "$daemon_pid" 2>/dev/null || fail "the installed nlockd exited"
   sleep 0.1
 done
-port=$(sed -n 's/.*nlockd listening address=[^ ]* port=\([0-9]*\).*/\1/p' "$log")
-admin_port=$(sed -n 's/.*nlockd admin listening address=[^ ]* port=\([0-9]*\).*/\1/p' "$log")
+port=$(sed -n 's/.*nlockd listening" address=[^ ]* port=\([0-9]*\).*/\1/p' "$log")
+admin_port=$(sed -n 's/.*nlockd admin listening" address=[^ ]* port=\([0-9]*\).*/\1/p' "$log")
 [[ -n "$port" && -n "$admin_port" ]] || fail "the installed nlockd did not start"
 [[ $(ps -o user= -p "$daemon_pid") == nlockd ]] || fail "nlockd does not run as user nlockd"
 

@@ -118,8 +118,9 @@ int main(int argc, char** argv) {
   app.add_option("--workload", workload_name,
                  "fixed (the --program/--version/--procedure/--args-hex call, default NULL) or "
                  "nlm4-lock-unlock (LOCK then UNLOCK of a distinct range per lane) or "
-                 "nlm4-test (TEST against a file holding --file-locks locks)")
-      ->check(CLI::IsMember({"fixed", "nlm4-lock-unlock", "nlm4-test"}));
+                 "nlm4-test (TEST against a file holding --file-locks locks) or "
+                 "nlm4-block-cancel (blocking LOCK then CANCEL behind a holder of the file)")
+      ->check(CLI::IsMember({"fixed", "nlm4-lock-unlock", "nlm4-test", "nlm4-block-cancel"}));
   app.add_option("--file-locks", file_locks,
                  "nlm4-test: locks held on the tested file, one run each (default 1,100000)")
       ->delimiter(',');
@@ -142,13 +143,31 @@ int main(int argc, char** argv) {
                     pipelines, duration, warmup, json, file_locks, run);
   }
   for (size_t pipeline : pipelines) {
-    nlockd::bench::NlmLockUnlockWorkload nlm(pipeline, run++);
-    nlockd::bench::Workload& workload =
-        workload_name == "fixed" ? static_cast<nlockd::bench::Workload&>(fixed) : nlm;
     for (size_t count : connections) {
+      nlockd::bench::NlmLockUnlockWorkload lock_unlock(pipeline, run);
+      nlockd::bench::NlmBlockCancelWorkload block_cancel(pipeline, run);
+      ++run;  // a file of its own per run: waiters left by the last one stay queued there
+      nlockd::bench::Workload& workload = workload_name == "nlm4-lock-unlock"
+                                              ? static_cast<nlockd::bench::Workload&>(lock_unlock)
+                                          : workload_name == "nlm4-block-cancel"
+                                              ? static_cast<nlockd::bench::Workload&>(block_cancel)
+                                              : fixed;
       nlockd::bench::LoadOptions options;
       options.target = asio::ip::make_address(target.substr(0, colon));
       options.port = static_cast<uint16_t>(std::stoi(target.substr(colon + 1)));
+      if (workload_name == "nlm4-block-cancel") {
+        nlockd::bench::FixedWorkload holder(block_cancel.HolderLock());
+        nlockd::bench::LoadOptions once = options;
+        once.connections = 1;
+        once.pipeline = 1;
+        once.warmup = std::chrono::milliseconds(0);
+        once.duration = std::chrono::seconds(10);
+        once.max_calls = 1;
+        if (nlockd::bench::RunLoad(once, holder).calls != 1) {
+          std::cerr << "the holder's LOCK was not answered\n";
+          return EXIT_FAILURE;
+        }
+      }
       options.connections = count;
       options.pipeline = pipeline;
       options.duration = std::chrono::milliseconds(static_cast<int64_t>(duration * 1000));

@@ -46,6 +46,45 @@ bool NlmLockUnlockWorkload::Check(const CallSpec& /*call*/, std::span<const uint
   return nlm::Decode(dec, nlm::NLM4_VERS, res) && res.stat == nlm::NLM4_GRANTED;
 }
 
+CallSpec NlmBlockCancelWorkload::Next(size_t connection, size_t lane, uint64_t seq) {
+  size_t owner = connection * pipeline_ + lane;
+  nlm::nlm4_lock lock;
+  lock.caller_name = "load-" + std::to_string(connection);
+  lock.fh = BenchFile(run_);
+  lock.svid = static_cast<int32_t>(owner + 1);
+  lock.oh = std::to_string(lock.svid) + "@" + lock.caller_name;
+  lock.l_offset = owner * 4096;
+  lock.l_len = 4096;
+  CallSpec call{nlm::NLM_PROG, nlm::NLM4_VERS, 0, {}};
+  xdr::Encoder enc(call.args);
+  std::string cookie = SeqCookie(seq);
+  if (seq % 2 == 0) {
+    call.procedure = nlm::NLM_LOCK;
+    nlm::Encode(enc, nlm::NLM4_VERS,
+                nlm::nlm4_lockargs{cookie, true, true, std::move(lock), false, 1});
+  } else {
+    call.procedure = nlm::NLM_CANCEL;
+    nlm::Encode(enc, nlm::NLM4_VERS, nlm::nlm4_cancargs{cookie, true, true, std::move(lock)});
+  }
+  return call;
+}
+
+bool NlmBlockCancelWorkload::Check(const CallSpec& call, std::span<const uint8_t> result) {
+  nlm::nlm4_res res;
+  xdr::Decoder dec(result);
+  if (!nlm::Decode(dec, nlm::NLM4_VERS, res)) return false;
+  return res.stat == (call.procedure == nlm::NLM_LOCK ? nlm::NLM4_BLOCKED : nlm::NLM4_GRANTED);
+}
+
+CallSpec NlmBlockCancelWorkload::HolderLock() const {
+  nlm::nlm4_lock lock{"holder", BenchFile(run_), "1@holder", 1, 0, 0};
+  CallSpec call{nlm::NLM_PROG, nlm::NLM4_VERS, nlm::NLM_LOCK, {}};
+  xdr::Encoder enc(call.args);
+  nlm::Encode(enc, nlm::NLM4_VERS,
+              nlm::nlm4_lockargs{SeqCookie(0), false, true, std::move(lock), false, 1});
+  return call;
+}
+
 CallSpec NlmFillWorkload::Next(size_t /*connection*/, size_t /*lane*/, uint64_t /*seq*/) {
   const uint64_t index = next_++;
   nlm::nlm4_lock lock{"fill", BenchFile(run_), "1@fill", 1, index * 2, 1};

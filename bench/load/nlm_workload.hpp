@@ -25,6 +25,24 @@ class NlmLockUnlockWorkload : public Workload {
   uint64_t run_;
 };
 
+// NLM version 4 blocking LOCK then CANCEL, over and over: a holder (HolderLock) has the whole
+// file, so that each lane's LOCK waits (BLOCKED) and its CANCEL withdraws the wait (GRANTED).
+// Every LOCK queues a waiter while the other lanes' waiters are queued, so the server runs its
+// deadlock check on each one; nothing is journaled and no grant is ever sent.
+class NlmBlockCancelWorkload : public Workload {
+ public:
+  NlmBlockCancelWorkload(size_t pipeline, uint64_t run) : pipeline_(pipeline), run_(run) {}
+  std::string name() const override { return "NLM4 blocking LOCK+CANCEL"; }
+  CallSpec Next(size_t connection, size_t lane, uint64_t seq) override;
+  bool Check(const CallSpec& call, std::span<const uint8_t> result) override;
+  // The holder's LOCK of the whole file, to send once before the run.
+  CallSpec HolderLock() const;
+
+ private:
+  size_t pipeline_;
+  uint64_t run_;
+};
+
 // NLM version 4 LOCKs that fill one file with `locks` one-byte exclusive locks of one owner, at
 // every other byte (so that they never merge): the prefill of NlmTestWorkload.
 class NlmFillWorkload : public Workload {

@@ -65,6 +65,9 @@ struct NLOCKD_EXPORT Options {
   bool nlm_granted_msg = true;
   // Client hosts monitored and holding state at once.
   size_t max_hosts = 10'000;
+  // Refuse a blocking lock that would close a wait-for cycle (NLM4_DEADLCK; DENIED before
+  // version 4), as Linux lockd does through the VFS. false: such a request waits, for ever.
+  bool nlm_deadlock_detection = true;
 
   // Limits of the listener made by Listen() (hosts with their own transport set their own).
   size_t max_connections = 1024;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "base/logging.hpp"
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -45,6 +46,53 @@ class JournalPriorityFlag : public spdlog::custom_flag_formatter {
   }
   std::unique_ptr<custom_flag_formatter> clone() const override {
     return std::make_unique<JournalPriorityFlag>();
+  }
+};
+
+// "%&": the message as logfmt. Call sites write "words of the event key=value key=value"
+// (nlockd's convention); the leading words become msg="words of the event" and the fields
+// follow as written, so that a logfmt parser reads every line whole. The first field is the
+// first word that starts a key ([a-z_][a-z0-9_.]*=); a message without free words has no msg.
+class LogfmtMessageFlag : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&,
+              spdlog::memory_buf_t& dest) override {
+    const std::string_view payload(msg.payload.data(), msg.payload.size());
+    const size_t fields = FirstField(payload);
+    std::string_view words = payload.substr(0, fields);
+    while (!words.empty() && words.back() == ' ') words.remove_suffix(1);
+    std::string out;
+    if (!words.empty()) out = "msg=" + LogValue(words);
+    if (fields < payload.size()) {
+      if (!out.empty()) out.push_back(' ');
+      out.append(payload.substr(fields));
+    }
+    dest.append(out.data(), out.data() + out.size());
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<LogfmtMessageFlag>();
+  }
+
+ private:
+  static size_t FirstField(std::string_view text) {
+    size_t start = 0;
+    while (start < text.size()) {
+      size_t end = text.find(' ', start);
+      if (end == std::string_view::npos) end = text.size();
+      if (IsField(text.substr(start, end - start))) return start;
+      start = end + 1;
+    }
+    return text.size();
+  }
+  static bool IsField(std::string_view word) {
+    size_t equals = word.find('=');
+    if (equals == 0 || equals == std::string_view::npos) return false;
+    if (!(std::islower(static_cast<unsigned char>(word[0])) || word[0] == '_')) return false;
+    for (char c : word.substr(0, equals)) {
+      auto byte = static_cast<unsigned char>(c);
+      if (!(std::islower(byte) || std::isdigit(byte) || c == '_' || c == '.')) return false;
+    }
+    return true;
   }
 };
 
@@ -115,13 +163,14 @@ LogFormat DetectLogFormat() {
 std::shared_ptr<spdlog::logger> MakeLogger(spdlog::sink_ptr sink, spdlog::level::level_enum level,
                                            LogFormat format) {
   auto logger = std::make_shared<spdlog::logger>("nlockd", std::move(sink));
+  auto formatter = std::make_unique<spdlog::pattern_formatter>();
+  formatter->add_flag<JournalPriorityFlag>('*').add_flag<LogfmtMessageFlag>('&');
   if (format == LogFormat::kJournal) {
-    auto formatter = std::make_unique<spdlog::pattern_formatter>();
-    formatter->add_flag<JournalPriorityFlag>('*').set_pattern("%*level=%l %v");
-    logger->set_formatter(std::move(formatter));
+    formatter->set_pattern("%*level=%l %&");
   } else {
-    logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e%z level=%l %v");
+    formatter->set_pattern("%Y-%m-%dT%H:%M:%S.%e%z level=%l %&");
   }
+  logger->set_formatter(std::move(formatter));
   logger->set_level(level);
   logger->flush_on(spdlog::level::warn);
   return logger;

@@ -55,8 +55,8 @@ TEST(MakeLogger, JournalFormatHasPriorityPrefixAndNoTimestamp) {
   logger->debug("z");
   logger->flush();
   EXPECT_EQ(out.str(),
-            "<4>level=warning nsm notify failed mon_name=\"a b\"\n<6>level=info x\n"
-            "<3>level=error y\n<7>level=debug z\n");
+            "<4>level=warning msg=\"nsm notify failed\" mon_name=\"a b\"\n<6>level=info msg=x\n"
+            "<3>level=error msg=y\n<7>level=debug msg=z\n");
 
   std::ostringstream plain;
   auto timestamped = MakeLogger(std::make_shared<spdlog::sinks::ostream_sink_mt>(plain),
@@ -64,8 +64,28 @@ TEST(MakeLogger, JournalFormatHasPriorityPrefixAndNoTimestamp) {
   timestamped->info("x");
   timestamped->flush();
   EXPECT_NE(plain.str().find("T"), std::string::npos);
-  EXPECT_NE(plain.str().find(" level=info x\n"), std::string::npos);
+  EXPECT_NE(plain.str().find(" level=info msg=x\n"), std::string::npos);
   EXPECT_NE(plain.str()[0], '<');
+}
+
+// Every line parses as logfmt: the free words of the message become msg=, the fields stay.
+TEST(MakeLogger, TheMessageIsAMsgField) {
+  std::ostringstream out;
+  auto logger = MakeLogger(std::make_shared<spdlog::sinks::ostream_sink_mt>(out),
+                           spdlog::level::info, LogFormat::kJournal);
+  logger->info("nlockd listening address={} port={}", "127.0.0.1", 4045);
+  logger->info("store {} opened (previous run {})", "postgresql://h/db?sslmode=require", "clean");
+  logger->info("nlockd received signal 15; shutting down");
+  logger->info("count={} total={}", 1, 2);
+  logger->info("say \"hi\" to={}", LogValue("a b"));
+  logger->flush();
+  EXPECT_EQ(out.str(),
+            "<6>level=info msg=\"nlockd listening\" address=127.0.0.1 port=4045\n"
+            "<6>level=info msg=\"store postgresql://h/db?sslmode=require opened (previous run "
+            "clean)\"\n"
+            "<6>level=info msg=\"nlockd received signal 15; shutting down\"\n"
+            "<6>level=info count=1 total=2\n"
+            "<6>level=info msg=\"say \\\"hi\\\"\" to=\"a b\"\n");
 }
 
 }  // namespace

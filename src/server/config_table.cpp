@@ -184,6 +184,13 @@ const Setting kSettings[] = {
      "Client hosts monitored and holding state at once; past it new hosts get DENIED_NOLOCKS.",
      [](const SettingValue& v, Config& c) { c.max_hosts = static_cast<size_t>(Int(v)); },
      [](const Config& c) { return Size(c.max_hosts); }, false, false, "N"},
+    {"nlm.deadlock_detection", "--deadlock-detection", SettingType::kBoolean, 0, 0,
+     "Refuse a blocking LOCK that would close a cycle of owners waiting on each other, across "
+     "files and hosts (NLM4_DEADLCK; DENIED in versions 1 and 3), as Linux lockd does: the "
+     "client's F_SETLKW then fails with EDEADLK. false: such a request waits until someone "
+     "gives way.",
+     [](const SettingValue& v, Config& c) { c.nlm_deadlock_detection = Bool(v); },
+     [](const Config& c) -> SettingValue { return c.nlm_deadlock_detection; }},
 
     {"nsm.max_registrations", "--nsm-max-registrations", SettingType::kInteger, 1, kMillion,
      "Monitor registrations (SM_MON, and the client hosts nlockd's NLM monitors) held at most; "

@@ -45,6 +45,7 @@ rpc::ServerOptions RpcOptions(const nlockd::Options& options) {
 lock::LockManagerOptions LockOptions(const nlockd::Options& options) {
   lock::LockManagerOptions out;
   out.max_hosts = options.max_hosts;
+  out.detect_deadlocks = options.nlm_deadlock_detection;
   if (options.grace.count() > 0) out.grace_duration = options.grace;
   out.seed = std::random_device{}();
   return out;

@@ -100,7 +100,7 @@ class HaFaultTest : public HaTopologyTest {
     return nodes_[n].process->LoggedOrWaitFor(std::regex("ha: standby for service"), seconds(20));
   }
   bool WaitActive(int n, milliseconds timeout) {
-    return nodes_[n].process->LoggedOrWaitFor(std::regex("nlockd listening address="), timeout);
+    return nodes_[n].process->LoggedOrWaitFor(std::regex("nlockd listening\" address="), timeout);
   }
 
   // A serving, B standby, the address at A.

@@ -190,7 +190,7 @@ register = false
     return nodes_[n].process->LoggedOrWaitFor(std::regex("ha: standby for service"), seconds(20));
   }
   bool WaitActive(int n, milliseconds timeout) {
-    return nodes_[n].process->LoggedOrWaitFor(std::regex("nlockd listening address="), timeout);
+    return nodes_[n].process->LoggedOrWaitFor(std::regex("nlockd listening\" address="), timeout);
   }
 
   // contrib/keepalived's files for node `n`: the scripts copied (keepalived runs scripts only
@@ -344,7 +344,7 @@ TEST_F(HaRecipesTest, OcfTesterPassesTheNlockdAgent) {
   EXPECT_NE(out.find("started nlockd (pid"), std::string::npos) << out;
   EXPECT_NE(out.find("setpriv --reuid=nobody"), std::string::npos) << out;
   const std::string log = ReadFile(dir_ / Log(0));
-  EXPECT_NE(log.find("nlockd listening address="), std::string::npos) << log;
+  EXPECT_NE(log.find("nlockd listening\" address="), std::string::npos) << log;
   EXPECT_FALSE(AgentPid(0).has_value());
 }
 

@@ -51,7 +51,7 @@ class HaNode {
     std::smatch admin;
     const std::string& output = process_.output();
     if (!std::regex_search(output, admin,
-                           std::regex(R"(nlockd admin listening address=\S+ port=(\d+))"))) {
+                           std::regex(R"(nlockd admin listening" address=\S+ port=(\d+))"))) {
       return 0;
     }
     return static_cast<uint16_t>(std::stoi(admin[1]));
@@ -64,13 +64,13 @@ class HaNode {
   // Waits until it serves; false after `timeout`.
   bool WaitActive(milliseconds timeout) {
     auto match =
-        process_.WaitForLine(std::regex(R"(nlockd listening address=\S+ port=(\d+))"), timeout);
+        process_.WaitForLine(std::regex(R"(nlockd listening" address=\S+ port=(\d+))"), timeout);
     if (!match) return false;
     port_ = static_cast<uint16_t>(std::stoi((*match)[1]));
     std::smatch admin;
     const std::string& output = process_.output();
     if (std::regex_search(output, admin,
-                          std::regex(R"(nlockd admin listening address=\S+ port=(\d+))"))) {
+                          std::regex(R"(nlockd admin listening" address=\S+ port=(\d+))"))) {
       admin_port_ = static_cast<uint16_t>(std::stoi(admin[1]));
     }
     return true;

@@ -72,7 +72,7 @@ TEST_F(NlmFreeAll, AnotherHostCannotFreeAHostByItsNameOrAddress) {
   EXPECT_TRUE(FreeAll(b_, port, a_));
   EXPECT_EQ(BTries(), "stat=denied") << nlockd_.process().output();
   EXPECT_TRUE(nlockd_.process().WaitForLine(
-      std::regex("FREE_ALL name=hosta from " + std::regex_replace(b_, std::regex("\\."), "\\.") +
+      std::regex("FREE_ALL\" name=hosta from " + std::regex_replace(b_, std::regex("\\."), "\\.") +
                  " refused"),
       kTimeout))
       << nlockd_.process().output();

@@ -529,5 +529,15 @@ TEST_F(NlmBetweenHosts, AChainAcrossHostsThatIsNotACycleWaits) {
   EXPECT_EQ(hosts().nlockd().Stop(), 0);
 }
 
+// nlm.deadlock_detection = false: the request that closes the cycle waits like any other.
+TEST_F(NlmBetweenHosts, WithDetectionOffTheRequestThatClosesACycleWaits) {
+  ASSERT_TRUE(hosts().StartNlockd({"--deadlock-detection", "false"}));
+  EXPECT_EQ(RunOne(1, Op("lock", 1, 1, "fh=f offset=0 length=1")), "lock stat=granted");
+  EXPECT_EQ(RunOne(2, Op("lock", 2, 2, "fh=g offset=0 length=1")), "lock stat=granted");
+  EXPECT_EQ(RunOne(1, Op("lock", 1, 1, "fh=g offset=0 length=1 block=1")), "lock stat=blocked");
+  EXPECT_EQ(RunOne(2, Op("lock", 2, 2, "fh=f offset=0 length=1 block=1")), "lock stat=blocked");
+  EXPECT_EQ(hosts().nlockd().Stop(), 0);
+}
+
 }  // namespace
 }  // namespace nlockd::integration

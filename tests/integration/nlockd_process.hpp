@@ -43,7 +43,7 @@ class NlockdProcess {
       argv.insert(argv.end(), {"--admin-open-writes", "true"});
     }
     process_ = std::make_unique<testutil::Subprocess>(netns ? netns->Wrap(argv) : argv);
-    auto match = process_->WaitForLine(std::regex(R"(nlockd listening address=\S+ port=(\d+))"),
+    auto match = process_->WaitForLine(std::regex(R"(nlockd listening" address=\S+ port=(\d+))"),
                                        std::chrono::seconds(20));
     if (!match) {
       ADD_FAILURE() << "nlockd did not start:\n" << process_->output();
@@ -51,7 +51,7 @@ class NlockdProcess {
     }
     port_ = static_cast<uint16_t>(std::stoi((*match)[1]));
     // Logged before the line above, unless the admin server is off.
-    const std::regex admin_line(R"(nlockd admin listening address=\S+ port=(\d+))");
+    const std::regex admin_line(R"(nlockd admin listening" address=\S+ port=(\d+))");
     std::smatch admin;
     const std::string& output = process_->output();
     if (std::regex_search(output, admin, admin_line)) {

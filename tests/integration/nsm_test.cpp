@@ -87,7 +87,7 @@ TEST(NsmRpcgen, EveryProcedureOverUdpAndTcp) {
   }
   auto& output = nlockd->process();
   EXPECT_TRUE(
-      output.WaitForLine(std::regex("SM_NOTIFY mon_name=client-b .* not monitored"), kWait));
+      output.WaitForLine(std::regex("SM_NOTIFY\" mon_name=client-b .* not monitored"), kWait));
   EXPECT_EQ(nlockd->Stop(), 0);
 }
 
@@ -273,7 +273,7 @@ TEST_F(NsmBetweenHosts, SighupAppliesANewAllowlistWithoutARestart) {
   std::ofstream(config) << "[nsm]\nallowlist = [\"" << NsmHosts::ClientAddress(1) << "\"]\n";
   ASSERT_EQ(kill(hosts().nlockd().process().pid(), SIGHUP), 0);
   auto reloaded = hosts().nlockd().process().WaitForLine(
-      std::regex(R"(nlockd reloaded config=\S+ applied=(\S*) needs_restart=(\S*))"), kWait);
+      std::regex(R"(nlockd reloaded" config=\S+ applied=(\S*) needs_restart=(\S*))"), kWait);
   ASSERT_TRUE(reloaded) << hosts().nlockd().process().output();
   EXPECT_EQ((*reloaded)[1], "nsm.allowlist");
   EXPECT_EQ((*reloaded)[2], "\"\"") << "an empty value is quoted";
@@ -347,7 +347,7 @@ TEST_F(NsmBetweenHosts, SmNotifyFromARebootedClientReleasesItsLocksAndGrantsTheW
                        << hosts().nlockd().process().output();
   EXPECT_EQ((*granted)[1].str(), "2");
   EXPECT_TRUE(hosts().nlockd().process().WaitForLine(
-      std::regex("nsm host 10.198.1.2 rebooted: SM_NOTIFY mon_name=client1 state=3 from "
+      std::regex("nsm host 10.198.1.2 rebooted: SM_NOTIFY\" mon_name=client1 state=3 from "
                  "10.198.1.2"),
       kWait));
   // Client 1's lock is gone: client 2 holds the range now.
@@ -544,7 +544,7 @@ TEST(NsmNames, LookupsForUnknownNamesDoNotHoldUpAMonitoredHostsNotification) {
   ASSERT_TRUE(
       client->Call(to, BuildCall(3, kSmProg, 1, 6, rebooted.bytes()), std::chrono::seconds(5)));
   ASSERT_TRUE(nlockd.process().WaitForLine(
-      std::regex("nsm host client.test rebooted: SM_NOTIFY mon_name=client.test state=5 from "
+      std::regex("nsm host client.test rebooted: SM_NOTIFY\" mon_name=client.test state=5 from "
                  "127.0.0.5"),
       kWait))
       << nlockd.process().output();

@@ -65,7 +65,7 @@ TEST(RecoveryGrace, AHostThatNeverAnswersLosesItsRestoredLocksAfterItsRetries) {
       kWait))
       << nlockd->process().output();
   auto ended = WaitForLog(
-      *nlockd, std::regex(R"(grace period ended reason=(\S+) reclaimed=(\d+) dropped=(\d+))"),
+      *nlockd, std::regex(R"(grace period ended" reason=(\S+) reclaimed=(\d+) dropped=(\d+))"),
       kWait);
   ASSERT_TRUE(ended) << nlockd->process().output();
   EXPECT_EQ((*ended)[1], "all-reclaimed");
@@ -145,7 +145,7 @@ TEST(RecoveryGrace, NewLocksOnRestoredRangesWaitForGraceAndLateReclaimsAreRefuse
   json ended = admin.Post("/api/v1/grace/end");
   EXPECT_EQ(ended["active"], false) << ended.dump();
   EXPECT_EQ(ended["last_end_reason"], "admin") << ended.dump();
-  EXPECT_TRUE(WaitForLog(*nlockd, std::regex("grace period ended reason=admin"), kWait))
+  EXPECT_TRUE(WaitForLog(*nlockd, std::regex("grace period ended\" reason=admin"), kWait))
       << nlockd->process().output();
   EXPECT_EQ(LockAll(1, port, /*reclaim=*/true, state),
             "stat=denied_grace_period stat=denied_grace_period");

@@ -47,7 +47,7 @@ TEST(RecoveryRelease, RestoredLocksOfAHostThatRebootsAreDroppedNotReclaimed) {
   const std::string host = LoopbackPeers::Address(1);
   ASSERT_TRUE(NotifyFrom(host, nlockd->port(), host, 3)) << nlockd->process().output();
   auto ended = WaitForLog(
-      *nlockd, std::regex(R"(grace period ended reason=(\S+) reclaimed=(\d+) dropped=(\d+))"),
+      *nlockd, std::regex(R"(grace period ended" reason=(\S+) reclaimed=(\d+) dropped=(\d+))"),
       kWait);
   ASSERT_TRUE(ended) << nlockd->process().output();
   EXPECT_EQ((*ended)[1], "all-reclaimed") << "nothing is left to wait for";

@@ -50,7 +50,7 @@ void ExpectNotified(const std::map<std::string, LoopbackPeers::Notification>& no
 
 void ExpectGraceEndedEarly(NlockdProcess& nlockd, size_t restored) {
   auto ended =
-      WaitForLog(nlockd, std::regex(R"(grace period ended reason=(\S+) reclaimed=(\d+))"), kWait);
+      WaitForLog(nlockd, std::regex(R"(grace period ended" reason=(\S+) reclaimed=(\d+))"), kWait);
   ASSERT_TRUE(ended) << nlockd.process().output();
   EXPECT_EQ((*ended)[1], "all-reclaimed");
   EXPECT_EQ((*ended)[2], std::to_string(restored));
@@ -68,7 +68,7 @@ TEST(RecoveryRestart, AfterKill9EveryHostIsNotifiedReclaimsAndGraceEndsEarly) {
   auto first = StartNlockd(store, peers.statd_port(), kGraceSeconds);
   ASSERT_NE(first->port(), 0);
   // A new store recorded nothing: no grace at all.
-  EXPECT_TRUE(WaitForLog(*first, std::regex("grace period none reason="), kWait))
+  EXPECT_TRUE(WaitForLog(*first, std::regex("grace period none\" reason="), kWait))
       << first->process().output();
   auto [before, old_state] = HoldLocks(*first, kHosts);
   Crash(*first);
@@ -76,7 +76,7 @@ TEST(RecoveryRestart, AfterKill9EveryHostIsNotifiedReclaimsAndGraceEndsEarly) {
   auto nlockd = StartNlockd(store, peers.statd_port(), kGraceSeconds);
   ASSERT_NE(nlockd->port(), 0);
   auto started = WaitForLog(
-      *nlockd, std::regex(R"(grace period started mode=(\S+) seconds=(\d+) restored_locks=(\d+))"),
+      *nlockd, std::regex(R"(grace period started" mode=(\S+) seconds=(\d+) restored_locks=(\d+))"),
       kWait);
   ASSERT_TRUE(started) << nlockd->process().output();
   EXPECT_EQ((*started)[1], "fine-grained");
@@ -132,7 +132,7 @@ TEST(RecoveryRestart, AfterAHostCrashTheTableMayBeIncompleteSoGraceIsClassic) {
   auto nlockd = StartNlockd(store, peers.statd_port(), kGraceSeconds, {"--grace-floor", "1"});
   ASSERT_NE(nlockd->port(), 0);
   auto started = WaitForLog(
-      *nlockd, std::regex(R"(grace period started mode=(\S+) seconds=\d+ restored_locks=(\d+))"),
+      *nlockd, std::regex(R"(grace period started" mode=(\S+) seconds=\d+ restored_locks=(\d+))"),
       kWait);
   ASSERT_TRUE(started) << nlockd->process().output();
   EXPECT_EQ((*started)[1], "classic");

@@ -102,7 +102,7 @@ class Roles : public ::testing::Test {
     EXPECT_EQ(denied[0].rfind("test stat=denied", 0), 0u) << denied[0];
     monitored();
     ClientRebooted(5);
-    EXPECT_TRUE(nlm->WaitForLine(std::regex("nlm released host=" + Client() + " locks=1"), kWait))
+    EXPECT_TRUE(nlm->WaitForLine(std::regex("nlm released\" host=" + Client() + " locks=1"), kWait))
         << nlm->output();
     EXPECT_EQ(nlm->output().find("refused: not loopback with a reserved port"), std::string::npos)
         << nlm->output();
@@ -186,7 +186,7 @@ TEST_F(Roles, NlmAloneBesideNlockdServingNsmAlone) {
   LockIsReleasedByTheClientsReboot(nlm, [&] {
     // my_id = (nlockd's name, NLM version 4, procedure 16), mon_name = NLM's host key.
     EXPECT_TRUE(nsm->WaitForLine(
-        std::regex("nsm monitoring mon_name=" + Client() + " for " + Server() + "/100021/4/16"),
+        std::regex("nsm monitoring\" mon_name=" + Client() + " for " + Server() + "/100021/4/16"),
         kWait))
         << nsm->output();
   });

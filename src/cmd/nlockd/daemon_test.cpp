@@ -172,7 +172,7 @@ TEST(NlockdDaemon, SighupReloadsLogLevelAndTokenAndNamesKeysNeedingARestart) {
       "log_level = \"info\"\ngrace = 0\n[admin]\ntoken_file = \"" + token + "\"\n";
   std::string config = dir.File("nlockd.toml", config_text);
   Subprocess daemon(Daemon({"--config", config}));
-  auto admin = daemon.WaitForLine(std::regex(R"(nlockd admin listening address=\S+ port=(\d+))"),
+  auto admin = daemon.WaitForLine(std::regex(R"(nlockd admin listening" address=\S+ port=(\d+))"),
                                   seconds(20));
   ASSERT_TRUE(admin) << daemon.output();
   int port = std::stoi((*admin)[1]);
@@ -190,7 +190,7 @@ TEST(NlockdDaemon, SighupReloadsLogLevelAndTokenAndNamesKeysNeedingARestart) {
            "log_level = \"debug\"\ngrace = 5\n[admin]\ntoken_file = \"" + token + "\"\n");
   ASSERT_EQ(kill(daemon.pid(), SIGHUP), 0);
   auto reloaded = daemon.WaitForLine(
-      std::regex(R"(nlockd reloaded config=\S+ applied=(\S+) needs_restart=(\S+))"), seconds(10));
+      std::regex(R"(nlockd reloaded" config=\S+ applied=(\S+) needs_restart=(\S+))"), seconds(10));
   ASSERT_TRUE(reloaded) << daemon.output();
   EXPECT_EQ((*reloaded)[1], "log_level,admin.token");
   EXPECT_EQ((*reloaded)[2], "grace");
@@ -221,7 +221,7 @@ TEST(NlockdDaemon, AdminWritesNeedATokenUnlessOpened) {
     std::vector<std::string> args{"--grace", "0"};
     args.insert(args.end(), c.args.begin(), c.args.end());
     Subprocess daemon(Daemon(args));
-    auto admin = daemon.WaitForLine(std::regex(R"(nlockd admin listening address=\S+ port=(\d+))"),
+    auto admin = daemon.WaitForLine(std::regex(R"(nlockd admin listening" address=\S+ port=(\d+))"),
                                     seconds(20));
     ASSERT_TRUE(admin) << daemon.output();
     int port = std::stoi((*admin)[1]);  // Before the output (which the match points into) grows.
@@ -365,7 +365,7 @@ TEST(NlockdDaemon, SighupKeepsTheTokenOfAPublicAdminServer) {
                                 "memory:",     "--listen", "127.0.0.1:0", "--rpcbind-register",
                                 "false"};
   Subprocess daemon(argv);
-  auto admin = daemon.WaitForLine(std::regex(R"(nlockd admin listening address=\S+ port=(\d+))"),
+  auto admin = daemon.WaitForLine(std::regex(R"(nlockd admin listening" address=\S+ port=(\d+))"),
                                   seconds(20));
   ASSERT_TRUE(admin) << daemon.output();
   int port = std::stoi((*admin)[1]);
@@ -443,7 +443,8 @@ TEST(NlockdDaemon, LogFileIsReopenedOnSigusr1) {
   for (int i = 0; i < 100 && read(log).find("nlockd log file reopened") == std::string::npos; ++i) {
     ASSERT_FALSE(daemon.Wait(std::chrono::milliseconds(100)).has_value()) << daemon.output();
   }
-  EXPECT_NE(read(log).find("nlockd log file reopened path=" + log), std::string::npos) << read(log);
+  EXPECT_NE(read(log).find("nlockd log file reopened\" path=" + log), std::string::npos)
+      << read(log);
   EXPECT_EQ(daemon.Stop(SIGTERM, seconds(20)), 0) << daemon.output();
   EXPECT_NE(read(log).find("nlockd stopped"), std::string::npos) << read(log);
   EXPECT_EQ(read(log + ".1").find("nlockd stopped"), std::string::npos);
@@ -452,7 +453,7 @@ TEST(NlockdDaemon, LogFileIsReopenedOnSigusr1) {
 // /metrics before any call: the process's metrics, the build, and the request series at 0.
 TEST(NlockdDaemon, MetricsArePresentFromTheStart) {
   Subprocess daemon(Daemon({}));
-  auto admin = daemon.WaitForLine(std::regex(R"(nlockd admin listening address=\S+ port=(\d+))"),
+  auto admin = daemon.WaitForLine(std::regex(R"(nlockd admin listening" address=\S+ port=(\d+))"),
                                   seconds(20));
   ASSERT_TRUE(admin) << daemon.output();
   int port = std::stoi((*admin)[1]);
