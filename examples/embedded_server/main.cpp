@@ -8,8 +8,8 @@
 //   embedded_server [--listen ADDR:PORT] [--store URI] [--grace SECONDS]
 //                   [--granted-callback msg|sync] [--admin-listen off]
 //
-// Logs "embedded nlockd listening address=A port=P" once it serves. SIGTERM or SIGINT shut it
-// down cleanly (the store records a clean stop, rpcbind is told).
+// Logs msg="embedded nlockd listening" address=A port=P (logfmt) once it serves. SIGTERM or SIGINT
+// shut it down cleanly (the store records a clean stop, rpcbind is told).
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -407,7 +407,8 @@ int Run(int argc, char** argv) {
   Host host(io, locks);
   asio::co_spawn(io, AcceptLoop(acceptor, host), asio::detached);
   asio::co_spawn(io, UdpLoop(udp_socket, host), asio::detached);
-  std::printf("embedded nlockd listening address=%s port=%u\n", flags.address.c_str(), port);
+  std::printf("msg=\"embedded nlockd listening\" address=%s port=%u\n", flags.address.c_str(),
+              port);
   std::fflush(stdout);
 
   asio::signal_set signals(io, SIGINT, SIGTERM);

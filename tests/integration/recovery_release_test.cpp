@@ -41,7 +41,7 @@ TEST(RecoveryRelease, RestoredLocksOfAHostThatRebootsAreDroppedNotReclaimed) {
   auto nlockd = StartNlockd(store, peers.statd_port(), kGraceSeconds);
   ASSERT_NE(nlockd->port(), 0);
   ASSERT_TRUE(
-      WaitForLog(*nlockd, std::regex(R"(grace period started .* restored_locks=2 )"), kWait))
+      WaitForLog(*nlockd, std::regex(R"(grace period started" .* restored_locks=2 )"), kWait))
       << nlockd->process().output();
   // Host 1 reboots before it reclaims anything.
   const std::string host = LoopbackPeers::Address(1);
