@@ -17,15 +17,26 @@ std::string SeqCookie(uint64_t seq) {
 
 std::string BenchFile(uint64_t run) { return "nlockd-bench-file-" + std::to_string(run); }
 
-CallSpec NlmLockUnlockWorkload::Next(size_t connection, size_t lane, uint64_t seq) {
-  size_t owner = connection * pipeline_ + lane;
+namespace {
+
+// A lane's own owner (svid) and 4 KiB range of run `run`'s file; lanes of one connection share
+// a caller_name.
+nlm::nlm4_lock LaneLock(size_t connection, size_t lane, size_t pipeline, uint64_t run) {
+  size_t owner = connection * pipeline + lane;
   nlm::nlm4_lock lock;
   lock.caller_name = "load-" + std::to_string(connection);
-  lock.fh = BenchFile(run_);
+  lock.fh = BenchFile(run);
   lock.svid = static_cast<int32_t>(owner + 1);
   lock.oh = std::to_string(lock.svid) + "@" + lock.caller_name;
   lock.l_offset = owner * 4096;
   lock.l_len = 4096;
+  return lock;
+}
+
+}  // namespace
+
+CallSpec NlmLockUnlockWorkload::Next(size_t connection, size_t lane, uint64_t seq) {
+  nlm::nlm4_lock lock = LaneLock(connection, lane, pipeline_, run_);
   CallSpec call{nlm::NLM_PROG, nlm::NLM4_VERS, 0, {}};
   xdr::Encoder enc(call.args);
   std::string cookie = SeqCookie(seq);
@@ -47,14 +58,7 @@ bool NlmLockUnlockWorkload::Check(const CallSpec& /*call*/, std::span<const uint
 }
 
 CallSpec NlmBlockCancelWorkload::Next(size_t connection, size_t lane, uint64_t seq) {
-  size_t owner = connection * pipeline_ + lane;
-  nlm::nlm4_lock lock;
-  lock.caller_name = "load-" + std::to_string(connection);
-  lock.fh = BenchFile(run_);
-  lock.svid = static_cast<int32_t>(owner + 1);
-  lock.oh = std::to_string(lock.svid) + "@" + lock.caller_name;
-  lock.l_offset = owner * 4096;
-  lock.l_len = 4096;
+  nlm::nlm4_lock lock = LaneLock(connection, lane, pipeline_, run_);
   CallSpec call{nlm::NLM_PROG, nlm::NLM4_VERS, 0, {}};
   xdr::Encoder enc(call.args);
   std::string cookie = SeqCookie(seq);
