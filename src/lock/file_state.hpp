@@ -36,6 +36,7 @@ struct HostState {
   // Records (lock entries, shares, waiter records) of the host's owners, per file.
   std::unordered_map<FileState*, uint64_t> files;
   uint64_t owners = 0;
+  uint64_t owner_bytes = 0;  // What its owners cost (LockManager::OwnerBytes), all together.
 };
 
 }  // namespace nlockd::lock

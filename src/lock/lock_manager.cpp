@@ -55,10 +55,19 @@ std::optional<LockManager::OwnerRef> LockManager::EnsureOwner(const LockOwner& o
                                             ? HostRegistry::AddResult{known_host, false}
                                             : hosts_.FindOrAdd(owner.host, admission);
   if (added.host == nullptr) return std::nullopt;
+  const uint64_t bytes = OwnerBytes(owner);
+  if (admission == HostRegistry::Admission::kWithinLimit) {
+    auto known_state = host_states_.find(added.host);
+    if (known_state != host_states_.end() &&
+        known_state->second.owner_bytes + bytes > options_.max_owner_bytes_per_host) {
+      return std::nullopt;
+    }
+  }
   HostState& host = host_states_[added.host];
   host.info = added.host;
   const OwnerId id = owners_.Add(owner, &host);
   ++host.owners;
+  host.owner_bytes += bytes;
   return OwnerRef{id, added.added};
 }
 
@@ -70,8 +79,11 @@ void LockManager::Account(FileState& file, OwnerId owner, int64_t records) {
     it->second = static_cast<uint64_t>(static_cast<int64_t>(it->second) + records);
     if (it->second == 0) host.files.erase(it);
   }
-  if (owners_.AddRefs(owner, records) && --host.owners == 0) {
-    NLOCKD_ASSERT(host.files.empty());
+  const uint64_t bytes = OwnerBytes(owners_.owner(owner));  // Before AddRefs may drop it.
+  if (!owners_.AddRefs(owner, records)) return;
+  host.owner_bytes -= bytes;
+  if (--host.owners == 0) {
+    NLOCKD_ASSERT(host.files.empty() && host.owner_bytes == 0);
     host_states_.erase(host.info);
   }
 }
@@ -265,7 +277,8 @@ LockOutcome LockManager::Lock(const LockRequest& request) {
         return out;
       }
     }
-    if (host != nullptr && host->waiters >= options_.max_waiters_per_host) {
+    if ((host != nullptr && host->waiters >= options_.max_waiters_per_host) ||
+        waiters_ >= options_.max_waiters) {
       out.status = LockStatus::kNoResources;
       return out;
     }

@@ -38,6 +38,15 @@ struct LockManagerOptions {
   // Stops one client from queuing unbounded blocked requests (each release scans the file's
   // queue).
   size_t max_waiters_per_host = 10'000;
+  // Stops many clients together from doing the same: without it, max_hosts times the per-host
+  // cap (10^8 waiters, tens of GiB with their callback records). At either cap a blocking
+  // request is refused with kNoResources; the client retries.
+  size_t max_waiters = 100'000;
+  // Stops one client from taking memory through the size of its owners rather than their
+  // number: NLM allows 1 KiB owner handles, and each distinct owner is kept with its handle and
+  // host name (OwnerBytes). 16 MiB is 13,000 owners with the largest handles, or 60,000 with
+  // Linux's ("svid@hostname"); past it a request that needs a new owner gets kNoResources.
+  size_t max_owner_bytes_per_host = 16 << 20;
   // Refuse a blocking request that would close a cycle of waiting owners (kDenied with
   // `deadlock`), within `wait_for`'s limits. Off: every such request waits, for ever.
   bool detect_deadlocks = true;
@@ -226,7 +235,8 @@ class LockManager {
   const FileState* FindFile(const FileKey& key) const;
   std::optional<OwnerId> FindOwner(const LockOwner& owner) const { return owners_.Find(owner); }
   // Get-or-create. `found` is what FindFile(key) returned. EnsureOwner returns nullopt when the
-  // host registry is full; `known` and `known_host` are what earlier lookups found for this
+  // host registry is full, or (within limits) when the host's owners would pass
+  // max_owner_bytes_per_host; `known` and `known_host` are what earlier lookups found for this
   // owner, to save repeating them.
   FileState& UseFile(FileState* found, const FileKey& key);
   struct OwnerRef {
@@ -236,6 +246,12 @@ class LockManager {
   std::optional<OwnerRef> EnsureOwner(const LockOwner& owner, std::optional<OwnerId> known,
                                       HostInfo* known_host, HostRegistry::Admission admission);
   HostState& HostOf(OwnerId owner) const { return *owners_.host(owner); }
+  // What one owner costs its host against max_owner_bytes_per_host: its handle and host name
+  // (each kept in the owner's record) and the record itself.
+  static uint64_t OwnerBytes(const LockOwner& owner) {
+    constexpr uint64_t kRecordBytes = 256;  // The record, its index entries, string headers.
+    return kRecordBytes + owner.host.value().size() + owner.oh.value().size();
+  }
 
   // Adds `records` (lock entries, shares, waiter records; may be negative) to the owner's and
   // its host's bookkeeping, removing the owner and host state that drop to zero. Call after the

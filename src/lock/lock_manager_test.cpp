@@ -232,6 +232,23 @@ TEST_F(LockManagerTest, RefusesLocksPastTheHostsLimitButStillServesHeldOnes) {
   EXPECT_EQ(manager.Lock(Req(f_, a_, 30, 1)).status, LockStatus::kGranted);
 }
 
+TEST_F(LockManagerTest, RefusesNewOwnersPastTheHostsOwnerBytes) {
+  // Owners with 1 KiB handles: 256 + 1 (host "a") + 1024 bytes each; two fit, a third does not.
+  LockManager manager(clock_, LockManagerOptions{.max_owner_bytes_per_host = 2 * 1281});
+  auto large = [](int32_t svid) {
+    return LockOwner{HostId("a"), svid, OwnerHandle(std::to_string(svid) + std::string(1023, 'o'))};
+  };
+  EXPECT_EQ(manager.Lock(Req(f_, large(1), 0, 1)).status, LockStatus::kGranted);
+  EXPECT_EQ(manager.Lock(Req(f_, large(2), 10, 1)).status, LockStatus::kGranted);
+  EXPECT_EQ(manager.Lock(Req(f_, large(3), 20, 1)).status, LockStatus::kNoResources);
+  EXPECT_EQ(manager.Lock(Blocking(f_, large(3), 0, 1)).status, LockStatus::kNoResources);
+  EXPECT_EQ(manager.Lock(Req(f_, large(1), 30, 1)).status, LockStatus::kGranted)
+      << "an owner the host has already costs nothing more";
+  EXPECT_EQ(manager.Lock(Req(f_, b_, 40, 1)).status, LockStatus::kGranted) << "another host";
+  manager.Unlock(f_, large(2), 0, 0);  // Its owner goes, and its bytes with it.
+  EXPECT_EQ(manager.Lock(Req(f_, large(3), 20, 1)).status, LockStatus::kGranted);
+}
+
 TEST_F(LockManagerTest, RefusesLocksPastTheTotalLimit) {
   LockManager manager(clock_, LockManagerOptions{.max_locks = 1});
   manager.Lock(Req(f_, a_, 0, 1));

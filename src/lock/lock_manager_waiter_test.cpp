@@ -229,6 +229,20 @@ TEST_F(LockManagerWaiterTest, RefusesWaitersPastTheHostsLimit) {
   EXPECT_EQ(manager.Lock(Blocking(f_, b_, 1, 1)).status, LockStatus::kNoResources);
 }
 
+TEST_F(LockManagerWaiterTest, RefusesWaitersPastTheTotalLimitWhateverTheHost) {
+  LockManager manager(clock_, LockManagerOptions{.max_waiters = 2});
+  manager.Lock(Req(f_, a_, 0, 10));
+  EXPECT_EQ(manager.Lock(Blocking(f_, b_, 0, 1)).status, LockStatus::kBlocked);
+  EXPECT_EQ(manager.Lock(Blocking(f_, c_, 1, 1)).status, LockStatus::kBlocked);
+  EXPECT_EQ(manager.Lock(Blocking(f_, d_, 2, 1)).status, LockStatus::kNoResources)
+      << "a host with no waiter of its own, past the total";
+  EXPECT_EQ(manager.Lock(Blocking(f_, b_, 0, 1)).status, LockStatus::kBlocked)
+      << "a retransmission of a queued request is still answered";
+  EXPECT_EQ(manager.Lock(Req(f_, d_, 20, 1)).status, LockStatus::kGranted) << "locks are not";
+  manager.Cancel(Blocking(f_, b_, 0, 1));
+  EXPECT_EQ(manager.Lock(Blocking(f_, d_, 2, 1)).status, LockStatus::kBlocked);
+}
+
 TEST_F(LockManagerWaiterTest, ListsWaitersInArrivalOrder) {
   manager_.Lock(Req(f_, a_, 0, 10));
   manager_.Lock(Blocking(f_, c_, 0, 10));

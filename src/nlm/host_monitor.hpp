@@ -11,7 +11,7 @@ namespace nlockd::nlm {
 
 // A host that NLM asks the status monitor to watch (an in-process SM_MON).
 struct MonitorRequest {
-  std::string host;         // The host key NLM uses (address or caller_name).
+  std::string host;         // The name to monitor: the address, or the caller_name.
   std::string caller_name;  // Its caller_name, as a label.
   asio::ip::address address;
   int32_t nsm_state = 0;  // lockargs.state: the client's NSM state.

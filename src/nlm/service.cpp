@@ -62,6 +62,12 @@ GrantCookies::Key RandomKey() {
   return GrantCookies::Key{word(), word()};
 }
 
+// The caller's address as NLM keys and binds hosts ("192.0.2.1"); an in-process caller's
+// context carries its host id here instead.
+std::string PeerOf(const rpc::CallContext& context) {
+  return context.peer.empty() ? rpc::AddressToString(context.peer_address) : context.peer;
+}
+
 }  // namespace
 
 NlmService::NlmService(asio::any_io_executor executor, lock::LockManager& locks,
@@ -79,10 +85,24 @@ NlmService::~NlmService() = default;
 
 std::string NlmService::HostKeyFor(const rpc::CallContext& context,
                                    const std::string& caller_name) const {
+  std::string peer = PeerOf(context);
+  if (options_.host_key != NlmOptions::HostKey::kCallerName || caller_name.empty() ||
+      caller_name == peer) {
+    return peer;
+  }
+  // The name and the address together, as Linux lockd keys its hosts even when it monitors them
+  // by name: another address sending this caller_name is another host, so it can neither
+  // unlock, cancel or unshare what this one holds nor be granted a lock as this one. Addresses
+  // hold no '@', so the key names one (name, address) pair.
+  return caller_name + "@" + peer;
+}
+
+std::string NlmService::MonitorNameFor(const rpc::CallContext& context,
+                                       const std::string& caller_name) const {
   if (options_.host_key == NlmOptions::HostKey::kCallerName && !caller_name.empty()) {
     return caller_name;
   }
-  return context.peer.empty() ? rpc::AddressToString(context.peer_address) : context.peer;
+  return PeerOf(context);
 }
 
 lock::LockRequest NlmService::ToRequest(const rpc::CallContext& context, const nlm4_lock& lock,
@@ -112,8 +132,7 @@ lock::LockRequest NlmService::TakeLockRequest(const rpc::CallContext& context, s
   // 0 is "not said" (Linux sends it in reclaims): it must not replace the state we know.
   if (args.state != 0) request.nsm_state = args.state;
   request.host_label = std::move(args.alock.caller_name);
-  request.host_address =
-      context.peer.empty() ? rpc::AddressToString(context.peer_address) : context.peer;
+  request.host_address = PeerOf(context);
   return request;
 }
 
@@ -221,7 +240,8 @@ asio::awaitable<bool> NlmService::EnsureMonitored(const rpc::CallContext& contex
   auto done =
       std::make_shared<asio::steady_timer>(executor_, asio::steady_timer::time_point::max());
   monitoring_.emplace(host, done);
-  MonitorRequest request{host, args.alock.caller_name, context.peer_address, args.state};
+  MonitorRequest request{MonitorNameFor(context, args.alock.caller_name), args.alock.caller_name,
+                         context.peer_address, args.state};
   bool ok = false;
   try {
     ok = co_await monitor_.Monitor(std::move(request));
@@ -241,8 +261,9 @@ asio::awaitable<bool> NlmService::EnsureMonitored(const rpc::CallContext& contex
     }
   } else {
     ++stats_.monitor_failures;
-    spdlog::warn("nlm monitoring host={} caller={} failed; answering DENIED_NOLOCKS",
-                 LogValue(host), LogValue(args.alock.caller_name));
+    callback_log_.Log(spdlog::level::warn,
+                      "nlm monitoring host={} caller={} failed; answering DENIED_NOLOCKS",
+                      LogValue(host), LogValue(args.alock.caller_name));
   }
   done->cancel();
   co_return ok;
@@ -346,8 +367,7 @@ asio::awaitable<nlm4_shareres> NlmService::Share(const rpc::CallContext& context
   request.deny = ToDeny(args.share.mode);
   request.reclaim = args.reclaim;
   request.host_label = args.share.caller_name;
-  request.host_address =
-      context.peer.empty() ? rpc::AddressToString(context.peer_address) : context.peer;
+  request.host_address = PeerOf(context);
   const std::optional<OwnerTurns::Turn> turn = co_await OwnerTurn(request.file, request.owner);
   std::optional<lock::PriorShare> prior;
   if (journal_ != nullptr) prior = locks_.SnapshotShare(request.file, request.owner);
@@ -403,9 +423,10 @@ void NlmService::GrantedRes(const rpc::CallContext& context, const nlm4_res& res
   // Only the host the callback went to may answer it.
   if (context.peer_address != record.callback.address) {
     ++stats_.spoof_rejections;
-    spdlog::warn("nlm GRANTED_RES for host={} from {} refused: the callback went to {}",
-                 LogValue(record.host), rpc::AddressToString(context.peer_address),
-                 rpc::AddressToString(record.callback.address));
+    refused_log_.Log(spdlog::level::warn,
+                     "nlm GRANTED_RES for host={} from {} refused: the callback went to {}",
+                     LogValue(record.host), rpc::AddressToString(context.peer_address),
+                     rpc::AddressToString(record.callback.address));
     return;
   }
   if (!record.ack) return;
@@ -446,8 +467,9 @@ asio::awaitable<void> NlmService::SendRes(ClientAddress client, uint32_t version
   } else {
     ++stats_.res_failed;
     ++(result.status == rpc::CallStatus::kTimedOut ? outcomes.timed_out : outcomes.failed);
-    spdlog::info("nlm _RES procedure {} to {} failed: {} {}", procedure,
-                 rpc::AddressToString(client.address), rpc::ToString(result.status), result.detail);
+    callback_log_.Log(spdlog::level::info, "nlm _RES procedure {} to {} failed: {} {}", procedure,
+                      rpc::AddressToString(client.address), rpc::ToString(result.status),
+                      result.detail);
   }
 }
 

@@ -14,6 +14,7 @@
 #include <asio/awaitable.hpp>
 #include <asio/steady_timer.hpp>
 
+#include "base/log_limiter.hpp"
 #include "lock/lock_manager.hpp"
 #include "nlm/client_caller.hpp"
 #include "nlm/grant_cookies.hpp"
@@ -28,9 +29,11 @@
 namespace nlockd::nlm {
 
 struct NlmOptions {
-  // What identifies a client host: its source address (the
-  // default; caller_name is then only a label) or its caller_name (like Linux's
-  // nsm_use_hostnames). Keying by name trusts what the client says about itself.
+  // What identifies a client host: its source address (the default; caller_name is then only
+  // a label), or its caller_name together with its address (like Linux's nsm_use_hostnames:
+  // the host is monitored, and released on a reboot, by name, from every address it used; its
+  // locks belong to the name and the address it sent them from, so that another address
+  // cannot act for it).
   enum class HostKey { kAddress, kCallerName };
   HostKey host_key = HostKey::kAddress;
   // How a granted blocked lock is announced: GRANTED_MSG (what Linux servers send) or GRANTED.
@@ -200,7 +203,10 @@ class NlmService {
   asio::awaitable<rpc::HandlerStatus> ServeMsg(const rpc::CallContext& context, xdr::Decoder& in,
                                                uint32_t res_procedure, Method method);
 
+  // The lock table's host of a call: the address, or "caller_name@address" (HostKey).
   std::string HostKeyFor(const rpc::CallContext& context, const std::string& caller_name) const;
+  // The name the status monitor watches for that host: the address, or the caller_name.
+  std::string MonitorNameFor(const rpc::CallContext& context, const std::string& caller_name) const;
   lock::LockRequest ToRequest(const rpc::CallContext& context, const nlm4_lock& lock,
                               bool exclusive) const;
   // The LOCK request, its strings moved out of `args`; the host is bound to the caller's
@@ -298,6 +304,11 @@ class NlmService {
   std::unordered_map<uint64_t, std::unique_ptr<WaiterRecord>> waiters_;
   std::unordered_map<std::string, size_t> waiters_per_host_;
   std::unordered_map<std::string, uint64_t> waiter_by_cookie_;  // Callbacks in flight.
+  // Lines any client can cause at will (a FREE_ALL or procedure 16 naming someone else, _MSG
+  // calls from an address with no NLM service to answer, grants never acknowledged): 10 at once,
+  // then 1 a second, so that a flood of such calls cannot fill the log. stats_ counts them all.
+  LogLimiter refused_log_{"nlm calls refused"};
+  LogLimiter callback_log_{"nlm callbacks failed"};
 };
 
 }  // namespace nlockd::nlm

@@ -4,6 +4,7 @@
 // taken back by CANCEL, UNLOCK or a host release.
 #include <spdlog/spdlog.h>
 
+#include "base/logging.hpp"
 #include "nlm/service.hpp"
 #include "rpc/use_tuple.hpp"
 
@@ -174,10 +175,14 @@ asio::awaitable<void> NlmService::DeliverGrant(lock::WaiterGrant grant,
   if (gate_.closed()) co_return;
   if (refused) {
     ++stats_.callbacks_refused;
-    spdlog::info("nlm GRANTED callback refused by host={}; revoking the grant", host);
+    callback_log_.Log(spdlog::level::info,
+                      "nlm GRANTED callback refused by host={}; revoking the grant",
+                      LogValue(host));
   } else {
     ++stats_.callbacks_failed;
-    spdlog::info("nlm GRANTED callback to host={} not acknowledged; revoking the grant", host);
+    callback_log_.Log(spdlog::level::info,
+                      "nlm GRANTED callback to host={} not acknowledged; revoking the grant",
+                      LogValue(host));
   }
   RevokeUnaccepted(grant);
 }

@@ -39,10 +39,10 @@ asio::awaitable<void> NlmService::FreeAll(const rpc::CallContext& context, nlm4_
   });
   if (hosts.empty()) {
     ++stats_.spoof_rejections;
-    spdlog::warn(
-        "nlm FREE_ALL name={} from {} refused: no host of that name is bound to that "
-        "address",
-        args.name, peer);
+    refused_log_.Log(spdlog::level::warn,
+                     "nlm FREE_ALL name={} from {} refused: no host of that name is bound to that "
+                     "address",
+                     LogValue(args.name), peer);
     co_return;
   }
   HostsReleased released;
@@ -57,10 +57,11 @@ void NlmService::SmNotify(const rpc::CallContext& context, const nlm_sm_status& 
   // Linux lockd requires.
   if (!rpc::IsLoopback(context.peer_address) || context.peer_port >= 1024) {
     ++stats_.spoof_rejections;
-    spdlog::warn(
-        "nlm SM_NOTIFY (procedure 16) for {} from {}:{} refused: not loopback with a "
-        "reserved port",
-        args.mon_name, rpc::AddressToString(context.peer_address), context.peer_port);
+    refused_log_.Log(spdlog::level::warn,
+                     "nlm SM_NOTIFY (procedure 16) for {} from {}:{} refused: not loopback with a "
+                     "reserved port",
+                     LogValue(args.mon_name), rpc::AddressToString(context.peer_address),
+                     context.peer_port);
     return;
   }
   // As Linux lockd, a host is released only if its known NSM state differs from the notified

@@ -1,7 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // The status monitor's reboot callback (procedure 16) as NLM-only mode takes it from the
 // system's statd: only hosts whose known NSM state differs from the notified one are released.
+#include <memory>
+#include <sstream>
+
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "nlm/service.hpp"
 #include "nlm/service_test_fixture.hpp"
@@ -9,8 +14,10 @@
 namespace nlockd::nlm {
 namespace {
 
+using test_support::GrantedArgs;
 using test_support::NlmServiceTest;
 using test_support::OwnerLocks;
+using testutil::RunCoroutine;
 
 class StatusCallbackTest : public NlmServiceTest {
  protected:
@@ -97,9 +104,97 @@ TEST_F(StatusCallbackTest, ACallbackByCallerNameKeyComparesTheSameState) {
   MakeService(options);
   ASSERT_EQ(Lock(From("192.0.2.1"), LockUnder(5, "client-a", 1, 0)).stat, NLM4_GRANTED);
   Notify("client-a", 5);
-  EXPECT_EQ(OwnerLocks(locks_, "client-a"), "X [0,9]");
+  EXPECT_EQ(OwnerLocks(locks_, "client-a@192.0.2.1"), "X [0,9]");
   Notify("client-a", 6);
-  EXPECT_EQ(OwnerLocks(locks_, "client-a"), "");
+  EXPECT_EQ(OwnerLocks(locks_, "client-a@192.0.2.1"), "");
+}
+
+class CallerNameKeyTest : public StatusCallbackTest {
+ protected:
+  CallerNameKeyTest() {
+    NlmOptions options = TestOptions();
+    options.host_key = NlmOptions::HostKey::kCallerName;
+    MakeService(options);
+  }
+};
+
+TEST_F(CallerNameKeyTest, AnotherAddressSendingTheNameCannotActForTheHost) {
+  const auto a = From("192.0.2.1"), b = From("192.0.2.2");
+  const nlm4_lockargs held = LockArgs("client-a", 1, 0, 10);
+  const nlm4_lockargs waiting = LockArgs("client-a", 2, 0, 10, true);
+  nlm4_shareargs share{"s", nlm4_share{"client-a", "file2", "share-owner", fsm_DW, fsa_R}, false};
+  ASSERT_EQ(Lock(a, held).stat, NLM4_GRANTED);
+  ASSERT_EQ(Lock(a, waiting).stat, NLM4_BLOCKED);
+  ASSERT_EQ(RunCoroutine(io_, service_->Share(a, share)).stat, NLM4_GRANTED);
+  // B sends A's own descriptions: each names another host, (client-a, 192.0.2.2).
+  Unlock(b, held);
+  RunCoroutine(io_, service_->Cancel(b, nlm4_cancargs{"c", true, true, waiting.alock}));
+  RunCoroutine(io_, service_->Unshare(b, share));
+  EXPECT_EQ(Lock(b, held).stat, NLM4_DENIED) << "not granted as A on A's own range";
+  EXPECT_EQ(OwnerLocks(locks_, "client-a@192.0.2.1"), "X [0,9]");
+  EXPECT_EQ(OwnerLocks(locks_, "client-a@192.0.2.2"), "");
+  const lock::LockCounts counts = locks_.Counts();
+  EXPECT_EQ(counts.waiters, 1u);
+  EXPECT_EQ(counts.shares, 1u);
+  // A itself still can.
+  EXPECT_EQ(Unlock(a, held).stat, NLM4_GRANTED);
+  RunFor(std::chrono::milliseconds(20));
+  ASSERT_GE(caller_.sent.size(), 1u) << "A's waiter is granted";
+  EXPECT_EQ(GrantedArgs(caller_.sent[0]).alock.svid, 2);
+}
+
+TEST_F(CallerNameKeyTest, TheHostIsMonitoredByItsName) {
+  ASSERT_EQ(Lock(From("192.0.2.1"), LockArgs("client-a", 1, 0, 10)).stat, NLM4_GRANTED);
+  ASSERT_EQ(Lock(From("192.0.2.9"), LockArgs("client-a", 2, 20, 10)).stat, NLM4_GRANTED);
+  ASSERT_EQ(monitor_.requests.size(), 2u);
+  EXPECT_EQ(monitor_.requests[0].host, "client-a");
+  EXPECT_EQ(monitor_.requests[1].host, "client-a");
+  EXPECT_EQ(monitor_.requests[1].address.to_string(), "192.0.2.9");
+}
+
+TEST_F(CallerNameKeyTest, ARebootOfTheNameReleasesItFromEveryAddress) {
+  ASSERT_EQ(Lock(From("192.0.2.1"), LockUnder(3, "client-a", 1, 0)).stat, NLM4_GRANTED);
+  ASSERT_EQ(Lock(From("192.0.2.9"), LockUnder(3, "client-a", 2, 20)).stat, NLM4_GRANTED);
+  ASSERT_EQ(Lock(From("192.0.2.2"), LockUnder(3, "client-b", 3, 40)).stat, NLM4_GRANTED);
+  Notify("client-a", 5);
+  EXPECT_EQ(OwnerLocks(locks_, "client-a@192.0.2.1"), "");
+  EXPECT_EQ(OwnerLocks(locks_, "client-a@192.0.2.9"), "");
+  EXPECT_EQ(OwnerLocks(locks_, "client-b@192.0.2.2"), "X [40,49]");
+  EXPECT_EQ(service_->stats().hosts_released, 2u);
+}
+
+TEST_F(CallerNameKeyTest, FreeAllReleasesTheNameFromTheCallersAddressOnly) {
+  ASSERT_EQ(Lock(From("192.0.2.1"), LockUnder(3, "client-a", 1, 0)).stat, NLM4_GRANTED);
+  ASSERT_EQ(Lock(From("192.0.2.9"), LockUnder(3, "client-a", 2, 20)).stat, NLM4_GRANTED);
+  RunCoroutine(io_, service_->FreeAll(From("192.0.2.1"), nlm4_notify{"client-a", 5}));
+  EXPECT_EQ(OwnerLocks(locks_, "client-a@192.0.2.1"), "");
+  EXPECT_EQ(OwnerLocks(locks_, "client-a@192.0.2.9"), "X [20,29]");
+}
+
+TEST_F(NlmServiceTest, RefusedCallsFromTheNetworkLogTenLinesThenOneASecond) {
+  // Each FREE_ALL naming another host used to write a warning: a flood of them filled the log.
+  std::ostringstream log;
+  auto previous = spdlog::default_logger();
+  auto logger = std::make_shared<spdlog::logger>(
+      "captured", std::make_shared<spdlog::sinks::ostream_sink_mt>(log));
+  logger->set_pattern("%v");
+  spdlog::set_default_logger(logger);
+  ASSERT_EQ(Lock(From("192.0.2.1"), LockArgs("client-a", 1, 0, 10)).stat, NLM4_GRANTED);
+  for (int i = 0; i < 50; ++i) {
+    RunCoroutine(io_, service_->FreeAll(From("192.0.2.66"), nlm4_notify{"client-a", 5}));
+    service_->SmNotify(From("192.0.2.66", 4, 700), nlm_sm_status{"client-a", 5, {}});
+  }
+  spdlog::set_default_logger(previous);
+  EXPECT_EQ(service_->stats().spoof_rejections, 100u);
+  EXPECT_EQ(locks_.Counts().locks, 1u);
+  const std::string text = log.str();
+  size_t lines = 0;
+  for (size_t at = text.find(" refused: "); at != std::string::npos;
+       at = text.find(" refused: ", at + 1)) {
+    ++lines;
+  }
+  EXPECT_GE(lines, 10u);
+  EXPECT_LE(lines, 12u) << "a burst of 10, then 1 a second: " << text;
 }
 
 }  // namespace

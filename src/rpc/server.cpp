@@ -168,11 +168,16 @@ bool Server::Connection::ReadAvailable(std::vector<std::vector<uint8_t>>& record
   if (status != RecordAssembler::Status::kOk) {
     const bool too_large = status == RecordAssembler::Status::kRecordTooLarge;
     ++(too_large ? server_.stats_.records_too_large : server_.stats_.records_too_fragmented);
-    spdlog::warn(
-        "rpc record {} from peer={}; closing the connection",
-        too_large ? fmt::format("over {} bytes", server_.options_.max_record_size)
-                  : fmt::format("in over {} fragments", server_.options_.max_fragments_per_record),
-        context_.peer);
+    // A client that reconnects and sends another such record at once must not flood the log.
+    if (server_.FloodWarningDue()) {
+      spdlog::warn(
+          "rpc record {} from peer={}; closing the connection ({} similar since the last warning)",
+          too_large
+              ? fmt::format("over {} bytes", server_.options_.max_record_size)
+              : fmt::format("in over {} fragments", server_.options_.max_fragments_per_record),
+          context_.peer, server_.warnings_suppressed_);
+      server_.warnings_suppressed_ = 0;
+    }
     Close();
     return false;
   }

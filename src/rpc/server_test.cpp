@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <future>
+#include <sstream>
 #include <thread>
 
 #include <asio/executor_work_guard.hpp>
@@ -14,6 +15,8 @@
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 
@@ -465,6 +468,43 @@ TEST_F(ServerTest, ARecordInTooManyFragmentsClosesTheConnection) {
   conn.Send(ones);
   EXPECT_TRUE(conn.ClosedByPeer());
   EXPECT_EQ(ClientCall(Transport::kTcp, 0, std::nullopt).status, CallStatus::kOk);
+}
+
+TEST_F(ServerTest, ClientsReconnectingWithBadRecordsLogOneWarningASecond) {
+  // Each refused record used to log a line: a client reconnecting in a loop filled the log (and,
+  // with stderr a pipe nobody drained, stopped the daemon on its next write).
+  std::ostringstream log;
+  auto previous = spdlog::default_logger();
+  auto logger = std::make_shared<spdlog::logger>(
+      "captured", std::make_shared<spdlog::sinks::ostream_sink_mt>(log));
+  logger->set_pattern("%v");
+  spdlog::set_default_logger(logger);
+  ServerOptions options;
+  options.max_fragments_per_record = 8;
+  options.max_record_size = 1024;
+  StartServer(options);
+  Bytes fragments;
+  for (int i = 0; i < 9; ++i) fragments.insert(fragments.end(), {0, 0, 0, 1, 0});
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 50; ++i) {
+    RawConnection conn(server_->port());
+    conn.Send(i % 2 == 0 ? fragments : Bytes{0x80, 0, 0x08, 0});  // Or a record of 2 KiB.
+    EXPECT_TRUE(conn.ClosedByPeer());
+  }
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  const ServerStats stats = Stats();
+  StopServer();
+  spdlog::set_default_logger(previous);
+  EXPECT_EQ(stats.records_too_fragmented + stats.records_too_large, 50u);
+  const std::string text = log.str();
+  size_t warnings = 0;
+  for (size_t at = text.find("rpc record "); at != std::string::npos;
+       at = text.find("rpc record ", at + 1)) {
+    ++warnings;
+  }
+  const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(elapsed).count();
+  EXPECT_GE(warnings, 1u) << text;
+  EXPECT_LE(warnings, static_cast<size_t>(seconds) + 1) << text;
 }
 
 TEST_F(ServerTest, UdpGarbageGetsNoReplyAndUdpKeepsServing) {
