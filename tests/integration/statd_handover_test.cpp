@@ -63,7 +63,14 @@ class StatdHandover : public ::testing::Test {
     fs::create_directory(statd_dir_.path() + "/sm.bak");
     // nlockd looks for statd's pid files here (every test process has a /run of its own).
     setenv("NLOCKD_STATD_RUN_DIR", run_dir_.path().c_str(), 1);
+    // An ha_callout that records its arguments.
+    callout_ = nlockd_dir_.path() + "/callout";
+    std::ofstream(callout_) << "#!/bin/sh\necho \"$*\" >> " << nlockd_dir_.path()
+                            << "/callout.log\n";
+    fs::permissions(callout_, fs::perms::owner_all);
   }
+
+  std::string CalloutLog() const { return ReadFile(nlockd_dir_.path() + "/callout.log"); }
   void TearDown() override { unsetenv("NLOCKD_STATD_RUN_DIR"); }
 
   // The server host's status monitor answers NULL through its rpcbind (or stopped answering).
@@ -100,7 +107,9 @@ class StatdHandover : public ::testing::Test {
   }
 
   std::vector<std::string> NlockdArgs() const {
-    return {"--serve",
+    return {"--statd-ha-callout",
+            callout_,
+            "--serve",
             "nsm",
             "--store",
             "sqlite:" + nlockd_dir_.path() + "/nlockd.db",
@@ -113,6 +122,7 @@ class StatdHandover : public ::testing::Test {
   TempDir statd_dir_;
   TempDir nlockd_dir_;
   TempDir run_dir_;
+  std::string callout_;
   std::unique_ptr<NsmHosts> hosts_;
 };
 
@@ -156,6 +166,8 @@ TEST_F(StatdHandover, NlockdTakesOverWhatDebiansStatdRecorded) {
   auto callback = callbacks->WaitForLine(
       std::regex("^STATUS proc=16 mon_name=" + client + " state=7 priv0=42"), kWait);
   EXPECT_TRUE(callback) << callbacks->output() << "--- nlockd:\n" << log;
+  ASSERT_EQ(hosts_->nlockd().Stop(), 0);
+  EXPECT_EQ(CalloutLog(), "sm-notify " + client + " " + client + " 7\n");
 }
 
 // nlockd monitors a host for the lock manager and stops cleanly: sm/ and state are statd's
@@ -174,6 +186,8 @@ TEST_F(StatdHandover, StatdAndSmNotifyContinueFromWhatNlockdGaveBack) {
                 .substr(0, 12),
             "mon res=succ");
   ASSERT_EQ(hosts_->nlockd().Stop(), 0);
+  // The callout ran for the SM_MON (a clean stop runs what is queued).
+  EXPECT_EQ(CalloutLog(), "add-client " + client + " " + server + "\n");
   EXPECT_FALSE(fs::exists(statd_dir_.path() + "/nlockd.held"));
   EXPECT_EQ(ReadState(statd_dir_.path() + "/state"), served);
   EXPECT_NE(ReadFile(statd_dir_.path() + "/sm/" + client).find(" " + client + " " + server + "\n"),
