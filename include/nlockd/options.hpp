@@ -109,6 +109,16 @@ struct NLOCKD_EXPORT Options {
   // --outgoing-port), for firewalls; 0 = any. Status callbacks always use a privileged port
   // when the process may bind one (Linux lockd accepts procedure 16 only from one).
   uint16_t callback_source_port = 0;
+  // rpc.statd's state directory (/var/lib/nfs on Debian), when NSM is served in statd's place:
+  // at start nlockd takes over its monitor list (sm/), the hosts owed a notification (sm.bak/)
+  // and its state number, unless it holds the directory already; while running it keeps the
+  // state file current; at a clean stop it writes them back for rpc.statd. Empty: statd's
+  // files are left alone (a new store only continues statd's state number, from
+  // /var/lib/nfs/state).
+  std::string statd_state_directory;
+  // rpc.statd's --ha-callout: a program run with add-client, del-client and sm-notify events
+  // (NSM served here). Empty: none.
+  std::string statd_ha_callout;
 };
 
 }  // namespace nlockd

@@ -252,9 +252,11 @@ asio::awaitable<sm_stat_res> NsmService::Mon(const rpc::CallContext& context, mo
                      LogValue(id.mon_name), id.my_id_.my_prog);
     ok = false;
   }
+  bool news = true;  // not an identical repeat
   if (ok) {
     if (const auto* existing = registry_.Find(id.mon_name, ToStore(id.my_id_))) {
       ok = MayChange(context, *existing, SM_MON);
+      news = existing->priv != args.priv;
     }
   }
   if (ok) {
@@ -270,6 +272,7 @@ asio::awaitable<sm_stat_res> NsmService::Mon(const rpc::CallContext& context, mo
     co_return sm_stat_res{stat_fail, -1};  // nfs-utils answers -1 with stat_fail.
   }
   ++stats_.succeeded[SM_MON];
+  if (events_ != nullptr && news) events_->ClientAdded(id.mon_name, id.my_id_.my_name);
   spdlog::debug("nsm monitoring mon_name={} for {}/{}/{}/{}", LogValue(id.mon_name),
                 id.my_id_.my_name, id.my_id_.my_prog, id.my_id_.my_vers, id.my_id_.my_proc);
   co_return sm_stat_res{stat_succ, state_};
@@ -284,6 +287,7 @@ asio::awaitable<sm_stat> NsmService::Unmon(const rpc::CallContext& context, mon_
     co_return sm_stat{state_};
   }
   registry_.Remove(args.mon_name, id);
+  if (events_ != nullptr) events_->ClientRemoved(args.mon_name, args.my_id_.my_name);
   std::function<void(store::Done)> write = [this, args, id](store::Done done) {
     store_.RemoveRegistration(args.mon_name, id, std::move(done));
   };
@@ -322,6 +326,11 @@ asio::awaitable<sm_stat> NsmService::UnmonAll(const rpc::CallContext& context, m
   size_t removed = 0;
   std::vector<store::Write> writes;
   if (!options_.protect_privileged_registrations || FromReservedPort(context)) {
+    if (events_ != nullptr) {
+      for (const auto& registration : registry_.All()) {
+        if (registration.my_id == id) events_->ClientRemoved(registration.mon_name, args.my_name);
+      }
+    }
     removed = registry_.RemoveAllOf(id);
     writes.emplace_back(
         [this, id](store::Done done) { store_.RemoveRegistrationsOf(id, std::move(done)); });
@@ -335,6 +344,7 @@ asio::awaitable<sm_stat> NsmService::UnmonAll(const rpc::CallContext& context, m
         continue;
       }
       registry_.Remove(registration.mon_name, id);
+      if (events_ != nullptr) events_->ClientRemoved(registration.mon_name, args.my_name);
       ++removed;
       writes.emplace_back([this, mon_name = registration.mon_name, id](store::Done done) {
         store_.RemoveRegistration(mon_name, id, std::move(done));
@@ -415,6 +425,8 @@ asio::awaitable<void> NsmService::SimuCrash(const rpc::CallContext& context) {
 
 void NsmService::Notify(const rpc::CallContext& context, const stat_chge& args) {
   std::string source = rpc::AddressToString(context.peer_address);
+  // As rpc.statd reports it: before the monitor list is consulted.
+  if (events_ != nullptr) events_->NotifyReceived(args.mon_name, source, args.state);
   std::vector<Registry::Peer> peers = registry_.Match(args.mon_name, source);
   if (peers.empty()) {
     // A peer registered by address (as Linux's lockd registers its clients) may notify with its

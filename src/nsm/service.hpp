@@ -100,6 +100,9 @@ class NsmService {
   // REQUIRES: before SM_SIMU_CRASH is served.
   void SetRestartHook(RestartHook* hook) { restart_hook_ = hook; }
 
+  // REQUIRES: before anything is served. Null: no events reported.
+  void SetMonitorEvents(MonitorEvents* events) { events_ = events; }
+
   // Start-up: the durable state number and the persisted registrations.
   void Load(int32_t state, const std::vector<store::Registration>& registrations);
 
@@ -176,6 +179,7 @@ class NsmService {
   const Clock& clock_;
   NsmOptions options_;
   RestartHook* restart_hook_ = nullptr;
+  MonitorEvents* events_ = nullptr;
   Registry registry_;
   NsmStats stats_;
   int32_t state_ = 0;

@@ -218,6 +218,40 @@ TEST(NsmServiceLimit, PastTheLimitMonAnswersStatFailButUpdatesStillWork) {
   EXPECT_EQ(store->LoadAll().registrations.size(), 2u);
 }
 
+// What rpc.statd reports to its --ha-callout, in order, as "event arg arg [arg]" lines.
+struct RecordedEvents final : MonitorEvents {
+  void ClientAdded(const std::string& mon_name, const std::string& my_name) override {
+    lines.push_back("add-client " + mon_name + " " + my_name);
+  }
+  void ClientRemoved(const std::string& mon_name, const std::string& my_name) override {
+    lines.push_back("del-client " + mon_name + " " + my_name);
+  }
+  void NotifyReceived(const std::string& mon_name, const std::string& address,
+                      int32_t state) override {
+    lines.push_back("sm-notify " + mon_name + " " + address + " " + std::to_string(state));
+  }
+  std::vector<std::string> lines;
+};
+
+TEST_F(NsmServiceTest, ReportsStatdsCalloutEvents) {
+  RecordedEvents events;
+  service_->SetMonitorEvents(&events);
+  CallMon(Mon("a", 1));
+  CallMon(Mon("a", 1));  // an identical repeat: nothing new
+  CallMon(Mon("a", 2));  // a new cookie
+  CallMon(Mon("b"));
+  CallMon(Mon("c", 0, 100003));        // refused: no event
+  Notify("stranger", 3, "192.0.2.7");  // reported, monitored or not
+  testutil::RunCoroutine(io_, service_->Unmon(From("127.0.0.1"), Mon("a").mon_id_));
+  testutil::RunCoroutine(io_, service_->Unmon(From("127.0.0.1"), Mon("a").mon_id_));  // gone
+  testutil::RunCoroutine(io_,
+                         service_->UnmonAll(From("127.0.0.1"), my_id{"localhost", 100021, 4, 16}));
+  EXPECT_EQ(events.lines,
+            (std::vector<std::string>{"add-client a localhost", "add-client a localhost",
+                                      "add-client b localhost", "sm-notify stranger 192.0.2.7 3",
+                                      "del-client a localhost", "del-client b localhost"}));
+}
+
 TEST_F(NsmServiceTest, UnmonAndUnmonAllRemoveDurably) {
   CallMon(Mon("a"));
   CallMon(Mon("b"));

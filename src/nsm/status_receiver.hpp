@@ -43,6 +43,22 @@ class StatusCaller {
   virtual asio::awaitable<bool> Call(store::MyId target, StatusCallback body) = 0;
 };
 
+// The events rpc.statd reports to its --ha-callout program (clustered NFS servers follow the
+// monitor list through them); server/ runs the program. Called on the NSM executor; must not
+// block.
+class MonitorEvents {
+ public:
+  virtual ~MonitorEvents() = default;
+  // SM_MON made a registration, or changed its cookie (not for an identical repeat).
+  virtual void ClientAdded(const std::string& mon_name, const std::string& my_name) = 0;
+  // SM_UNMON removed a registration; SM_UNMON_ALL, once per registration it removed (my_name as
+  // the request gives it).
+  virtual void ClientRemoved(const std::string& mon_name, const std::string& my_name) = 0;
+  // An SM_NOTIFY came from `address` (numeric), whether or not it names a monitored host.
+  virtual void NotifyReceived(const std::string& mon_name, const std::string& address,
+                              int32_t state) = 0;
+};
+
 // What SM_SIMU_CRASH (and start-up) asks of server/: announce the new state to every monitored
 // host (the Notifier's round). Called on the NSM executor after the new state is durable.
 class RestartHook {

@@ -547,8 +547,8 @@ std::string RenderManFlags() {
 }
 
 std::string RenderSynopsis() {
-  std::vector<std::string> items = {"[--config FILE]", "[--check-config]", "[--version]",
-                                    "[--help]"};
+  std::vector<std::string> items = {"[--config FILE]", "[--check-config]", "[--export-statd-files]",
+                                    "[--version]", "[--help]"};
   for (const Setting& setting : Settings()) {
     const bool list =
         setting.type == SettingType::kStringList || setting.type == SettingType::kIntegerList;

@@ -266,6 +266,30 @@ const Setting kSettings[] = {
      [](const SettingValue& v, Config& c) { c.notify_drop_unreachable = Bool(v); },
      [](const Config& c) -> SettingValue { return c.notify_drop_unreachable; }},
 
+    {"statd.state_directory", "--statd-state-directory", SettingType::kString, 0, 0,
+     "rpc.statd's state directory (/var/lib/nfs on Debian), when nlockd serves NSM in statd's "
+     "place. At start, unless nlockd holds it already, nlockd takes over statd's monitor list "
+     "(sm/), the hosts still owed a reboot notification (sm.bak/) and its state number (state); "
+     "a statd that ran on this boot makes the start a restart on the same boot (state kept, "
+     "nobody notified). While running nlockd keeps the state file current; a clean stop (or "
+     "`nlockd --export-statd-files`) writes sm/, sm.bak/ and state back for rpc.statd. The "
+     "file nlockd.held in it says that nlockd holds it. Empty: statd's files are left alone.",
+     [](const SettingValue& v, Config& c) {
+       if (!Text(v).empty() && Text(v).front() != '/') {
+         Fail("statd.state_directory must be an absolute path, as rpc.statd requires");
+       }
+       c.statd_state_directory = Text(v);
+     },
+     [](const Config& c) -> SettingValue { return c.statd_state_directory; }, false, false, "PATH"},
+    {"statd.ha_callout", "--statd-ha-callout", SettingType::kString, 0, 0,
+     "rpc.statd's --ha-callout: a program run as PROGRAM add-client MON_NAME MY_NAME (SM_MON), "
+     "PROGRAM del-client MON_NAME MY_NAME (SM_UNMON, SM_UNMON_ALL) and PROGRAM sm-notify "
+     "MON_NAME ADDRESS STATE (each SM_NOTIFY received), for clustered NFS servers. Unlike "
+     "statd, nlockd runs it beside the NSM service, one event at a time in order, and ends a "
+     "run after 10 s (SIGTERM, then SIGKILL); at most 10,000 events wait, later ones are "
+     "dropped with a warning. Empty: none.",
+     [](const SettingValue& v, Config& c) { c.statd_ha_callout = Text(v); },
+     [](const Config& c) -> SettingValue { return c.statd_ha_callout; }, false, false, "PATH"},
     {"rpcbind.register", "--rpcbind-register", SettingType::kBoolean, 0, 0,
      "Register NLM (100021 v1, v3, v4) and NSM (100024 v1) on TCP and UDP with the portmapper "
      "at start, and unregister at shutdown. Without a portmapper nlockd runs on and logs it.",
@@ -332,6 +356,9 @@ const SettingSection kSections[] = {
     {"notify",
      "The restart notification: after each start (and SM_SIMU_CRASH) nlockd sends SM_NOTIFY to "
      "the status monitor of every monitored host, retrying unanswered hosts as sm-notify does."},
+    {"statd",
+     "In rpc.statd's place (serve = \"nsm\" beside the kernel's lockd): statd's files and its "
+     "callout."},
     {"rpcbind", "Registration with the local portmapper."},
     {"rpc", "The NLM and NSM listener's limits."},
     {"admin", "Who may use the admin server."},

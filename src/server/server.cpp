@@ -148,7 +148,8 @@ GraceControllerOptions GraceOptionsFrom(const nlockd::Options& options) {
   return out;
 }
 
-// Where rpc.statd keeps the host's NSM state number (nfs-utils' default; a host int32).
+// Where rpc.statd keeps the host's NSM state number (nfs-utils' default; a host int32), read
+// on a new store's first start when statd_directory is not set.
 constexpr const char* kStatdStateFile = "/var/lib/nfs/state";
 // At most this many bumps to catch up with rpc.statd's number: beyond, the file is not trusted.
 constexpr int kMaxStateCatchUp = 100'000;
@@ -161,6 +162,13 @@ std::optional<int32_t> StatdState() {
   int32_t state = 0;
   if (!file.read(reinterpret_cast<char*>(&state), sizeof state)) return std::nullopt;
   return state;
+}
+
+std::optional<StatdDirectory> StatdDirectoryOf(const nlockd::Options& options) {
+  if (options.statd_state_directory.empty() || !options.serve_nsm) return std::nullopt;
+  // Where statd and sm-notify leave their pid files; tests point it elsewhere.
+  const char* run = std::getenv("NLOCKD_STATD_RUN_DIR");
+  return StatdDirectory(options.statd_state_directory, run != nullptr ? run : "/run");
 }
 
 nlockd::Options Completed(nlockd::Options options) {
@@ -227,6 +235,7 @@ nlm::nlm4_lock ToWireLock(const std::string& file, const nlockd::LockOwner& owne
 
 Core::Core(asio::any_io_executor executor, nlockd::Options options, HaLink ha_link)
     : options_(Completed(std::move(options))),
+      statd_directory_(StatdDirectoryOf(options_)),
       executor_(std::move(executor)),
       client_(executor_),
       rpcbind_(client_, options_.rpcbind_host, options_.rpcbind_port),
@@ -271,6 +280,10 @@ Core::Core(asio::any_io_executor executor, nlockd::Options options, HaLink ha_li
   }
   bridge_.Attach(nsm_, nlm_);
   nsm_.SetRestartHook(this);
+  if (!options_.statd_ha_callout.empty() && options_.serve_nsm) {
+    ha_callout_ = std::make_unique<HaCallout>(HaCalloutOptions{options_.statd_ha_callout});
+    nsm_.SetMonitorEvents(ha_callout_.get());
+  }
   if (options_.persist_locks && store_->startup().persistent) {
     journal_.emplace(locks_, *store_);
     nlm_.set_journal(&*journal_);
@@ -371,11 +384,17 @@ void Core::Start() {
   // The new state is durable before anything is served or sent. Read here, on the caller's
   // thread, so that a store that cannot be read fails Start(); nothing on the executor touches
   // NSM or lock state until the rest runs there.
+  const auto [statd_this_boot, statd_state] = TakeOverStatdFiles();
   auto loaded = std::make_shared<store::LoadedState>(store_->LoadAll());
-  restart_on_same_boot_ = IsMonitorRestartOnSameBoot(options_, store_->startup(), loaded->state);
-  int32_t state = restart_on_same_boot_ ? LastServedState(loaded->state) : store_->BumpState();
-  if (options_.serve_nsm && store_->startup().persistent && store_->startup().first_run) {
-    state = ContinueStatdState(state);
+  restart_on_same_boot_ =
+      statd_this_boot || IsMonitorRestartOnSameBoot(options_, store_->startup(), loaded->state);
+  int32_t state = restart_on_same_boot_ && loaded->state != 0 ? LastServedState(loaded->state)
+                                                              : store_->BumpState();
+  if (statd_directory_) {
+    state = ContinueStatdState(state, statd_state, restart_on_same_boot_);
+    statd_directory_->WriteState(state);
+  } else if (options_.serve_nsm && store_->startup().persistent && store_->startup().first_run) {
+    state = ContinueStatdState(state, StatdState(), false);
   }
   nsm_.Load(state, loaded->registrations);
   admin_backend_.MarkStoreLoaded();
@@ -401,23 +420,63 @@ int32_t Core::LastServedState(int32_t stored_state) {
                                                              : stored_state - 1;
 }
 
-int32_t Core::ContinueStatdState(int32_t state) {
-  // A new store on a host that ran rpc.statd: peers know the host by rpc.statd's state number
-  // and ignore a notification that is not newer, so the first one must pass it.
-  const std::optional<int32_t> statd = StatdState();
-  if (!statd || !nsm::StateIsNewer(*statd, state)) return state;
+int32_t Core::ContinueStatdState(int32_t state, std::optional<int32_t> statd, bool same_boot) {
+  // Peers know the host by rpc.statd's state number and ignore a notification that is not
+  // newer, so a new boot's must pass it; on the same boot the kernel and the peers already
+  // have it and nothing is announced, so it is kept.
+  if (!statd) return state;
+  const int32_t target = StatdStateAsUp(*statd);
+  auto behind = [&] {
+    return same_boot ? nsm::StateIsNewer(target, state) : !nsm::StateIsNewer(state, target);
+  };
+  if (!behind()) return state;
   const int32_t first = state;
-  for (int bumps = 0; !nsm::StateIsNewer(state, *statd); ++bumps) {
+  for (int bumps = 0; behind(); ++bumps) {
     if (bumps == kMaxStateCatchUp) {
-      spdlog::warn("nsm state {} of {} not passed after {} steps; staying at {}", *statd,
-                   kStatdStateFile, kMaxStateCatchUp, state);
+      spdlog::warn("nsm state {} of rpc.statd not reached after {} steps; staying at {}", *statd,
+                   kMaxStateCatchUp, state);
       return state;
     }
     state = store_->BumpState();
   }
-  spdlog::info("nsm state continues from rpc.statd's {} ({}): {} -> {}", *statd, kStatdStateFile,
-               first, state);
+  spdlog::info("nsm state continues from rpc.statd's {}: {} -> {}", *statd, first, state);
   return state;
+}
+
+std::pair<bool, std::optional<int32_t>> Core::TakeOverStatdFiles() {
+  if (!statd_directory_) return {false, std::nullopt};
+  StatdDirectory::Contents files = statd_directory_->Read();
+  for (const std::string& warning : files.warnings) spdlog::warn("nsm statd files: {}", warning);
+  if (statd_directory_->HeldByNlockd()) return {false, files.state};
+  // Kept by a restart on the same boot; a new boot's notification round announces it anew.
+  const bool same_boot = !options_.serve_nlm && statd_directory_->StatdRanThisBoot();
+  const int32_t announced = files.state ? StatdStateAsUp(*files.state) : 0;
+  statd_directory_->Import(files, *store_, store_->LoadAll().registrations, announced);
+  spdlog::info(
+      "nsm took over rpc.statd's files in {}: {} registrations, {} hosts owed a notification{}, "
+      "state {}{}",
+      statd_directory_->path().string(), files.monitored.size(), files.owed.size(),
+      files.owed_left_to_sm_notify ? " (sm.bak left to the running sm-notify)" : "",
+      files.state ? std::to_string(*files.state) : "none",
+      same_boot ? "; statd ran on this boot: a restart on the same boot" : "");
+  return {same_boot, files.state};
+}
+
+void Core::GiveBackStatdFiles() {
+  if (!statd_directory_) return;
+  try {
+    store::LoadedState loaded = store_->LoadAll();
+    statd_directory_->Export(loaded.registrations, loaded.notify_owed, options_.name, nsm_.state());
+    spdlog::info(
+        "nsm gave rpc.statd's files back in {}: {} registrations, {} hosts owed a "
+        "notification, state {}",
+        statd_directory_->path().string(), loaded.registrations.size(), loaded.notify_owed.size(),
+        nsm_.state());
+  } catch (const std::exception& e) {
+    // The marker stays: the next start keeps the store's state rather than stale files.
+    spdlog::error("nsm cannot give rpc.statd's files back in {}: {}",
+                  statd_directory_->path().string(), e.what());
+  }
 }
 
 void Core::Serve(int32_t state, store::LoadedState loaded) {
@@ -483,7 +542,17 @@ void Core::Serve(int32_t state, store::LoadedState loaded) {
   started_.store(true);
 }
 
-void Core::Restarted(int32_t state) { StartNotificationRound(state, {}); }
+void Core::Restarted(int32_t state) {
+  if (statd_directory_) {
+    // Four bytes, as statd writes them; on the io thread, like the round it precedes.
+    try {
+      statd_directory_->WriteState(state);
+    } catch (const std::exception& e) {
+      spdlog::error("nsm cannot write state {} to rpc.statd's file: {}", state, e.what());
+    }
+  }
+  StartNotificationRound(state, {});
+}
 
 void Core::HostRebooted(const std::string& mon_name, int32_t state) {
   const size_t released = bridge_.ReleaseRebootedHost(mon_name, state);
@@ -515,8 +584,13 @@ asio::awaitable<void> Core::ShutDown() {
   co_await nlm_.Shutdown();
   co_await grace_.Shutdown();
   co_await nsm_.Shutdown();
+  // The events of the calls served run; a callout that hangs is killed at its timeout.
+  if (ha_callout_) ha_callout_->Stop(HaCalloutOptions{}.timeout);
   co_await notifier_.Shutdown();
   if (registered_) co_await rpcbind_.Unregister();
+  // After the unregistration: rpc.statd, started on the files, refuses to start while 100024
+  // is registered.
+  if (start_posted_) GiveBackStatdFiles();
   if (start_posted_) {
     // Even state: down. A crash leaves it odd; the next start moves on anyway.
     store_->MarkCleanShutdown();

@@ -38,9 +38,11 @@
 #include "server/admin_backend.hpp"
 #include "server/call_metrics.hpp"
 #include "server/grace_controller.hpp"
+#include "server/ha_callout.hpp"
 #include "server/ha_lease_keeper.hpp"
 #include "server/lock_journal_store.hpp"
 #include "server/nsm_bridge.hpp"
+#include "server/statd_handover.hpp"
 #include "store/store.hpp"
 
 namespace nlockd::server {
@@ -144,9 +146,16 @@ class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
                                          const store::StartupInfo& startup, int32_t stored_state);
   // The state number the previous run served, from the stored one.
   static int32_t LastServedState(int32_t stored_state);
-  // A new store on a host where rpc.statd ran: moves the state past rpc.statd's last one
-  // (its state file), so that peers take our notifications as news. Returns the state.
-  int32_t ContinueStatdState(int32_t state);
+  // Moves the state past rpc.statd's last one (`statd`, from its state file), so that peers
+  // take our notifications as news; on a restart on the same boot (`same_boot`) only up to it,
+  // since nothing new is announced. Returns the state.
+  int32_t ContinueStatdState(int32_t state, std::optional<int32_t> statd, bool same_boot);
+  // With statd_directory: takes rpc.statd's files over unless nlockd holds them already.
+  // Returns whether it took them over from a statd that ran on this boot (a restart on the
+  // same boot, for the state and the notification round), and statd's state number.
+  std::pair<bool, std::optional<int32_t>> TakeOverStatdFiles();
+  // With statd_directory: gives rpc.statd's files back at a clean stop (logs a failure).
+  void GiveBackStatdFiles();
   // What status and readiness report as the HA role; empty without ha.
   std::function<admin::HaView()> HaViewSource();
   // The part of Start() that runs on the executor.
@@ -163,6 +172,8 @@ class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
   rpc::CallContext LocalContext(const std::string& host) const;
 
   nlockd::Options options_;
+  // rpc.statd's state directory (Options::statd_state_directory), when NSM is served here.
+  std::optional<StatdDirectory> statd_directory_;
   asio::any_io_executor executor_;
   SteadyClock clock_;
   rpc::Dispatcher dispatcher_;
@@ -181,6 +192,8 @@ class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
   NsmBridge bridge_;
   nsm::RpcStatusCaller status_caller_;
   nsm::AsioNameResolver name_resolver_;
+  // rpc.statd's --ha-callout (Options::statd_ha_callout, NSM served here).
+  std::unique_ptr<HaCallout> ha_callout_;
   nsm::NsmService nsm_;
   nsm::Notifier notifier_;
   nlm::RpcClientCaller nlm_caller_;

@@ -170,13 +170,18 @@ void WriteStatdRecords(const fs::path& directory,
     if (!UsableFileName(registration.mon_name)) continue;  // statd refuses such names too
     files[registration.mon_name] += FormatStatdRecord(registration);
   }
+  // Listed first, removed after: a directory changed while it is read may skip entries.
+  std::vector<fs::path> stale;
   std::error_code error;
   for (const auto& entry : fs::directory_iterator(directory, error)) {
     std::string name = entry.path().filename().string();
     std::error_code type_error;
     if (!name.starts_with('.') && entry.is_regular_file(type_error) && !files.contains(name)) {
-      fs::remove(entry.path(), type_error);
+      stale.push_back(entry.path());
     }
+  }
+  for (const fs::path& path : stale) {
+    if (!fs::remove(path, error) && error) Fail("cannot remove", path);
   }
   for (const auto& [name, text] : files) WriteAtomically(directory / name, text, owner, group);
 }

@@ -45,6 +45,7 @@
 #include "nlockd_build_info.hpp"
 #include "server/config.hpp"
 #include "server/config_table.hpp"
+#include "server/statd_handover.hpp"
 
 namespace {
 
@@ -422,6 +423,11 @@ int main(int argc, char** argv) {
                "validate the file, environment and flags as a start would, print the effective "
                "configuration (secrets redacted) and exit: 0 if valid, else the status a start "
                "would exit with (78 for a refused configuration; nlockd(8))");
+  bool export_statd = false;
+  app.add_flag("--export-statd-files", export_statd,
+               "write rpc.statd's files (statd.state_directory: sm/, sm.bak/, state) from the "
+               "store and exit, for rpc.statd to take over; while nlockd is stopped (a clean stop "
+               "writes them itself)");
   bool version = false;
   app.add_flag("--version", version, "print the version, git revision and build type and exit");
   Flags flags(app);
@@ -454,6 +460,26 @@ int main(int argc, char** argv) {
     } catch (const std::exception& e) {
       std::cerr << "nlockd: invalid configuration: " << e.what() << "\n";
       return ConfigExitStatus(e);
+    }
+  }
+
+  if (export_statd) {
+    nlockd::SetUpLogging(spdlog::level::warn);
+    Config config;
+    try {
+      config = LoadConfig(config_file, flags);
+    } catch (const std::exception& e) {
+      std::cerr << "nlockd: invalid configuration: " << e.what() << "\n";
+      return ConfigExitStatus(e);
+    }
+    if (config.name.empty()) config.name = nlockd::server::DefaultServerName();
+    try {
+      std::cout << "nlockd: " << nlockd::server::ExportStatdFiles(config) << "\n";
+      return EXIT_SUCCESS;
+    } catch (const std::exception& e) {
+      std::cerr << "nlockd: cannot export rpc.statd's files: "
+                << nlockd::RedactPasswordOf(config.store, e.what()) << "\n";
+      return EXIT_FAILURE;
     }
   }
 
