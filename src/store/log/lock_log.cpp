@@ -472,7 +472,8 @@ LogSegment::~LogSegment() {
 }
 
 void LogSegment::Append(std::string_view bytes) {
-  if (map_ != nullptr && bytes.size() <= capacity_ - size_) {
+  // Past the mapping once a record went beyond it (size_ > capacity_): pwrite from then on.
+  if (map_ != nullptr && size_ <= capacity_ && bytes.size() <= capacity_ - size_) {
     std::memcpy(map_ + size_, bytes.data(), bytes.size());
     size_ += bytes.size();
     return;
