@@ -95,6 +95,7 @@ int main(int argc, char** argv) {
   std::vector<size_t> connections{1, 8, 64};
   std::vector<size_t> pipelines{1};
   double duration = 5, warmup = 1;
+  uint64_t calls = 0;
   uint32_t program = 100021, version = 4, procedure = 0;
   std::string args_hex;
   bool distinct_sources = false, json = false;
@@ -108,6 +109,10 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   app.add_option("--duration", duration, "measured seconds per run (default 5)");
   app.add_option("--warmup", warmup, "unmeasured seconds before each run (default 1)");
+  app.add_option("--calls", calls,
+                 "stop each run after this many calls in all (0, the default: run for "
+                 "--duration); with --warmup 0, a fixed amount of work, as the instruction "
+                 "count guard needs");
   app.add_option("--program", program, "RPC program (default 100021)");
   app.add_option("--version", version, "program version (default 4)");
   app.add_option("--procedure", procedure, "procedure (default 0, NULL)");
@@ -173,6 +178,7 @@ int main(int argc, char** argv) {
       options.duration = std::chrono::milliseconds(static_cast<int64_t>(duration * 1000));
       options.warmup = std::chrono::milliseconds(static_cast<int64_t>(warmup * 1000));
       options.distinct_sources = distinct_sources;
+      options.max_calls = calls;
       std::optional<nlockd::bench::LoadResult> null_result;
       if (against_null) {
         nlockd::bench::FixedWorkload null_workload({100021, 4, 0, {}});

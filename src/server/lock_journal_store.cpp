@@ -120,9 +120,6 @@ asio::awaitable<bool> StoreLockJournal::Write(std::vector<store::Write> writes, 
   co_return false;
 }
 
-StoreLockJournal::Batch::Batch(const asio::any_io_executor& executor)
-    : written(executor, asio::steady_timer::time_point::max()) {}
-
 void StoreLockJournal::MarkSynced(const std::vector<nlm::JournalEntry>& entries) {
   if (unsynced_.empty()) return;
   for (const nlm::JournalEntry& entry : entries) {
@@ -143,7 +140,7 @@ void StoreLockJournal::MarkUnsynced(const std::vector<nlm::JournalEntry>& entrie
 
 std::shared_ptr<StoreLockJournal::Batch> StoreLockJournal::WriteBatch(
     const asio::any_io_executor& executor, std::vector<nlm::JournalEntry> entries) {
-  auto batch = std::make_shared<Batch>(executor);
+  auto batch = std::make_shared<Batch>();
   batch->entries = std::move(entries);
   // One write per owner, file and range, however often the batch names them: the state is read
   // now, so a repeat would write the same rows again.
@@ -169,7 +166,9 @@ std::shared_ptr<StoreLockJournal::Batch> StoreLockJournal::WriteBatch(
       Failed(changes, error);
       MarkUnsynced(batch->entries);
     }
-    batch->written.expires_at(asio::steady_timer::time_point::min());
+    // The waiting call made the timer before this could run: a completion that is not inline
+    // comes through the executor, after the call's turn.
+    if (batch->written) batch->written->expires_at(asio::steady_timer::time_point::min());
   };
   if (plan.writes.size() != 1) {
     store::AsyncWrite(std::move(plan.writes), asio::bind_executor(executor, std::move(finish)));
@@ -206,8 +205,12 @@ asio::awaitable<bool> StoreLockJournal::Record(std::vector<nlm::JournalEntry> en
   }
   // NLM hands in the calls of a whole turn at once (nlm::JournalBarrier): written now, not
   // after another trip through the executor.
-  std::shared_ptr<Batch> batch = WriteBatch(co_await asio::this_coro::executor, std::move(entries));
-  if (!batch->finished) co_await batch->written.async_wait(rpc::kUseTuple);
+  const asio::any_io_executor executor = co_await asio::this_coro::executor;
+  std::shared_ptr<Batch> batch = WriteBatch(executor, std::move(entries));
+  if (!batch->finished) {
+    batch->written.emplace(executor, asio::steady_timer::time_point::max());
+    co_await batch->written->async_wait(rpc::kUseTuple);
+  }
   co_return batch->ok;
 }
 

@@ -83,11 +83,11 @@ class StoreLockJournal final : public nlm::LockJournal {
   asio::awaitable<bool> Write(std::vector<store::Write> writes, size_t changes);
   // A batch of lock and share entries being written, and its outcome.
   struct Batch {
-    explicit Batch(const asio::any_io_executor& executor);
     std::vector<nlm::JournalEntry> entries;
-    // Never expires by itself; set to expire at once when the write is done, which wakes the
-    // call waiting on it.
-    asio::steady_timer written;
+    // Made only when the write is not done on return from WriteBatch (most are: the lock log
+    // acknowledges at once): never expires by itself; set to expire at once when the write is
+    // done, which wakes the call waiting on it.
+    std::optional<asio::steady_timer> written;
     bool ok = false;
     bool finished = false;  // the write completed (ok says how)
   };

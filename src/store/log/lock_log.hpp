@@ -51,13 +51,18 @@ uint32_t LogCrc32(std::string_view bytes);
 // length from allocating gigabytes at recovery).
 inline constexpr uint32_t kMaxLogPayload = 64U << 20;
 
-// One segment file of the log, opened for appending with plain write(2): once Append returns, the
-// record is in the page cache and survives a crash of the process (not of the host). Not
-// thread-safe.
+// One segment file of the log. Once Append returns, the record is in the page cache and survives
+// a crash of the process (not of the host). With a capacity, the file is given that many bytes
+// up front (fallocate) and mapped shared: a record that fits is copied into the mapping, which
+// is the page cache itself, so an append costs a memcpy, not a write(2) through the file
+// system; records that do not fit, or every record when the file system cannot reserve the
+// space (no fallocate) or the mapping fails, are written with pwrite(2) at the same offset. The
+// space not yet written reads as zeros, which end the log for DecodeLogRecords. Closing cuts
+// the file to its records. Not thread-safe.
 class LogSegment {
  public:
   // Creates (or truncates) the file. Throws nlockd::Error(kFailed) naming it.
-  explicit LogSegment(std::string path);
+  explicit LogSegment(std::string path, uint64_t capacity = 0);
   ~LogSegment();
   LogSegment(const LogSegment&) = delete;
   LogSegment& operator=(const LogSegment&) = delete;
@@ -68,11 +73,15 @@ class LogSegment {
 
   const std::string& path() const { return path_; }
   uint64_t size() const { return size_; }
+  // Whether appends go to a shared mapping (else pwrite).
+  bool mapped() const { return map_ != nullptr; }
 
  private:
   std::string path_;
   int fd_ = -1;
   uint64_t size_ = 0;  // the end of the last complete record
+  char* map_ = nullptr;
+  uint64_t capacity_ = 0;  // bytes mapped at map_
 };
 
 // Reads a whole segment file; "" if it does not exist. Throws nlockd::Error(kFailed) on errors.

@@ -129,6 +129,51 @@ TEST(LockLog, ASegmentHoldsWhatWasAppended) {
   EXPECT_EQ(ReadLogFile(path + ".missing"), "");
 }
 
+TEST(LockLog, AMappedSegmentHoldsEveryRecordWhileOpenAndOnlyThemOnceClosed) {
+  testutil::TempDir dir;
+  const std::string path = (dir.path() / "log.0").string();
+  std::string expected;
+  {
+    LogSegment segment(path, 1U << 20);
+    ASSERT_TRUE(segment.mapped());
+    for (const LoggedOp& op : SampleOps()) {
+      const std::string record = EncodeLogRecord(op);
+      segment.Append(record);
+      expected += record;
+    }
+    EXPECT_EQ(segment.size(), expected.size());
+    // What a process killed now leaves: the records, then the reserved space as zeros, which
+    // ends the log.
+    const std::string open = ReadLogFile(path);
+    EXPECT_EQ(open.size(), 1U << 20);
+    size_t valid = 0;
+    EXPECT_EQ(DecodeLogRecords(open, &valid).size(), SampleOps().size());
+    EXPECT_EQ(valid, expected.size());
+    EXPECT_EQ(open.substr(0, valid), expected);
+  }
+  EXPECT_EQ(ReadLogFile(path), expected);
+}
+
+TEST(LockLog, RecordsPastAMappedSegmentsCapacityAreWrittenAfterIt) {
+  testutil::TempDir dir;
+  const std::string path = (dir.path() / "log.0").string();
+  std::string expected;
+  const size_t first = EncodeLogRecord(SampleOps()[0]).size();
+  {
+    // Room for the first record and part of the second: the second goes past the mapping.
+    LogSegment segment(path, first + 5);
+    ASSERT_TRUE(segment.mapped());
+    for (const LoggedOp& op : SampleOps()) {
+      const std::string record = EncodeLogRecord(op);
+      segment.Append(record);
+      expected += record;
+    }
+    EXPECT_EQ(ReadLogFile(path), expected);
+  }
+  EXPECT_EQ(ReadLogFile(path), expected);
+  EXPECT_EQ(DecodeLogRecords(expected).size(), SampleOps().size());
+}
+
 ReplaceLocks Replace(std::string host, int32_t svid, std::vector<LockRange> ranges,
                      std::optional<OffsetSpan> within) {
   return ReplaceLocks{"fh", std::move(host), svid, "oh", std::move(ranges), within};

@@ -54,7 +54,7 @@ LoggedStore::LoggedStore(std::unique_ptr<Store> inner, std::string log_prefix)
   Replay();
   {
     std::lock_guard lock(mu_);
-    segment_ = std::make_unique<LogSegment>(SegmentPath(segment_number_));
+    segment_ = std::make_unique<LogSegment>(SegmentPath(segment_number_), kSegmentBytes);
   }
   hand_on_ = std::thread([this] { RunHandOn(); });
 }
@@ -220,6 +220,8 @@ void LoggedStore::SubmitLogged(LoggedOp op, Done done) {
       const size_t start = gathered_.records.size();
       EncodeLogRecordTo(op, gathered_.records);
       try {
+        // None after a segment could not be begun: try again (the write fails if that fails).
+        if (!segment_) BeginSegmentLocked(segment_number_);
         segment_->Append(std::string_view(gathered_.records).substr(start));
       } catch (...) {
         error = std::current_exception();
@@ -231,9 +233,17 @@ void LoggedStore::SubmitLogged(LoggedOp op, Done done) {
       ++gathered_.count;
       if (gathered_.count == 1 || gathered_.count == kHandOnBatch) gathered_cv_.notify_one();
       if (segment_->size() >= kSegmentBytes) {
-        std::lock_guard applied(applied_mu_);
-        closed_.push_back(Closed{segment_->path(), seq});
-        segment_ = std::make_unique<LogSegment>(SegmentPath(++segment_number_));
+        {
+          std::lock_guard applied(applied_mu_);
+          closed_.push_back(Closed{segment_->path(), seq});
+        }
+        try {
+          BeginSegmentLocked(segment_number_ + 1);
+        } catch (const std::exception& e) {
+          // This write is in the closed segment; the next one tries again, and fails if it
+          // cannot begin one.
+          spdlog::error("store: {}", e.what());
+        }
       }
     }
   }
@@ -340,11 +350,19 @@ void LoggedStore::RemoveAllSegments(bool reopen) {
   }
   if (reopen) {
     // Truncated by reopening: the wrapped store has every record it held.
-    segment_ = std::make_unique<LogSegment>(SegmentPath(segment_number_));
+    BeginSegmentLocked(segment_number_);
   } else {
     segment_.reset();
     RemoveFile(SegmentPath(segment_number_));
   }
+}
+
+void LoggedStore::BeginSegmentLocked(uint64_t number) {
+  // The old segment is closed first: closing cuts its file to its records, which must not
+  // happen to a new segment of the same name (a reopen).
+  segment_.reset();
+  segment_number_ = number;
+  segment_ = std::make_unique<LogSegment>(SegmentPath(number), kSegmentBytes);
 }
 
 std::vector<std::string> LoggedStore::SegmentPaths() const {

@@ -105,6 +105,10 @@ class LoggedStore final : public Store {
   // `reopen`. REQUIRES: mu_ held and everything logged applied.
   void RemoveAllSegments(bool reopen);
   std::string SegmentPath(uint64_t number) const;
+  // Closes the current segment, if any, and begins segment `number` (a mapped one of
+  // kSegmentBytes). Throws nlockd::Error(kFailed) and leaves no segment if it cannot.
+  // REQUIRES: mu_ held.
+  void BeginSegmentLocked(uint64_t number);
 
   const std::unique_ptr<Store> inner_;
   const std::string prefix_;
@@ -116,7 +120,7 @@ class LoggedStore final : public Store {
   std::mutex forward_mu_;
   // Held while a write is logged. Taken before applied_mu_, never after it.
   mutable std::mutex mu_;
-  std::unique_ptr<LogSegment> segment_;  // guarded by mu_
+  std::unique_ptr<LogSegment> segment_;  // guarded by mu_; null if one could not be begun
   uint64_t segment_number_ = 0;          // guarded by mu_
   uint64_t logged_seq_ = 0;              // guarded by mu_: the last logged write
   // Logged, acknowledged, not yet handed on (the last is logged_seq_); guarded by mu_.
