@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Builds the Debian packages (nlockd, libnlockd0, nlockd-dev) from this checkout with
+# Builds the Debian packages (nlockd, libnlockd0, nlockd-dev, nlockd-statd) from this checkout with
 # `dpkg-buildpackage -b -us -uc`, in a copy of the tracked and new files under build-deb/ (so
 # that the .deb files land in build-deb/ rather than beside the checkout, and ccache sees the
 # same paths every time). The git revision is passed in, since the copy has no .git.

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# CI for the Debian packages: builds them (packaging/build-deb.sh), runs lintian (no error
-# allowed), installs them on this machine with dpkg -i, runs the installed daemon as the nlockd
-# user with the unit's own ExecStart line (under systemd when it is PID 1), smoke-tests it with
-# the project's rpcgen NLM and NSM clients (from build-test/), nlockctl and curl, reloads it, stops it, and purges the packages.
+# CI for the Debian packages (nlockd, libnlockd0, nlockd-dev, nlockd-statd): builds them
+# (packaging/build-deb.sh), runs lintian (no error allowed), installs them on this machine with
+# dpkg -i, runs the installed daemon as the nlockd user with the unit's own ExecStart line
+# (under systemd when it is PID 1), smoke-tests it with the project's rpcgen NLM and NSM clients
+# (from build-test/), nlockctl and curl, reloads it, stops it, puts nlockd-statd in the place of
+# a running rpc.statd and removes it again (packaging/test-statd-deb.sh), and purges the
+# packages.
 # Needs root, and build-test/ built with its tests (the rpcgen clients).
 # Usage: packaging/test-deb.sh [--no-build]
 set -euo pipefail
@@ -37,13 +40,16 @@ step "lintian: no errors"
 
 cleanup() {
   [[ -n "${daemon_pid:-}" ]] && kill "$daemon_pid" 2>/dev/null || true
-  dpkg --purge nlockd-dev libnlockd0 nlockd >/dev/null 2>&1 || true
+  dpkg --purge nlockd-statd nlockd-dev libnlockd0 nlockd >/dev/null 2>&1 || true
   rm -rf "${scratch:-/nonexistent}"
 }
 trap cleanup EXIT
 scratch=$(mktemp -d)
 log="$scratch/nlockd.log"
 
+# nlockd-statd takes rpc.statd's place: it is installed on its own, further down.
+statd_deb=$(printf '%s\n' "${debs[@]}" | grep '/nlockd-statd_') || fail "no nlockd-statd package"
+mapfile -t debs < <(printf '%s\n' "${debs[@]}" | grep -v '/nlockd-statd_')
 DEBIAN_FRONTEND=noninteractive dpkg -i "${debs[@]}" >"$scratch/dpkg.log" 2>&1 ||
   { cat "$scratch/dpkg.log" >&2; fail "dpkg -i"; }
 
@@ -149,6 +155,9 @@ wait "$daemon_pid" || fail "nlockd did not stop cleanly"
 daemon_pid=
 grep -q "nlockd stopped" "$log" || fail "no clean stop"
 step "the installed daemon ran as nlockd, answered NLM, NSM, nlockctl and /metrics, reloaded and stopped"
+
+# nlockd-statd: installed where rpc.statd runs, and removed (in a namespace of its own).
+packaging/test-statd-deb.sh "$statd_deb" "$tools/nsm_client"
 
 dpkg --purge nlockd-dev libnlockd0 nlockd >"$scratch/purge.log" 2>&1 ||
   { cat "$scratch/purge.log" >&2; fail "dpkg --purge"; }

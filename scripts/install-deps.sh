@@ -25,6 +25,8 @@ test_packages=(
   # The kernel client rig (tests/kernel/): the guest's kernel is not installed but fetched
   # into a cache by tests/kernel/run.sh with apt-get download.
   qemu-system-x86 busybox-static nfs-ganesha nfs-ganesha-vfs python3
+  # The per-call cost guard (tests/perf/ir_guard.sh): callgrind.
+  valgrind
 )
 
 wanted=("${build_packages[@]}")

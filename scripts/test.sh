@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Checks the formatting, builds nlockd with ASan+UBSan and -Werror, runs every test (unit, db, integration) against a
 # PostgreSQL server this script starts, then an out-of-tree consumer of the installed library,
-# then a Linux kernel NFS client under QEMU against that nlockd, then the Debian packages (built,
+# then the per-call instruction guard (a Release build under callgrind), then a Linux kernel NFS
+# client under QEMU against that nlockd, then the Debian packages (built,
 # checked by lintian, installed, run and purged), then each fuzz target briefly.
 # Usage: scripts/test.sh [--no-fuzz]
 set -euo pipefail
@@ -34,6 +35,13 @@ fi
 # libnlockd installed to a temporary prefix and used by a project outside the tree
 # (find_package shared and static, pkg-config).
 tests/consumer/run.sh "$build"
+
+# The per-call cost guard: instructions per call under callgrind against tests/perf/ir_baseline.txt
+# (more than 10 % over fails). Valgrind cannot run ASan binaries, so it has a Release build of
+# its own, of the three programs it runs.
+cmake -S . -B build-perf -G Ninja -DCMAKE_BUILD_TYPE=Release -DNLOCKD_BUILD_TESTS=OFF >/dev/null
+cmake --build build-perf --target nlockd nlockd-load embedded_server -j "$jobs"
+tests/perf/ir_guard.sh build-perf
 
 # A Linux kernel NFS client under QEMU against the sanitized nlockd (docs/kernel-rig.md).
 tests/kernel/run.sh "$build/src/cmd/nlockd"

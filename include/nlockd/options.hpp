@@ -65,6 +65,13 @@ struct NLOCKD_EXPORT Options {
   bool nlm_granted_msg = true;
   // Client hosts monitored and holding state at once.
   size_t max_hosts = 10'000;
+  // What one client host, and all together, can make the lock table keep: lock entries per
+  // host, the bytes of one host's lock owners (handle, host name and record), blocked requests
+  // per host and in all. Past each a request gets DENIED_NOLOCKS.
+  size_t max_locks_per_host = 1'000'000;
+  size_t max_owner_bytes_per_host = 16 << 20;
+  size_t max_waiters_per_host = 10'000;
+  size_t max_waiters = 100'000;
   // Refuse a blocking lock that would close a wait-for cycle (NLM4_DEADLCK; DENIED before
   // version 4), as Linux lockd does through the VFS. false: such a request waits, for ever.
   bool nlm_deadlock_detection = true;

@@ -6,7 +6,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,12 +15,12 @@
 #include <httplib.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <spdlog/sinks/ostream_sink.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "admin/admin_server.hpp"
 #include "admin/testing/test_server.hpp"
+#include "testutil/captured_log.hpp"
 
 namespace nlockd::admin {
 namespace {
@@ -204,12 +203,7 @@ TEST(AdminServerLimits, AFloodOfIdleConnectionsHoldsAtMostTheLimit) {
 }
 
 TEST(AdminServerLimits, FailedLoginsAreWarnedWithTheSourceAtALimitedRate) {
-  std::ostringstream out;
-  auto previous = spdlog::default_logger();
-  auto logger = std::make_shared<spdlog::logger>(
-      "captured", std::make_shared<spdlog::sinks::ostream_sink_mt>(out));
-  logger->set_pattern("%l %v");
-  spdlog::set_default_logger(logger);
+  testutil::CapturedLog log("%l %v");
   {
     AdminServerOptions options;
     options.token = "secret";
@@ -222,13 +216,8 @@ TEST(AdminServerLimits, FailedLoginsAreWarnedWithTheSourceAtALimitedRate) {
       EXPECT_EQ(result->status, 401);
     }
   }
-  spdlog::set_default_logger(previous);
-  const std::string text = out.str();
-  size_t lines = 0;
-  for (size_t at = text.find("authentication failed"); at != std::string::npos;
-       at = text.find("authentication failed", at + 1)) {
-    ++lines;
-  }
+  const std::string text = log.text();
+  const size_t lines = log.Count("authentication failed");
   EXPECT_GE(lines, 1u);
   EXPECT_LT(lines, 30u);
   EXPECT_NE(text.find("warning admin: GET /api/v1/status from 127.0.0.1: authentication failed"),

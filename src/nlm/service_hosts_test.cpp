@@ -1,15 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // The status monitor's reboot callback (procedure 16) as NLM-only mode takes it from the
 // system's statd: only hosts whose known NSM state differs from the notified one are released.
-#include <memory>
-#include <sstream>
 
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
 
 #include "nlm/service.hpp"
 #include "nlm/service_test_fixture.hpp"
+#include "testutil/captured_log.hpp"
 
 namespace nlockd::nlm {
 namespace {
@@ -173,28 +170,17 @@ TEST_F(CallerNameKeyTest, FreeAllReleasesTheNameFromTheCallersAddressOnly) {
 
 TEST_F(NlmServiceTest, RefusedCallsFromTheNetworkLogTenLinesThenOneASecond) {
   // Each FREE_ALL naming another host used to write a warning: a flood of them filled the log.
-  std::ostringstream log;
-  auto previous = spdlog::default_logger();
-  auto logger = std::make_shared<spdlog::logger>(
-      "captured", std::make_shared<spdlog::sinks::ostream_sink_mt>(log));
-  logger->set_pattern("%v");
-  spdlog::set_default_logger(logger);
+  testutil::CapturedLog log;
   ASSERT_EQ(Lock(From("192.0.2.1"), LockArgs("client-a", 1, 0, 10)).stat, NLM4_GRANTED);
   for (int i = 0; i < 50; ++i) {
     RunCoroutine(io_, service_->FreeAll(From("192.0.2.66"), nlm4_notify{"client-a", 5}));
     service_->SmNotify(From("192.0.2.66", 4, 700), nlm_sm_status{"client-a", 5, {}});
   }
-  spdlog::set_default_logger(previous);
   EXPECT_EQ(service_->stats().spoof_rejections, 100u);
   EXPECT_EQ(locks_.Counts().locks, 1u);
-  const std::string text = log.str();
-  size_t lines = 0;
-  for (size_t at = text.find(" refused: "); at != std::string::npos;
-       at = text.find(" refused: ", at + 1)) {
-    ++lines;
-  }
+  const size_t lines = log.Count(" refused: ");
   EXPECT_GE(lines, 10u);
-  EXPECT_LE(lines, 12u) << "a burst of 10, then 1 a second: " << text;
+  EXPECT_LE(lines, 12u) << "a burst of 10, then 1 a second: " << log.text();
 }
 
 }  // namespace

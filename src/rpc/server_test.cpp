@@ -3,7 +3,6 @@
 
 #include <atomic>
 #include <future>
-#include <sstream>
 #include <thread>
 
 #include <asio/executor_work_guard.hpp>
@@ -15,13 +14,12 @@
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 
 #include "rpc/client.hpp"
 #include "rpc/record_marking.hpp"
+#include "testutil/captured_log.hpp"
 #include "testutil/run_coroutine.hpp"
 
 namespace nlockd::rpc {
@@ -473,12 +471,7 @@ TEST_F(ServerTest, ARecordInTooManyFragmentsClosesTheConnection) {
 TEST_F(ServerTest, ClientsReconnectingWithBadRecordsLogOneWarningASecond) {
   // Each refused record used to log a line: a client reconnecting in a loop filled the log (and,
   // with stderr a pipe nobody drained, stopped the daemon on its next write).
-  std::ostringstream log;
-  auto previous = spdlog::default_logger();
-  auto logger = std::make_shared<spdlog::logger>(
-      "captured", std::make_shared<spdlog::sinks::ostream_sink_mt>(log));
-  logger->set_pattern("%v");
-  spdlog::set_default_logger(logger);
+  testutil::CapturedLog log;
   ServerOptions options;
   options.max_fragments_per_record = 8;
   options.max_record_size = 1024;
@@ -494,17 +487,11 @@ TEST_F(ServerTest, ClientsReconnectingWithBadRecordsLogOneWarningASecond) {
   const auto elapsed = std::chrono::steady_clock::now() - start;
   const ServerStats stats = Stats();
   StopServer();
-  spdlog::set_default_logger(previous);
   EXPECT_EQ(stats.records_too_fragmented + stats.records_too_large, 50u);
-  const std::string text = log.str();
-  size_t warnings = 0;
-  for (size_t at = text.find("rpc record "); at != std::string::npos;
-       at = text.find("rpc record ", at + 1)) {
-    ++warnings;
-  }
+  const size_t warnings = log.Count("rpc record ");
   const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(elapsed).count();
-  EXPECT_GE(warnings, 1u) << text;
-  EXPECT_LE(warnings, static_cast<size_t>(seconds) + 1) << text;
+  EXPECT_GE(warnings, 1u) << log.text();
+  EXPECT_LE(warnings, static_cast<size_t>(seconds) + 1) << log.text();
 }
 
 TEST_F(ServerTest, UdpGarbageGetsNoReplyAndUdpKeepsServing) {

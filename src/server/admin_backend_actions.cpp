@@ -37,10 +37,11 @@ void AdminBackend::DeleteRegistration(const std::string& id) {
 
 admin::ReleaseResult AdminBackend::ReleaseHost(const std::string& name) {
   auto released = OnExecutor([this, name]() -> std::optional<admin::ReleaseResult> {
-    if (parts_.locks.hosts().Find(lock::HostId(name)) == nullptr) return std::nullopt;
-    // The reboot path: releases the host (and any host whose caller_name label is `name`),
-    // journals it, and sends the GRANTED callbacks of the waiters it serves.
+    // The reboot path: releases every host `name` names (its key, or its caller_name label,
+    // matched as NLM matches names: "client1" releases "client1@192.0.2.7" under host_key
+    // caller_name), journals it, and sends the GRANTED callbacks of the waiters it serves.
     const nlm::HostsReleased outcome = parts_.nlm.ReleaseHosts(name);
+    if (outcome.hosts == 0) return std::nullopt;
     admin::ReleaseResult result;
     result.locks = outcome.locks;
     result.shares = outcome.shares;

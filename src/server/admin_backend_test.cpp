@@ -500,6 +500,19 @@ TEST_F(AdminBackendTest, ReleasingAHostDropsItsStateAndGrantsTheWaitersItBlocked
   EXPECT_EQ(ErrorOf([&] { backend_.ReleaseHost("192.0.2.99"); }), ApiErrorKind::kNotFound);
 }
 
+// The admin release names hosts as a reboot notification does: by key or by caller_name, so
+// that under host_key caller_name ("client-a@127.0.0.11") the name the operator sees works.
+TEST_F(AdminBackendTest, ReleasingByCallerNameReleasesTheHostsThatSentIt) {
+  Populate();
+  admin::ReleaseResult released = backend_.ReleaseHost("CLIENT-A");
+  EXPECT_EQ(released.locks, 2u);
+  EXPECT_EQ(released.shares, 1u);
+  admin::StateQuery host_a;
+  host_a.host = kHostA;
+  EXPECT_EQ(backend_.ListLocks(host_a).total, 0u);
+  EXPECT_EQ(ErrorOf([&] { backend_.ReleaseHost("client-z"); }), ApiErrorKind::kNotFound);
+}
+
 TEST_F(AdminBackendTest, NotifyQueuesSmNotifyToMonitoredHosts) {
   Populate();
   EXPECT_EQ(backend_.Notify(std::nullopt).hosts, 3u);

@@ -52,7 +52,29 @@ struct Config : nlockd::Options {
   // log_file / --log-file: log lines go to this file (appended; reopened on SIGUSR1, for
   // logrotate) instead of standard error; empty: standard error.
   std::string log_file;
+  // nfs_conf / --nfs-conf: nfs-utils' configuration file, read beneath nlockd's own
+  // (ApplyNfsConf); empty: not read.
+  std::string nfs_conf;
 };
+
+class NfsConf;
+
+// A setting taken from nfs.conf, and the line it came from ("FILE:LINE").
+struct NfsConfSetting {
+  std::string key;
+  std::string origin;
+};
+
+// Applies what nfs-utils' configuration says to the daemons nlockd stands in for, with
+// nfs-utils' meaning, into `config`: as the status monitor (`statd_role`), [statd] port (NSM on
+// a port of its own on every address, as rpc.statd listens), outgoing-port, name,
+// state-directory-path (rpc.statd's default, /var/lib/nfs, when unset) and ha-callout; as the
+// lock manager alone (`lockd_role`), [lockd] port
+// (udp-port when port is not set; one port serves both). Values are checked as the same
+// settings in nlockd.toml are; a bad one throws Error naming its line. Keys nlockd has no
+// equivalent for are reported in `warnings`. Returns the settings applied.
+std::vector<NfsConfSetting> ApplyNfsConf(const NfsConf& conf, bool statd_role, bool lockd_role,
+                                         Config& config, std::vector<std::string>& warnings);
 
 // An allowlist entry: an IP literal, normalised ("::ffff:10.0.0.1" -> "10.0.0.1"). Throws Error.
 std::string ParseAllowedAddress(const std::string& text);

@@ -73,6 +73,14 @@ const Setting kSettings[] = {
      "The name this server sends as mon_name in SM_NOTIFY. Empty: the host name.",
      [](const SettingValue& v, Config& c) { c.name = Text(v); },
      [](const Config& c) -> SettingValue { return c.name; }, false, false, "NAME"},
+    {"nfs_conf", "--nfs-conf", SettingType::kString, 0, 0,
+     "nfs-utils' configuration file (/etc/nfs.conf), read beneath this one with nfs-utils' "
+     "meaning: serving NSM, its [statd] port, outgoing-port, name, state-directory-path "
+     "(/var/lib/nfs when unset, as for rpc.statd) and ha-callout; serving NLM alone, its [lockd] "
+     "port. A key set here or by a flag wins. Empty: "
+     "not read.",
+     [](const SettingValue& v, Config& c) { c.nfs_conf = Text(v); },
+     [](const Config& c) -> SettingValue { return c.nfs_conf; }, false, false, "PATH"},
     {"log_level", "--log-level", SettingType::kString, 0, 0,
      "trace, debug, info, warn, error, critical or off.",
      [](const SettingValue& v, Config& c) {
@@ -166,7 +174,10 @@ const Setting kSettings[] = {
 
     {"nlm.host_key", "--nlm-host-key", SettingType::kString, 0, 0,
      "What identifies a client host: \"address\" (its source address; caller_name is then a "
-     "label) or \"caller_name\" (what the client calls itself, like Linux's nsm_use_hostnames).",
+     "label) or \"caller_name\" (the name it sends, with its address: monitored and released on "
+     "reboot by name, like Linux's nsm_use_hostnames; a client that sends another's name from "
+     "its own address is another host, but can then announce that host's reboot). Use "
+     "caller_name only for clients trusted to name themselves.",
      [](const SettingValue& v, Config& c) { c.nlm_key_by_caller_name = ParseHostKey(Text(v)); },
      [](const Config& c) -> SettingValue {
        return std::string(c.nlm_key_by_caller_name ? "caller_name" : "address");
@@ -184,6 +195,29 @@ const Setting kSettings[] = {
      "Client hosts monitored and holding state at once; past it new hosts get DENIED_NOLOCKS.",
      [](const SettingValue& v, Config& c) { c.max_hosts = static_cast<size_t>(Int(v)); },
      [](const Config& c) { return Size(c.max_hosts); }, false, false, "N"},
+    {"nlm.max_locks_per_host", "--max-locks-per-host", SettingType::kInteger, 1, kMillion,
+     "Lock entries one client host may hold (about 100 bytes each); past it its LOCKs get "
+     "DENIED_NOLOCKS. Bounds what one client can cost by fragmenting ranges.",
+     [](const SettingValue& v, Config& c) { c.max_locks_per_host = static_cast<size_t>(Int(v)); },
+     [](const Config& c) { return Size(c.max_locks_per_host); }, false, false, "N"},
+    {"nlm.max_owner_bytes_per_host", "--max-owner-bytes-per-host", SettingType::kInteger, 4096,
+     int64_t{1} << 32,
+     "Bytes one client host's lock owners may cost (each: its handle, up to 1 KiB, its host "
+     "name and 256 for its record); past it a request that needs a new owner gets "
+     "DENIED_NOLOCKS. 16 MiB is 13,000 owners with the largest handles.",
+     [](const SettingValue& v, Config& c) {
+       c.max_owner_bytes_per_host = static_cast<size_t>(Int(v));
+     },
+     [](const Config& c) { return Size(c.max_owner_bytes_per_host); }, false, false, "BYTES"},
+    {"nlm.max_waiters_per_host", "--max-waiters-per-host", SettingType::kInteger, 1, kMillion,
+     "Blocked LOCKs one client host may have queued; past it its blocking LOCKs get "
+     "DENIED_NOLOCKS (a retransmission of one already queued is still answered BLOCKED).",
+     [](const SettingValue& v, Config& c) { c.max_waiters_per_host = static_cast<size_t>(Int(v)); },
+     [](const Config& c) { return Size(c.max_waiters_per_host); }, false, false, "N"},
+    {"nlm.max_waiters", "--max-waiters", SettingType::kInteger, 1, kMillion,
+     "Blocked LOCKs queued across all client hosts; past it blocking LOCKs get DENIED_NOLOCKS.",
+     [](const SettingValue& v, Config& c) { c.max_waiters = static_cast<size_t>(Int(v)); },
+     [](const Config& c) { return Size(c.max_waiters); }, false, false, "N"},
     {"nlm.deadlock_detection", "--deadlock-detection", SettingType::kBoolean, 0, 0,
      "Refuse a blocking LOCK that would close a cycle of owners waiting on each other, across "
      "files and hosts (NLM4_DEADLCK; DENIED in versions 1 and 3), as Linux lockd does: the "

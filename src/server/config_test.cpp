@@ -61,6 +61,10 @@ idle_timeout = 7
 host_key = "caller_name"
 granted_callback = "sync"
 max_hosts = 5
+max_locks_per_host = 1000
+max_owner_bytes_per_host = 65536
+max_waiters_per_host = 20
+max_waiters = 200
 [nsm]
 max_registrations = 7
 allowlist = ["::ffff:192.0.2.1", "2001:db8::1"]
@@ -84,6 +88,10 @@ callback_timeout = 2
   EXPECT_TRUE(config.nlm_key_by_caller_name);
   EXPECT_FALSE(config.nlm_granted_msg);
   EXPECT_EQ(config.max_hosts, 5u);
+  EXPECT_EQ(config.max_locks_per_host, 1000u);
+  EXPECT_EQ(config.max_owner_bytes_per_host, 65536u);
+  EXPECT_EQ(config.max_waiters_per_host, 20u);
+  EXPECT_EQ(config.max_waiters, 200u);
   EXPECT_EQ(config.store, "memory:");
   EXPECT_EQ(config.nsm_max_registrations, 7u);
   EXPECT_EQ(config.nsm_allowlist, (std::vector<std::string>{"192.0.2.1", "2001:db8::1"}));
@@ -182,6 +190,10 @@ TEST(LoadConfigFile, ShippedConfigFileParsesToTheDefaults) {
   EXPECT_EQ(from_file.nlm_key_by_caller_name, defaults.nlm_key_by_caller_name);
   EXPECT_EQ(from_file.nlm_granted_msg, defaults.nlm_granted_msg);
   EXPECT_EQ(from_file.max_hosts, defaults.max_hosts);
+  EXPECT_EQ(from_file.max_locks_per_host, defaults.max_locks_per_host);
+  EXPECT_EQ(from_file.max_owner_bytes_per_host, defaults.max_owner_bytes_per_host);
+  EXPECT_EQ(from_file.max_waiters_per_host, defaults.max_waiters_per_host);
+  EXPECT_EQ(from_file.max_waiters, defaults.max_waiters);
   EXPECT_EQ(from_file.store, defaults.store);
   EXPECT_EQ(from_file.nsm_max_registrations, defaults.nsm_max_registrations);
   EXPECT_EQ(from_file.nsm_allowlist, defaults.nsm_allowlist);

@@ -6,9 +6,13 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+
+#include "base/error.hpp"
+#include "server/config.hpp"
 
 namespace nlockd::server {
 namespace {
@@ -217,6 +221,118 @@ TEST_F(NfsConfTest, MalformedHeadersAreReadAsNfsUtilsReadsThem) {
                                  {"lockd", "port", "x", "<unset>"},
                                  {"sm-notify", "retry-time", "", "3"},
                              }});
+}
+
+// ApplyNfsConf: nfs.conf's [statd] and [lockd] values, as nlockd's settings.
+NfsConf ParseText(const std::string& text, std::vector<std::string>& warnings) {
+  return NfsConf::Parse(text, "/etc/nfs.conf", warnings);
+}
+
+TEST(ApplyNfsConf, StatdValuesBecomeTheStatusMonitorsSettings) {
+  std::vector<std::string> warnings;
+  NfsConf conf = ParseText(
+      "[statd]\n"
+      "port = 662\n"
+      "outgoing-port = 2020\n"
+      "name = nfs1.example\n"
+      "state-directory-path = /var/lib/nfs\n"
+      "ha-callout = /usr/local/bin/callout\n"
+      "[lockd]\n"
+      "port = 32803\n",
+      warnings);
+  Config config;
+  std::vector<NfsConfSetting> applied = ApplyNfsConf(conf, true, false, config, warnings);
+  ASSERT_TRUE(config.nsm_listen.has_value());
+  EXPECT_EQ(FormatListenAddress(*config.nsm_listen), "0.0.0.0:662");
+  EXPECT_EQ(config.callback_source_port, 2020);
+  EXPECT_EQ(config.name, "nfs1.example");
+  EXPECT_EQ(config.statd_state_directory, "/var/lib/nfs");
+  EXPECT_EQ(config.statd_ha_callout, "/usr/local/bin/callout");
+  // [lockd] is the kernel's lock manager's while nlockd is only the status monitor.
+  EXPECT_EQ(config.listen.port, Config{}.listen.port);
+  ASSERT_EQ(applied.size(), 5u);
+  EXPECT_EQ(applied[0].key, "nsm_listen");
+  EXPECT_EQ(applied[0].origin, "/etc/nfs.conf:2");
+  EXPECT_EQ(applied[4].key, "statd.ha_callout");
+  EXPECT_EQ(applied[4].origin, "/etc/nfs.conf:6");
+  EXPECT_TRUE(warnings.empty());
+}
+
+TEST(ApplyNfsConf, LockdPortIsTheListenerOfTheLockManagerAlone) {
+  std::vector<std::string> warnings;
+  NfsConf conf =
+      ParseText("[lockd]\nport = 32803\nudp-port = 32769\n[statd]\nport = 662\n", warnings);
+  Config config;
+  std::vector<NfsConfSetting> applied = ApplyNfsConf(conf, false, true, config, warnings);
+  EXPECT_EQ(FormatListenAddress(config.listen), "0.0.0.0:32803");
+  EXPECT_FALSE(config.nsm_listen.has_value());
+  ASSERT_EQ(applied.size(), 1u);
+  EXPECT_EQ(applied[0].key, "listen");
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("udp-port 32769 differs from port 32803"), std::string::npos)
+      << warnings[0];
+
+  Config udp_only;
+  NfsConf udp = ParseText("[lockd]\nudp-port = 4001\n", warnings);
+  ApplyNfsConf(udp, false, true, udp_only, warnings);
+  EXPECT_EQ(udp_only.listen.port, 4001);
+}
+
+TEST(ApplyNfsConf, NumbersAreReadAsNfsUtilsReadsThemAndZeroMeansAnyPort) {
+  std::vector<std::string> warnings;
+  // conf_get_num is atoi: "662abc" is 662, and no digits is 0, statd's "any port".
+  NfsConf conf = ParseText("[statd]\nport = 662abc\noutgoing-port = none\n", warnings);
+  Config config;
+  ApplyNfsConf(conf, true, false, config, warnings);
+  ASSERT_TRUE(config.nsm_listen.has_value());
+  EXPECT_EQ(config.nsm_listen->port, 662);
+  EXPECT_EQ(config.callback_source_port, 0);
+
+  Config zero;
+  NfsConf any = ParseText("[statd]\nport = 0\n", warnings);
+  ApplyNfsConf(any, true, false, zero, warnings);
+  EXPECT_FALSE(zero.nsm_listen.has_value());
+}
+
+TEST(ApplyNfsConf, WithoutAStateDirectoryStatdsOwnIsTakenOver) {
+  std::vector<std::string> warnings;
+  NfsConf conf = ParseText("[statd]\nport = 662\n", warnings);
+  Config config;
+  std::vector<NfsConfSetting> applied = ApplyNfsConf(conf, true, false, config, warnings);
+  EXPECT_EQ(config.statd_state_directory, "/var/lib/nfs");
+  ASSERT_EQ(applied.size(), 2u);
+  EXPECT_EQ(applied[1].key, "statd.state_directory");
+  EXPECT_EQ(applied[1].origin, "rpc.statd's default");
+  // Serving NLM alone, statd's directory stays statd's.
+  Config lockd;
+  ApplyNfsConf(conf, false, true, lockd, warnings);
+  EXPECT_EQ(lockd.statd_state_directory, "");
+}
+
+TEST(ApplyNfsConf, AValueNlockdRefusesNamesItsLine) {
+  std::vector<std::string> warnings;
+  NfsConf conf = ParseText("[statd]\n\nport = 70000\n", warnings);
+  Config config;
+  try {
+    ApplyNfsConf(conf, true, false, config, warnings);
+    FAIL() << "a port past 65535 was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/etc/nfs.conf:3: [statd] port"), std::string::npos)
+        << e.what();
+  }
+  NfsConf relative = ParseText("[statd]\nstate-directory-path = var/lib/nfs\n", warnings);
+  EXPECT_THROW(ApplyNfsConf(relative, true, false, config, warnings), Error);
+}
+
+TEST(ApplyNfsConf, NoNotifyIsReportedNotApplied) {
+  std::vector<std::string> warnings;
+  NfsConf conf = ParseText("[statd]\nno-notify = 1\n", warnings);
+  Config config;
+  EXPECT_EQ(ApplyNfsConf(conf, true, false, config, warnings).size(), 1u);  // the directory
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("/etc/nfs.conf:2: [statd] no-notify is not applied"),
+            std::string::npos)
+      << warnings[0];
 }
 
 }  // namespace

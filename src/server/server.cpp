@@ -45,6 +45,10 @@ rpc::ServerOptions RpcOptions(const nlockd::Options& options) {
 lock::LockManagerOptions LockOptions(const nlockd::Options& options) {
   lock::LockManagerOptions out;
   out.max_hosts = options.max_hosts;
+  out.max_locks_per_host = options.max_locks_per_host;
+  out.max_owner_bytes_per_host = options.max_owner_bytes_per_host;
+  out.max_waiters_per_host = options.max_waiters_per_host;
+  out.max_waiters = options.max_waiters;
   out.detect_deadlocks = options.nlm_deadlock_detection;
   if (options.grace.count() > 0) out.grace_duration = options.grace;
   out.seed = std::random_device{}();

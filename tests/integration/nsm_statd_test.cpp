@@ -65,31 +65,14 @@ class NsmStatdPeer : public ::testing::Test {
 
   // Calls P's statd from P's loopback, as P's lock manager does.
   std::vector<std::string> StatdOnPeer(const std::vector<std::string>& operations) {
-    std::vector<std::string> argv{NSM_CLIENT_BINARY, "--server", "127.0.0.1"};
-    argv.insert(argv.end(), operations.begin(), operations.end());
-    auto [status, lines] = hosts_->Run(kPeer, argv);
-    EXPECT_EQ(status, 0) << ::testing::PrintToString(lines);
-    return lines;
+    return hosts_->CallLocalMonitor(NSM_CLIENT_BINARY, kPeer, operations);
   }
 
   std::vector<std::string> NlockdOnServer(const std::vector<std::string>& operations) {
-    std::vector<std::string> argv{NSM_CLIENT_BINARY, "--server", "127.0.0.1"};
-    argv.insert(argv.end(), operations.begin(), operations.end());
-    auto [status, lines] = hosts_->RunOnServer(argv);
-    EXPECT_EQ(status, 0) << ::testing::PrintToString(lines);
-    return lines;
+    return hosts_->CallLocalMonitor(NSM_CLIENT_BINARY, NsmHosts::kServerHost, operations);
   }
 
-  int32_t NlockdState() {
-    auto lines = NlockdOnServer({"stat name=x"});
-    std::smatch match;
-    if (lines.size() != 1 ||
-        !std::regex_match(lines[0], match, std::regex("stat res=succ state=(\\d+)"))) {
-      ADD_FAILURE() << ::testing::PrintToString(lines);
-      return -1;
-    }
-    return std::stoi(match[1].str());
-  }
+  int32_t NlockdState() { return NsmHosts::StateOf(NlockdOnServer({"stat name=x"})); }
 
   std::string Diagnostics() {
     return "--- statd:\n" + statd_->output() + "--- callbacks:\n" + callbacks_->output() +

@@ -87,23 +87,12 @@ class StatdHandover : public ::testing::Test {
 
   // Calls the server host's status monitor from its loopback, as its lock manager does.
   std::vector<std::string> OnServer(const std::vector<std::string>& operations) {
-    std::vector<std::string> argv{NSM_CLIENT_BINARY, "--server", "127.0.0.1"};
-    argv.insert(argv.end(), operations.begin(), operations.end());
-    auto [status, lines] = hosts_->RunOnServer(argv);
-    EXPECT_EQ(status, 0) << ::testing::PrintToString(lines);
-    return lines;
+    return hosts_->CallLocalMonitor(NSM_CLIENT_BINARY, NsmHosts::kServerHost, operations);
   }
 
   int32_t StatOnServer() {
     // rpc.statd answers stat_fail for a name it cannot resolve, with its state all the same.
-    auto lines = OnServer({"stat name=127.0.0.1"});
-    std::smatch match;
-    if (lines.size() != 1 ||
-        !std::regex_match(lines[0], match, std::regex("stat res=succ state=(\\d+)"))) {
-      ADD_FAILURE() << ::testing::PrintToString(lines);
-      return -1;
-    }
-    return std::stoi(match[1].str());
+    return NsmHosts::StateOf(OnServer({"stat name=127.0.0.1"}));
   }
 
   std::vector<std::string> NlockdArgs() const {

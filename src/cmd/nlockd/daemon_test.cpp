@@ -125,6 +125,51 @@ TEST(NlockdDaemon, CheckConfigPrintsTheEffectiveConfigurationRedacted) {
   EXPECT_NE(syntax_output.find("syntax.toml:3:"), std::string::npos) << syntax_output;
 }
 
+// nfs.conf lies beneath nlockd.toml and the flags, and --check-config says what it decided.
+TEST(NlockdDaemon, NfsConfValuesApplyBeneathTheConfigFileAndTheFlags) {
+  TempDir dir;
+  std::string nfs_conf = dir.File("nfs.conf",
+                                  "[statd]\n"
+                                  "port = 662\n"
+                                  "outgoing-port = 2020\n"
+                                  "state-directory-path = /var/lib/nfs\n"
+                                  "name = from-nfs-conf\n"
+                                  "[lockd]\n"
+                                  "port = 32803\n");
+  std::string config = dir.File("nlockd.toml", "nfs_conf = \"" + nfs_conf +
+                                                   "\"\nname = \"from-toml\"\n"
+                                                   "admin_listen = \"off\"\n");
+  auto [status, output] = RunCommand(
+      {NLOCKD_BINARY, "--config", config, "--check-config", "--callback-source-port", "3030"});
+  ASSERT_EQ(status, 0) << output;
+  EXPECT_NE(output.find("# from nfs.conf: nsm_listen (" + nfs_conf + ":2)"), std::string::npos)
+      << output;
+  EXPECT_NE(output.find("nsm_listen = \"0.0.0.0:662\"\n"), std::string::npos) << output;
+  EXPECT_NE(output.find("# from nfs.conf: statd.state_directory (" + nfs_conf + ":4)"),
+            std::string::npos)
+      << output;
+  // The file and the flags win, and nfs.conf is not named for what they decided.
+  EXPECT_NE(output.find("name = \"from-toml\"\n"), std::string::npos) << output;
+  EXPECT_NE(output.find("callback_source_port = 3030\n"), std::string::npos) << output;
+  EXPECT_EQ(output.find("# from nfs.conf: name"), std::string::npos) << output;
+  EXPECT_EQ(output.find("# from nfs.conf: callback_source_port"), std::string::npos) << output;
+  // Serving NSM, [lockd] is the kernel's.
+  EXPECT_NE(output.find("listen = \"0.0.0.0:4045\"\n"), std::string::npos) << output;
+
+  auto [nlm_status, nlm_output] =
+      RunCommand({NLOCKD_BINARY, "--config", config, "--check-config", "--serve", "nlm"});
+  ASSERT_EQ(nlm_status, 0) << nlm_output;
+  EXPECT_NE(nlm_output.find("# from nfs.conf: listen (" + nfs_conf + ":7)"), std::string::npos)
+      << nlm_output;
+  EXPECT_NE(nlm_output.find("listen = \"0.0.0.0:32803\"\n"), std::string::npos) << nlm_output;
+  EXPECT_EQ(nlm_output.find("# from nfs.conf: nsm_listen"), std::string::npos) << nlm_output;
+
+  std::string bad = dir.File("bad-nfs.conf", "[statd]\noutgoing-port = 99999\n");
+  auto [bad_status, bad_output] = RunCommand({NLOCKD_BINARY, "--nfs-conf", bad, "--check-config"});
+  EXPECT_EQ(bad_status, 78) << bad_output;
+  EXPECT_NE(bad_output.find(bad + ":2: [statd] outgoing-port"), std::string::npos) << bad_output;
+}
+
 TEST(NlockdDaemon, StorePasswordIsNotLogged) {
   Subprocess daemon({NLOCKD_BINARY, "--store", "postgresql://nlockd:hunter2@127.0.0.1:1/none",
                      "--listen", "127.0.0.1:0", "--admin-listen", "off", "--rpcbind-register",

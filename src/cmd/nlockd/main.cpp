@@ -45,6 +45,7 @@
 #include "nlockd_build_info.hpp"
 #include "server/config.hpp"
 #include "server/config_table.hpp"
+#include "server/nfs_conf.hpp"
 #include "server/statd_handover.hpp"
 
 namespace {
@@ -94,19 +95,51 @@ class Flags {
   std::vector<Entry> options_;
 };
 
-// The configuration from the file (if any), the NLOCKD_* environment variables and the flags,
-// in that order (flags override the environment, which overrides the file), secrets read and
-// checked as a whole: the one path of --check-config, start-up and SIGHUP. `from_environment`
-// receives the names of the variables applied.
+// Where values came from besides the file and the flags, for --check-config.
+struct ConfigSources {
+  std::vector<std::string> environment;                  // NLOCKD_* variables applied
+  std::vector<nlockd::server::NfsConfSetting> nfs_conf;  // settings nfs.conf decided
+  std::vector<std::string> nfs_conf_warnings;
+};
+
+// The config file (if any), the NLOCKD_* environment variables and the flags on top of `base`,
+// in that order.
+Config LoadLayers(Config base, const std::string& config_file, const Flags& flags,
+                  std::vector<std::string>& from_environment) {
+  if (!config_file.empty()) nlockd::server::LoadConfigFile(config_file, base);
+  from_environment = nlockd::server::ApplyEnvironment(environ, base);
+  flags.ApplyTo(base);
+  return base;
+}
+
+// The configuration: nfs.conf's values for the roles served when `nfs_conf` names it, then the
+// file, the NLOCKD_* environment variables and the flags (each overrides the one before),
+// secrets read and checked as a whole: the one path of --check-config, start-up and SIGHUP.
+// Which file to read and which roles apply come from the layers above nfs.conf, so they are
+// read twice when it is used.
 Config LoadConfig(const std::string& config_file, const Flags& flags,
-                  std::vector<std::string>* from_environment = nullptr) {
-  Config config;
-  if (!config_file.empty()) nlockd::server::LoadConfigFile(config_file, config);
-  std::vector<std::string> applied = nlockd::server::ApplyEnvironment(environ, config);
-  if (from_environment != nullptr) *from_environment = std::move(applied);
-  flags.ApplyTo(config);
+                  ConfigSources* sources = nullptr) {
+  ConfigSources found;
+  Config config = LoadLayers(Config{}, config_file, flags, found.environment);
+  if (!config.nfs_conf.empty()) {
+    nlockd::server::NfsConf conf =
+        nlockd::server::NfsConf::Load(config.nfs_conf, found.nfs_conf_warnings);
+    const bool statd_role = config.serve_nsm;
+    const bool lockd_role = config.serve_nlm && !config.serve_nsm;
+    Config base;
+    std::vector<nlockd::server::NfsConfSetting> taken =
+        nlockd::server::ApplyNfsConf(conf, statd_role, lockd_role, base, found.nfs_conf_warnings);
+    Config layered = LoadLayers(std::move(base), config_file, flags, found.environment);
+    // nfs.conf decided a setting when the layers above it alone would have given another value.
+    for (auto& setting : taken) {
+      const Setting* entry = nlockd::server::FindSetting(setting.key);
+      if (entry->get(layered) != entry->get(config)) found.nfs_conf.push_back(std::move(setting));
+    }
+    config = std::move(layered);
+  }
   nlockd::server::ResolveSecrets(config);
   nlockd::server::CheckConfig(config);
+  if (sources != nullptr) *sources = std::move(found);
   return config;
 }
 
@@ -448,12 +481,18 @@ int main(int argc, char** argv) {
 
   if (check_config) {
     try {
-      std::vector<std::string> from_environment;
-      Config config = LoadConfig(config_file, flags, &from_environment);
+      ConfigSources sources;
+      Config config = LoadConfig(config_file, flags, &sources);
       std::cout << "# nlockd --check-config: valid\n";
-      if (!from_environment.empty()) {
+      if (!sources.environment.empty()) {
         std::cout << "# from the environment: "
-                  << fmt::format("{}", fmt::join(from_environment, " ")) << "\n";
+                  << fmt::format("{}", fmt::join(sources.environment, " ")) << "\n";
+      }
+      for (const auto& setting : sources.nfs_conf) {
+        std::cout << "# from nfs.conf: " << setting.key << " (" << setting.origin << ")\n";
+      }
+      for (const auto& warning : sources.nfs_conf_warnings) {
+        std::cout << "# nfs.conf: " << warning << "\n";
       }
       std::cout << nlockd::server::RenderEffectiveConfig(config);
       return EXIT_SUCCESS;
@@ -485,8 +524,9 @@ int main(int argc, char** argv) {
 
   nlockd::SetUpLogging(spdlog::level::info);
   Config config;
+  ConfigSources sources;
   try {
-    config = LoadConfig(config_file, flags);
+    config = LoadConfig(config_file, flags, &sources);
   } catch (const std::exception& e) {
     spdlog::critical("nlockd invalid configuration error={}", nlockd::LogValue(e.what()));
     return ConfigExitStatus(e);
@@ -507,6 +547,13 @@ int main(int argc, char** argv) {
     spdlog::info("nlockd starting version={} revision={} store={} pid={}", NLOCKD_BUILD_VERSION,
                  NLOCKD_BUILD_REVISION, nlockd::LogValue(nlockd::RedactStoreUri(config.store)),
                  getpid());
+    for (const auto& setting : sources.nfs_conf) {
+      spdlog::info("nlockd setting from nfs.conf key={} origin={}", setting.key,
+                   nlockd::LogValue(setting.origin));
+    }
+    for (const auto& warning : sources.nfs_conf_warnings) {
+      spdlog::warn("nlockd nfs.conf warning={}", nlockd::LogValue(warning));
+    }
     Run(std::move(config), config_file, flags, log_file.get());
   } catch (const std::exception& e) {
     const std::string reason = nlockd::RedactPasswordOf(store, e.what());
