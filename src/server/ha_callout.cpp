@@ -145,7 +145,12 @@ CalloutRun HaCallout::RunOne(std::vector<std::string> arguments) {
   sigfillset(&all);
   posix_spawnattr_setsigmask(&attributes, &none);
   posix_spawnattr_setsigdefault(&attributes, &all);
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  // A process group of its own, so that a callout that overruns is stopped with everything it
+  // started (a script's `sleep`, a pipeline): those would otherwise live on, holding the
+  // daemon's output open.
+  posix_spawnattr_setpgroup(&attributes, 0);
+  posix_spawnattr_setflags(&attributes,
+                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
   pid_t pid = 0;
   const int spawned =
       posix_spawn(&pid, options_.program.c_str(), &actions, &attributes, argv.data(), environ);
@@ -170,13 +175,13 @@ CalloutRun HaCallout::RunOne(std::vector<std::string> arguments) {
     }
     if (std::chrono::steady_clock::now() >= deadline) {
       if (terminated) {
-        ::kill(pid, SIGKILL);
+        ::kill(-pid, SIGKILL);
         break;
       }
       spdlog::warn("ha_callout {} {} still running after {} ms: terminated",
                    LogValue(options_.program), LogValue(Joined(run.arguments)),
                    options_.timeout.count());
-      ::kill(pid, SIGTERM);
+      ::kill(-pid, SIGTERM);
       terminated = true;
       deadline = std::chrono::steady_clock::now() + kTermGrace;
       continue;

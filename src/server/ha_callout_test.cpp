@@ -6,8 +6,11 @@
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -101,6 +104,39 @@ TEST_F(HaCalloutTest, AHangingCalloutIsKilledAndTheNextEventsStillRun) {
   // Each: the timeout, then a second's grace after SIGTERM.
   EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::seconds(5));
   EXPECT_EQ(Recorded(), "add-client a.example server\nadd-client b.example server\n");
+}
+
+// Whether process `pid` is gone (or a zombie nobody reaped yet: it runs no more).
+bool Ended(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string fields;
+  if (!std::getline(stat, fields)) return true;
+  const size_t end_of_name = fields.rfind(')');
+  return end_of_name != std::string::npos && end_of_name + 2 < fields.size() &&
+         fields[end_of_name + 2] == 'Z';
+}
+
+TEST_F(HaCalloutTest, AnOverrunEndsWhatTheCalloutStartedToo) {
+  // The script's `sleep` would otherwise outlive it (and, holding the daemon's standard output,
+  // keep whatever reads it waiting).
+  const std::string child_file = (dir_ / "child").string();
+  const std::string hang = Script("hang", "sleep 600 &\necho $! > " + child_file + "\nwait\n");
+  HaCalloutOptions options{hang};
+  options.timeout = std::chrono::milliseconds(200);
+  HaCallout callout(options, [this](const CalloutRun& run) { runs_.Add(run); });
+  callout.AddClient("a.example", "server");
+  auto runs = runs_.WaitFor(1);
+  ASSERT_EQ(runs.size(), 1U);
+  EXPECT_EQ(runs[0].end, CalloutRun::End::kKilled);
+  pid_t child = 0;
+  std::ifstream(child_file) >> child;
+  ASSERT_GT(child, 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!Ended(child) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(Ended(child)) << "the callout's sleep " << child << " still runs";
+  if (!Ended(child)) ::kill(child, SIGKILL);
 }
 
 TEST_F(HaCalloutTest, PastTheQueueLimitEventsAreDropped) {
