@@ -4,8 +4,9 @@
 # start-statd and the maintainer scripts do then), in a network namespace with its own rpcbind
 # and a private /run and /var/lib/nfs, so that the machine's own are not touched: rpc.statd monitors a host; installing the package stops statd and starts nlockd,
 # which takes statd's registration and state number over on the same boot (nobody notified);
-# nlockd monitors a second host; removing the package gives the files back and starts
-# rpc.statd again, which monitors both under the same state. Called by packaging/test-deb.sh
+# nlockd monitors a second host; a reinstall keeps it serving; removing the package gives the
+# files back and starts rpc.statd again, which monitors both under the same state; installing
+# it again hands over once more, and a purge leaves rpc.statd running and nothing of nlockd's. Called by packaging/test-deb.sh
 # with the nlockd package installed.
 # Usage: packaging/test-statd-deb.sh NLOCKD_STATD_DEB NSM_CLIENT
 set -euo pipefail
@@ -108,6 +109,15 @@ timeout 10 /usr/sbin/start-statd || fail "start-statd with nlockd running"
 mon 192.0.2.21
 step "installed: nlockd took statd's registration and state $statd_state over, monitors 192.0.2.21"
 
+# Reinstalled over itself (dpkg's upgrade path): the diversion is kept, nlockd keeps serving.
+DEBIAN_FRONTEND=noninteractive dpkg -i "$deb" >"$scratch/dpkg-reinstall.log" 2>&1 ||
+  fail "dpkg -i nlockd-statd over itself"
+[[ $(dpkg-divert --list /usr/sbin/start-statd | grep -c 'by nlockd-statd') == 1 ]] ||
+  fail "the diversion after a reinstall"
+[[ $(monitor /run/nlockd-statd.pid) == nlockd ]] || fail "nlockd does not run after a reinstall"
+[[ $(state) == "$statd_state" ]] || fail "state $(state) after a reinstall, not $statd_state"
+step "reinstalled: nlockd still serves at state $statd_state"
+
 dpkg -r nlockd-statd >"$scratch/dpkg-remove.log" 2>&1 || fail "dpkg -r nlockd-statd"
 dpkg-divert --list /usr/sbin/start-statd | grep -c . >/dev/null && fail "the diversion stayed"
 grep -c 'nlockd' /usr/sbin/start-statd >/dev/null && fail "start-statd is not nfs-common's again"
@@ -120,4 +130,17 @@ for host in 192.0.2.20 192.0.2.21; do
   grep -rl "$host" /var/lib/nfs/sm >/dev/null || fail "rpc.statd's sm/ lacks $host"
 done
 step "removed: rpc.statd runs again at state $statd_state and monitors 192.0.2.20 and 192.0.2.21"
+
+# Installed once more while rpc.statd runs on the files nlockd gave back: the same hand-over.
+DEBIAN_FRONTEND=noninteractive dpkg -i "$deb" >"$scratch/dpkg-install-again.log" 2>&1 ||
+  fail "dpkg -i nlockd-statd a second time"
+[[ $(monitor /run/nlockd-statd.pid) == nlockd ]] || fail "nlockd does not run after the second install"
+[[ $(state) == "$statd_state" ]] || fail "state $(state) after the second install"
+/usr/bin/nlockctl --server http://127.0.0.1:9465 clients list | grep -c '192.0.2.21' >/dev/null ||
+  fail "the registration nlockd made, given back to statd, was not taken over again"
 dpkg --purge nlockd-statd >"$scratch/dpkg-purge.log" 2>&1 || fail "dpkg --purge nlockd-statd"
+[[ ! -e /var/lib/nlockd-statd && ! -e /etc/nlockd/nlockd-statd.toml ]] ||
+  fail "the purge left nlockd-statd's files"
+[[ $(monitor /run/rpc.statd.pid) == rpc.statd ]] || fail "rpc.statd was not started after the purge"
+grep -c 'nlockd' /usr/sbin/start-statd >/dev/null && fail "start-statd after the purge"
+step "installed again while rpc.statd ran, then purged: rpc.statd back at state $(state)"
