@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// libFuzzer target: the config file parser (TOML through the settings table) and the parsers
-// of the values a flag may give. Bad input must be refused with nlockd's Error, nothing else.
-// The parser reads a path, so the input is handed to it as an in-memory file.
+// libFuzzer target: the config file parser (TOML through the settings table), nfs.conf's
+// reader and what nlockd takes from it, and the parsers of the values a flag may give. Bad input
+// must be refused with nlockd's Error, nothing else. The parser reads a path, so the input is
+// handed to it as an in-memory file.
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 #include <sys/mman.h>
@@ -12,6 +14,7 @@
 
 #include "base/error.hpp"
 #include "server/config.hpp"
+#include "server/nfs_conf.hpp"
 
 namespace {
 
@@ -61,6 +64,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)nlockd::server::RenderEffectiveConfig(config);
   });
   const std::string text(reinterpret_cast<const char*>(data), size);
+  // The same bytes as nfs.conf (its includes resolve in a directory that does not exist).
+  Refusing([&] {
+    std::vector<std::string> warnings;
+    const nlockd::server::NfsConf conf =
+        nlockd::server::NfsConf::Parse(text, "/nonexistent/nfs.conf", warnings);
+    nlockd::server::Config statd;
+    nlockd::server::ApplyNfsConf(conf, true, false, statd, warnings);
+    nlockd::server::Config lockd;
+    nlockd::server::ApplyNfsConf(conf, false, true, lockd, warnings);
+  });
   Refusing([&] { (void)nlockd::server::ParseListenAddress(text); });
   Refusing([&] { (void)nlockd::server::ParseAdminListen(text); });
   Refusing([&] { (void)nlockd::server::ParseIpLiteral(text, "fuzz"); });
