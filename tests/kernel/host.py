@@ -383,6 +383,8 @@ class Guest:
         self.nlockd_statd = False
         self.mounted = set()
         self.console = None
+        # A kernel NFS server booted, whose grace period no scenario has waited out yet.
+        self.in_grace = False
 
     def boot(self, nlockd_statd=False):
         """Starts QEMU; returns at once. wait_ready() waits for the agent. nlockd_statd: the

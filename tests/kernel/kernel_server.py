@@ -50,14 +50,19 @@ def prepare(rig, mode):
         rig.boot(nlockd_statd=want)
         booting.append(("client", rig.client))
     booted = ["%s booted in %.1f s" % (who, guest.wait_ready()) for who, guest in booting]
-    if any(guest is server for _, guest in booting):
-        # A server that just started refuses new locks for its grace period (the client's
-        # kernel retries every 5 s): the scenarios lock once it is over.
+    server.in_grace = any(guest is server for _, guest in booting)
+    return server, booted
+
+
+def after_grace(server, booted):
+    """A server that just started refuses new locks for its grace period (the client's kernel
+    would retry every 5 s): a scenario mounts in the meantime, then waits for its end."""
+    if server.in_grace:
         t0 = now()
         wait_for("the server's grace period to end", lambda: grace_over(server), GRACE + 30,
                  interval=0.5)
-        booted.append("its grace over %.1f s later" % (now() - t0))
-    return server, booted
+        booted.append("its grace over %.1f s after the mounts" % (now() - t0))
+        server.in_grace = False
 
 
 def grace_over(server):
@@ -141,6 +146,7 @@ def scenario_locks(rig, mode):
     server, booted = prepare(rig, mode)
     tag = "k12" + ("s" if mode == STATD else "")
     f1, f2, local = files(rig, tag)
+    after_grace(server, booted)
     a, b = Worker(rig.agent, tag + "-a"), Worker(rig.agent, tag + "-b")
     a.open(f1)
     b.open(f2)
@@ -189,6 +195,7 @@ def scenario_client_reboot(rig, mode):
     key = "13" + ("s" if mode == STATD else "")
     tag = "k" + key
     f1, _, local = files(rig, tag)
+    after_grace(server, booted)
     a = Worker(rig.agent, tag + "-a")
     a.open(f1)
     a.must_lock(f1, "w")
@@ -276,6 +283,7 @@ def scenario_server_reboot(rig, mode):
     key = "14" + ("s" if mode == STATD else "")
     tag = "k" + key
     f1, f2, local = files(rig, tag)
+    after_grace(server, booted)
     fresh = os.path.dirname(f2) + "/" + tag + "-new"
     a, b, c = (Worker(rig.agent, "%s-%s" % (tag, n)) for n in "abc")
     a.open(f1)
