@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The host's side of the kernel client rig (docs/kernel-rig.md): the server-side daemons
-(rpcbind, NFS-Ganesha, nlockd, and for some scenarios rpc.statd), the guest under QEMU, and the
-link to its agent (agent.py). The scenarios (scenarios.py) drive these; rig.py runs them.
+(rpcbind, NFS-Ganesha, nlockd, and for some scenarios rpc.statd), the guests under QEMU (the
+NFS client, and for scenarios 12 to 14 the kernel NFS server), and the links to their agents
+(agent.py). The scenarios (scenarios.py) drive these; rig.py runs them.
 
 Every wait polls for an event with a deadline; no step sleeps for a fixed time.
 """

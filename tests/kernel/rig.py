@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Runs the kernel client rig (docs/kernel-rig.md). run.sh starts it inside a network namespace
 of its own with a private /run; it starts rpcbind, NFS-Ganesha (NFSv3, its NLM off) and nlockd
-there, boots a Debian kernel under QEMU as the NFS client, and drives the guest's agent
-(agent.py) through the scenarios (scenarios.py).
+there, boots a Debian kernel under QEMU as the NFS client (and for scenarios 12 to 14 a second
+as the kernel NFS server), and drives the guests' agents (agent.py) through the scenarios
+(scenarios.py, kernel_server.py).
 """
 import argparse
 import sys
