@@ -32,7 +32,6 @@ NFSD_IP = "10.197.0.3"
 NFSD_NAME = "nlk-nfsd"
 NFSD_TAP = "nlktap1"
 NFSD_EXPORT = "/run/nlk-export"
-NFSD_ADMIN = NFSD_IP + ":9464"
 NFSD_DISK_BYTES = 64 << 20
 ADMIN = "127.0.0.1:9464"
 # Scenarios 5 and 11: nlockd --serve nsm, Ganesha's status monitor, serves its admin API here.
@@ -377,8 +376,7 @@ class Guest:
         self.disk = disk
         # The client's files keep the names they always had; the server's carry its role.
         self.prefix = "" if role == "client" else role + "-"
-        self.state = rig.path(self.prefix + "guest-state" if role == "client" else
-                              self.prefix + "state")
+        self.state = rig.path("guest-state" if role == "client" else role + "-state")
         self.qemu = self.agent = self.ready = None
         self.boots = 0
         self.nlockd_statd = False
@@ -454,9 +452,6 @@ class Guest:
         """The host's clock (now()) at the guest's uptime, paired by the agent's ready event
         (to a few ms: the serial port's delivery, and /proc/uptime's 10 ms)."""
         return uptime + self.ready["host_time"] - self.ready["uptime"]
-
-    def uptime(self, host_time):
-        return host_time - self.ready["host_time"] + self.ready["uptime"]
 
     def console_times(self, source, pattern, since=None):
         """Host times of this boot's console lines from `source` (statd, sm-notify, nlockd,
