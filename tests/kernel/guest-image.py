@@ -5,10 +5,11 @@
 guest-image.py vmlinux VMLINUZ OUT
     Unpacks the kernel from its self-extracting image. QEMU starts the uncompressed ELF
     directly (PVH entry): under emulation the kernel's own xz decompression takes ~20 s.
-guest-image.py initramfs MODULES_DIR INIT_SCRIPT BUSYBOX OUT
+guest-image.py initramfs MODULES_DIR INIT_SCRIPT BUSYBOX OUT [nfsd]
     Builds the initramfs: busybox-static, the kernel modules the rig needs (with the modules
     they depend on, in load order) and INIT_SCRIPT as /init. MODULES_DIR is lib/modules/VERSION
-    of the unpacked package; OUT is a gzipped newc cpio.
+    of the unpacked package; OUT is a gzipped newc cpio. With `nfsd`, the kernel NFS server's
+    guest's: its disk and file system, and nfsd, too.
 """
 import gzip
 import lzma
@@ -21,6 +22,10 @@ import sys
 # 9p for the host's root and the state directory, and the NFSv3 client with lockd.
 WANTED = ["virtio_pci", "virtio_net", "virtio_console", "virtio_rng", "9pnet_virtio", "9p",
           "nfsv3", "lockd"]
+# The kernel NFS server's guest (scenarios 12 to 14) adds the disk that holds its export, that
+# disk's file system (ext4, which asks the crypto API for crc32c at every mount) and nfsd. A
+# separate image: the client's boots do not unpack and load what they do not use.
+WANTED_NFSD = WANTED + ["virtio_blk", "crc32c_generic", "ext4", "nfsd"]
 
 
 def index_modules(modules_dir):
@@ -41,7 +46,7 @@ def depends_of(path):
     return [d.decode().replace("-", "_") for d in match.group(1).split(b",") if d]
 
 
-def load_order(paths):
+def load_order(paths, wanted):
     order, seen = [], set()
 
     def visit(name, chain):
@@ -56,7 +61,7 @@ def load_order(paths):
         seen.add(name)
         order.append(name)
 
-    for name in WANTED:
+    for name in wanted:
         visit(name, set())
     return order
 
@@ -106,9 +111,9 @@ def vmlinux(vmlinuz, out_path):
     os.rename(out_path + ".tmp", out_path)
 
 
-def initramfs(modules_dir, init_script, busybox, out_path):
+def initramfs(modules_dir, init_script, busybox, out_path, role="client"):
     paths = index_modules(modules_dir)
-    order = load_order(paths)
+    order = load_order(paths, WANTED_NFSD if role == "nfsd" else WANTED)
     tmp = out_path + ".tmp"
     with gzip.open(tmp, "wb", compresslevel=6) as out:
         cpio = Cpio(out)
@@ -131,7 +136,7 @@ def initramfs(modules_dir, init_script, busybox, out_path):
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "vmlinux":
         vmlinux(*sys.argv[2:])
-    elif len(sys.argv) == 6 and sys.argv[1] == "initramfs":
+    elif len(sys.argv) in (6, 7) and sys.argv[1] == "initramfs" and sys.argv[6:] in ([], ["nfsd"]):
         initramfs(*sys.argv[2:])
     else:
         sys.exit(__doc__)

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The host's side of the kernel client rig (docs/kernel-rig.md): the server-side daemons
-(rpcbind, NFS-Ganesha, nlockd, and for some scenarios rpc.statd), the guest under QEMU, and the
-link to its agent (agent.py). The scenarios (scenarios.py) drive these; rig.py runs them.
+(rpcbind, NFS-Ganesha, nlockd, and for some scenarios rpc.statd), the guests under QEMU (the
+NFS client, and for scenarios 12 to 14 the kernel NFS server), and the links to their agents
+(agent.py). The scenarios (scenarios.py) drive these; rig.py runs them.
 
 Every wait polls for an event with a deadline; no step sleeps for a fixed time.
 """
@@ -23,7 +24,15 @@ from agent import lines_of
 HERE = os.path.dirname(os.path.abspath(__file__))
 SERVER_IP = "10.197.0.1"
 GUEST_IP = "10.197.0.2"
+BRIDGE = "nlkbr0"
 TAP = "nlktap0"
+# Scenarios 12 to 14: a second guest is the NFS server (the kernel's nfsd), its export on a
+# disk of its own, nlockd or rpc.statd its status monitor.
+NFSD_IP = "10.197.0.3"
+NFSD_NAME = "nlk-nfsd"
+NFSD_TAP = "nlktap1"
+NFSD_EXPORT = "/run/nlk-export"
+NFSD_DISK_BYTES = 64 << 20
 ADMIN = "127.0.0.1:9464"
 # Scenarios 5 and 11: nlockd --serve nsm, Ganesha's status monitor, serves its admin API here.
 STATUS_ADMIN = "127.0.0.1:9465"
@@ -207,10 +216,11 @@ class AgentLink:
             except ValueError:
                 msg = {"event": "garbage", "line": line.decode(errors="replace")}
             with self.cond:
+                # When the host had it: the guest's clock is its own.
+                msg["host_time"] = now()
                 if "id" in msg:
                     self.replies[msg["id"]] = msg
                 else:
-                    msg["host_time"] = now()
                     self.events.append(msg)
                 self.cond.notify_all()
         with self.cond:
@@ -349,24 +359,190 @@ def make_statd_dir(path):
     os.chown(os.path.join(path, "state"), statd_uid, 0)
 
 
+class Guest:
+    """A Debian kernel under QEMU on the rig's bridge: the rig's NFS client (always), or the
+    kernel NFS server of scenarios 12 to 14 (role "nfsd": a disk with the export, nfsd started at
+    boot). Its persistent state directory (its /var/lib/nfs) outlives a power-off as a disk
+    would."""
+
+    def __init__(self, rig, role, ip, hostname, tap, mac, initrd, disk=None):
+        self.rig = rig
+        self.role = role
+        self.ip = ip
+        self.hostname = hostname
+        self.tap = tap
+        self.mac = mac
+        self.initrd = initrd
+        self.disk = disk
+        # The client's files keep the names they always had; the server's carry its role.
+        self.prefix = "" if role == "client" else role + "-"
+        self.state = rig.path("guest-state" if role == "client" else role + "-state")
+        self.qemu = self.agent = self.ready = None
+        self.boots = 0
+        self.nlockd_statd = False
+        self.mounted = set()
+        self.console = None
+        # A kernel NFS server booted, whose grace period no scenario has waited out yet.
+        self.in_grace = False
+
+    def boot(self, nlockd_statd=False):
+        """Starts QEMU; returns at once. wait_ready() waits for the agent. nlockd_statd: the
+        guest runs nlockd --serve nsm in place of rpc.statd and sm-notify."""
+        rig = self.rig
+        self.boots += 1
+        self.nlockd_statd = nlockd_statd
+        if not os.path.isdir(self.state):
+            make_statd_dir(self.state)
+        name = lambda what: rig.path("%s%s-%d" % (self.prefix, what, self.boots))
+        sock = name("agent") + ".sock"
+        self.console = name("console") + ".log"
+        append = [
+            # Under emulation the TSC calibrates wrongly: keep time by the HPET.
+            "console=ttyS0", "panic=-1", "tsc=unstable",
+            "nlk.init=" + os.path.join(HERE, "guest-init.sh"),
+            "nlk.ip=%s/24" % self.ip, "nlk.hostname=" + self.hostname,
+            "nlk.agent=" + os.path.join(HERE, "agent.py")]
+        if nlockd_statd:
+            append.append("nlk.statd=" + rig.args.nlockd)
+        disk = []
+        if self.disk:
+            # The export's file system, the server's disk: nfsd starts at boot.
+            append.append("nlk.nfsd=/dev/vda")
+            disk = ["-drive", "file=%s,format=raw,if=virtio" % self.disk]
+        argv = [
+            "qemu-system-x86_64", "-nodefaults", "-no-user-config", "-display", "none",
+            "-no-reboot", "-accel", "tcg", "-m", "512", "-smp", "1",
+            "-kernel", rig.args.kernel, "-initrd", self.initrd, "-append", " ".join(append),
+            "-serial", "file:" + self.console,
+            "-netdev", "tap,id=net0,ifname=%s,script=no,downscript=no" % self.tap,
+            "-device", "virtio-net-pci,netdev=net0,mac=" + self.mac,
+            "-fsdev", "local,id=hostroot,path=/,security_model=passthrough,readonly=on,"
+            "multidevs=remap",
+            "-device", "virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot",
+            "-fsdev", "local,id=nfsstate,path=%s,security_model=passthrough,multidevs=remap" %
+            self.state,
+            "-device", "virtio-9p-pci,fsdev=nfsstate,mount_tag=nfsstate",
+            "-device", "virtio-rng-pci",
+            "-device", "virtio-serial-pci",
+            "-chardev", "socket,id=agent,path=%s,server=on,wait=off" % sock,
+            "-device", "virtserialport,chardev=agent,name=nlk.agent",
+        ] + disk
+        self.qemu_log = open(name("qemu") + ".log", "wb")
+        self.boot_started = now()
+        self.ready = None
+        self.qemu = subprocess.Popen(argv, stdout=self.qemu_log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
+        self.agent = AgentLink(sock, self.qemu)
+        self.mounted = set()
+
+    def label(self):
+        return "%sboot %d" % (self.prefix.replace("-", " "), self.boots)
+
+    def running(self):
+        return self.qemu is not None and self.qemu.poll() is None
+
+    def wait_ready(self):
+        """Seconds from QEMU's start to the agent's word that the status monitor is up."""
+        self.ready = self.agent.event("ready", BOOT_DEADLINE)
+        self.rig.notes.append("%s: agent ready at guest uptime %.1f s" %
+                              (self.label(), self.ready["uptime"]))
+        return self.ready["host_time"] - self.boot_started
+
+    def host_time(self, uptime):
+        """The host's clock (now()) at the guest's uptime, paired by the agent's ready event
+        (to a few ms: the serial port's delivery, and /proc/uptime's 10 ms)."""
+        return uptime + self.ready["host_time"] - self.ready["uptime"]
+
+    def console_times(self, source, pattern, since=None):
+        """Host times of this boot's console lines from `source` (statd, sm-notify, nlockd,
+        guest-init) matching pattern, each stamped with the guest's uptime; since: a host
+        time, earlier lines left out."""
+        times = []
+        line_re = re.compile(r"^%s: (?:at )?\[?([0-9.]+)\]?(?: s:)? (.*)$" % re.escape(source))
+        with open(self.console, errors="replace") as f:
+            for line in f:
+                m = line_re.match(line.rstrip())
+                if m and re.search(pattern, m.group(2)):
+                    t = self.host_time(float(m.group(1)))
+                    if since is None or t >= since:
+                        times.append(t)
+        return times
+
+    def power_off(self):
+        """Pulls the plug: no shutdown, no unmount, nothing reaches the server."""
+        if self.running():
+            self.note_cpu()
+            self.qemu.kill()
+            self.qemu.wait()
+        if self.agent:
+            self.agent.close()
+        if self.qemu:
+            self.qemu_log.close()
+        self.qemu = self.agent = None
+
+    def note_cpu(self):
+        """What the emulated guest cost the host, for CI's budget."""
+        try:
+            with open("/proc/%d/stat" % self.qemu.pid) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            self.rig.notes.append("%s: QEMU used %.1f s of CPU in %.1f s" %
+                                  (self.label(), cpu, now() - self.boot_started))
+        except (OSError, IndexError, ValueError):
+            pass
+
+    def mount(self, name, opts, sharecache, server, export):
+        """Mounts server:export at MNT/NAME in the guest (once per boot)."""
+        point = "%s/%s" % (GUEST_MNT, name)
+        if name in self.mounted:
+            return point
+        if not sharecache:
+            opts += ",nosharecache"
+        t0 = now()
+        self.agent.sh("mkdir -p %s && mount -t nfs -o %s %s:%s %s" %
+                      (point, opts, server, export, point), timeout=120)
+        self.rig.notes.append("mount %s (%s) %.2f s" % (name, opts, now() - t0))
+        self.mounted.add(name)
+        return point
+
+    def mount_pair(self, label, opts, server, export):
+        """Two mounts of the export, the second with nosharecache, so that two processes of
+        the guest contend at the server rather than inside the guest's kernel."""
+        return (self.mount(label + "1", opts, True, server, export),
+                self.mount(label + "2", opts, False, server, export))
+
+    def unmount(self, label):
+        """Forgets the mounts of `label` (lazily: their server may be gone)."""
+        for name in sorted(self.mounted):
+            if name.startswith(label) and name[len(label):].isdigit():
+                self.agent.sh("umount -f -l %s/%s" % (GUEST_MNT, name), check=False)
+                self.mounted.discard(name)
+
+
 class Rig:
     def __init__(self, args):
         self.args = args
         self.work = args.work
         self.admin = Admin()
         self.rpcbind = self.ganesha = self.nlockd = self.status_monitor = self.statd = None
-        self.qemu = self.agent = None
-        self.boots = 0
-        self.nlockd_statd = False
-        self.mounted = set()
         self.export = os.path.join(self.work, "export")
         self.notes = []
+        self.client = Guest(self, "client", GUEST_IP, GUEST_NAME, TAP, "52:54:00:c1:a0:02",
+                            args.initrd)
+        self.server = None
+        # What scenarios measured, for comparisons across them (scenarios 12 to 14).
+        self.measured = {}
 
     # --- server side ---------------------------------------------------------------------
 
     def start_server_side(self):
+        # A bridge holds the server side's address; each guest's tap is a port of it, so that
+        # the guests reach each other too (scenarios 12 to 14).
+        run(["ip", "link", "add", BRIDGE, "type", "bridge"])
+        run(["ip", "addr", "add", SERVER_IP + "/24", "dev", BRIDGE])
+        run(["ip", "link", "set", BRIDGE, "up"])
         run(["ip", "tuntap", "add", "dev", TAP, "mode", "tap"])
-        run(["ip", "addr", "add", SERVER_IP + "/24", "dev", TAP])
+        run(["ip", "link", "set", TAP, "master", BRIDGE])
         run(["ip", "link", "set", TAP, "up"])
         self.rpcbind = Process("rpcbind", ["rpcbind", "-f"], self.path("rpcbind.log"))
         wait_for("rpcbind", lambda: self.rpcbind.check_alive() or
@@ -502,99 +678,47 @@ class Rig:
             self.admin.ready() and rpcinfo_has(100021, 4, "tcp") and
             rpcinfo_has(100021, 4, "udp")), 30)
 
-    # --- the guest -----------------------------------------------------------------------
+    # --- the guests ----------------------------------------------------------------------
+
+    # The rig's guest is the NFS client of every scenario; these are its state, for the
+    # scenarios that drive it directly.
+    qemu = property(lambda self: self.client.qemu)
+    agent = property(lambda self: self.client.agent)
+    boots = property(lambda self: self.client.boots)
+    console = property(lambda self: self.client.console)
+    nlockd_statd = property(lambda self: self.client.nlockd_statd)
+    mounted = property(lambda self: self.client.mounted)
 
     def boot(self, nlockd_statd=False):
-        """Starts QEMU; returns at once. wait_ready() waits for the agent. nlockd_statd: the
-        guest runs nlockd --serve nsm in place of rpc.statd and sm-notify."""
-        self.boots += 1
-        self.nlockd_statd = nlockd_statd
-        state = self.path("guest-state")
-        if not os.path.isdir(state):
-            make_statd_dir(state)
-        sock = self.path("agent-%d.sock" % self.boots)
-        self.console = self.path("console-%d.log" % self.boots)
-        append = " ".join([
-            # Under emulation the TSC calibrates wrongly: keep time by the HPET.
-            "console=ttyS0", "panic=-1", "tsc=unstable",
-            "nlk.init=" + os.path.join(HERE, "guest-init.sh"),
-            "nlk.ip=%s/24" % GUEST_IP, "nlk.hostname=" + GUEST_NAME,
-            "nlk.agent=" + os.path.join(HERE, "agent.py")] +
-            (["nlk.statd=" + self.args.nlockd] if nlockd_statd else []))
-        argv = [
-            "qemu-system-x86_64", "-nodefaults", "-no-user-config", "-display", "none",
-            "-no-reboot", "-accel", "tcg", "-m", "512", "-smp", "1",
-            "-kernel", self.args.kernel, "-initrd", self.args.initrd, "-append", append,
-            "-serial", "file:" + self.console,
-            "-netdev", "tap,id=net0,ifname=%s,script=no,downscript=no" % TAP,
-            "-device", "virtio-net-pci,netdev=net0,mac=52:54:00:c1:a0:02",
-            "-fsdev", "local,id=hostroot,path=/,security_model=passthrough,readonly=on,"
-            "multidevs=remap",
-            "-device", "virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot",
-            "-fsdev", "local,id=nfsstate,path=%s,security_model=passthrough,multidevs=remap" %
-            state,
-            "-device", "virtio-9p-pci,fsdev=nfsstate,mount_tag=nfsstate",
-            "-device", "virtio-rng-pci",
-            "-device", "virtio-serial-pci",
-            "-chardev", "socket,id=agent,path=%s,server=on,wait=off" % sock,
-            "-device", "virtserialport,chardev=agent,name=nlk.agent",
-        ]
-        self.qemu_log = open(self.path("qemu-%d.log" % self.boots), "wb")
-        self.boot_started = now()
-        self.qemu = subprocess.Popen(argv, stdout=self.qemu_log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
-        self.agent = AgentLink(sock, self.qemu)
-        self.mounted = set()
+        self.client.boot(nlockd_statd)
 
     def wait_ready(self):
-        """Seconds from QEMU's start to the agent's word that rpc.statd is up."""
-        ready = self.agent.event("ready", BOOT_DEADLINE)
-        self.notes.append("boot %d: agent ready at guest uptime %.1f s" %
-                          (self.boots, ready["uptime"]))
-        return ready["host_time"] - self.boot_started
+        return self.client.wait_ready()
 
     def power_off(self):
-        """Pulls the plug: no shutdown, no unmount, nothing reaches the server."""
-        if self.qemu and self.qemu.poll() is None:
-            self.note_cpu()
-            self.qemu.kill()
-            self.qemu.wait()
-        if self.agent:
-            self.agent.close()
-        if self.qemu:
-            self.qemu_log.close()
-        self.qemu = self.agent = None
+        self.client.power_off()
 
-    def note_cpu(self):
-        """What the emulated guest cost the host, for CI's budget."""
-        try:
-            with open("/proc/%d/stat" % self.qemu.pid) as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-            self.notes.append("boot %d: QEMU used %.1f s of CPU in %.1f s" %
-                              (self.boots, cpu, now() - self.boot_started))
-        except (OSError, IndexError, ValueError):
-            pass
+    def mount(self, name, opts, sharecache=True, server=SERVER_IP, export=None):
+        return self.client.mount(name, opts, sharecache, server, export or self.export)
 
-    def mount(self, name, opts, sharecache=True, server=SERVER_IP):
-        """Mounts the export at MNT/NAME in the guest (once per boot), from `server`."""
-        point = "%s/%s" % (GUEST_MNT, name)
-        if name in self.mounted:
-            return point
-        if not sharecache:
-            opts += ",nosharecache"
-        t0 = now()
-        self.agent.sh("mkdir -p %s && mount -t nfs -o %s %s:%s %s" %
-                      (point, opts, server, self.export, point), timeout=120)
-        self.notes.append("mount %s (%s) %.2f s" % (name, opts, now() - t0))
-        self.mounted.add(name)
-        return point
+    def mount_pair(self, label="tcp", opts=DEFAULT_OPTS, server=SERVER_IP, export=None):
+        return self.client.mount_pair(label, opts, server, export or self.export)
 
-    def mount_pair(self, label="tcp", opts=DEFAULT_OPTS, server=SERVER_IP):
-        """Two mounts of the export, the second with nosharecache, so that two processes of
-        the guest contend at the server rather than inside the guest's kernel."""
-        return (self.mount(label + "1", opts, server=server),
-                self.mount(label + "2", opts, sharecache=False, server=server))
+    def nfsd_guest(self):
+        """The second guest, the kernel NFS server of scenarios 12 to 14 (created, not booted)."""
+        if self.server is None:
+            disk = self.path("nfsd-export.img")
+            if not os.path.exists(disk):
+                with open(disk, "wb") as f:
+                    f.truncate(NFSD_DISK_BYTES)
+                run(["mkfs.ext4", "-q", "-F", "-L", "nlk-export", disk])
+            self.server = Guest(self, "nfsd", NFSD_IP, NFSD_NAME, NFSD_TAP, "52:54:00:c1:a0:03",
+                                self.args.initrd_nfsd, disk)
+            # The server guest's tap joins the bridge only now: most runs never boot it.
+            run(["ip", "tuntap", "add", "dev", NFSD_TAP, "mode", "tap"])
+            run(["ip", "link", "set", NFSD_TAP, "master", BRIDGE])
+            run(["ip", "link", "set", NFSD_TAP, "up"])
+        return self.server
 
     def kernel_has(self, option):
         with open(self.args.kernel_config) as f:
@@ -612,8 +736,22 @@ class Rig:
             print("kernel: the guest does not settle (%s); booting it again" % e, flush=True)
             self.power_off()
 
+    def stop_server_guest(self):
+        """After the last scenario on the kernel NFS server: the client forgets its mounts, and
+        the server guest is switched off."""
+        if self.server is not None and self.server.running():
+            if self.client.running():
+                try:
+                    self.client.unmount("nfsd")
+                except Failure as e:
+                    print("kernel: the client does not unmount the kernel server: %s" % e,
+                          flush=True)
+            self.server.power_off()
+
     def stop(self):
         self.power_off()
+        if self.server is not None:
+            self.server.power_off()
         for p in (self.nlockd, self.status_monitor, self.statd, self.ganesha, self.rpcbind):
             if p and not p.log.closed:
                 p.stop()
@@ -622,6 +760,9 @@ class Rig:
         out = []
         if self.boots:
             out.append("--- guest console (boot %d) ---\n%s" % (self.boots, tail(self.console, 60)))
+        if self.server is not None and self.server.boots:
+            out.append("--- server guest console (nfsd boot %d) ---\n%s" %
+                       (self.server.boots, tail(self.server.console, 60)))
         out.append("--- nlockd.log ---\n%s" %
                    tail(self.path("nlockd.log"), 40, r"admin: (GET|HEAD) "))
         if os.path.exists(self.path("nlockd-nsm.log")):

@@ -2,21 +2,23 @@
 # SPDX-License-Identifier: Apache-2.0
 """Runs the kernel client rig (docs/kernel-rig.md). run.sh starts it inside a network namespace
 of its own with a private /run; it starts rpcbind, NFS-Ganesha (NFSv3, its NLM off) and nlockd
-there, boots a Debian kernel under QEMU as the NFS client, and drives the guest's agent
-(agent.py) through the scenarios (scenarios.py).
+there, boots a Debian kernel under QEMU as the NFS client (and for scenarios 12 to 14 a second
+as the kernel NFS server), and drives the guests' agents (agent.py) through the scenarios
+(scenarios.py, kernel_server.py).
 """
 import argparse
 import sys
 import traceback
 
 from host import USUAL, Failure, Rig, now, tail
-from scenarios import OPT_IN, ORDER, SCENARIOS, SIDE
+from scenarios import NLOCKD_STATD_FIRST, ON_KERNEL_SERVER, OPT_IN, ORDER, SCENARIOS, SIDE
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--nlockd", required=True)
     parser.add_argument("--kernel", required=True)
     parser.add_argument("--initrd", required=True)
+    parser.add_argument("--initrd-nfsd", required=True)
     parser.add_argument("--kernel-config", required=True)
     parser.add_argument("--work", required=True)
     parser.add_argument("scenarios", nargs="*")
@@ -37,9 +39,9 @@ def main():
             rig.start_server_side()
             print("kernel: server side up in %.1f s (rpcbind, Ganesha, nlockd)" % (now() - t0),
                   flush=True)
-            # Scenarios 4 and 7 first: the guest runs nlockd as its status monitor from the
-            # first boot.
-            rig.boot(nlockd_statd=wanted[0] in ("4", "7"))
+            # Scenarios 4, 7, 12 to 14 first: the guest runs nlockd as its status monitor from
+            # the first boot.
+            rig.boot(nlockd_statd=wanted[0] in NLOCKD_STATD_FIRST)
             print("kernel: guest booted in %.1f s" % rig.wait_ready(), flush=True)
             t0 = now()
             rig.mount_pair()
@@ -60,6 +62,8 @@ def main():
                 # after the last of them (both nlockds exiting 0 is part of the scenario).
                 if following != side:
                     rig.serve(USUAL)
+                if i + 1 == len(wanted) or wanted[i + 1] not in ON_KERNEL_SERVER:
+                    rig.stop_server_guest()
                 passed += 1
                 print("PASS %s %s (%.1f s): %s" % (key, title, now() - t0, detail), flush=True)
             except Failure as e:
@@ -72,6 +76,8 @@ def main():
                     print("kernel: the usual server side does not come back cleanly: %s" % again,
                           flush=True)
                 rig.settle()
+                # The next scenario on the kernel NFS server boots it afresh.
+                rig.stop_server_guest()
                 if rig.qemu is None or rig.qemu.poll() is not None or not rig.nlockd.alive():
                     # Later scenarios need a running guest and nlockd: bring back what died.
                     try:

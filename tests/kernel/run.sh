@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Runs the Linux kernel NFS client scenarios against NLOCKD_BINARY (docs/kernel-rig.md).
-# Usage: tests/kernel/run.sh NLOCKD_BINARY [SCENARIO...]  (1-11, run in the rig's order; default
-# all: docs/kernel-rig.md, "What it checks")
-# Needs root, ip netns, qemu-system-x86, busybox-static, nfs-ganesha(-vfs), rpcbind, nfs-common
-# (scripts/install-deps.sh --test). The guest kernel and initramfs are kept in
+# Usage: tests/kernel/run.sh NLOCKD_BINARY [SCENARIO...]  (1-14, 12s-14s, run in the rig's order;
+# default all: docs/kernel-rig.md, "What it checks")
+# Needs root, ip netns, qemu-system-x86, busybox-static, nfs-ganesha(-vfs), rpcbind, nfs-common,
+# and for scenarios 12 to 14 nfs-kernel-server and e2fsprogs (scripts/install-deps.sh --test). The guest kernel and initramfs are kept in
 # $NLOCKD_KERNEL_CACHE (default /var/cache/nlockd-kernel-rig), fetched with apt-get on first use.
 # NLOCKD_KERNEL_KEEP=1 keeps the work directory (logs, console, ganesha and nlockd output).
 set -euo pipefail
@@ -65,12 +65,16 @@ if [[ ! -f "$vmlinux" ]]; then
   "$python" "$here/guest-image.py" vmlinux "$kdir/root/boot/vmlinuz-$version" "$vmlinux"
 fi
 # The initramfs is rebuilt whenever its inputs change.
+# The kernel NFS server's guest (scenarios 12 to 14) has one of its own, with nfsd.
 key=$(cat "$here/initramfs-init" "$here/guest-image.py" /bin/busybox | sha256sum | cut -c1-16)
 initrd="$kdir/initramfs-$key.cpio.gz"
-if [[ ! -f "$initrd" ]]; then
+initrd_nfsd="$kdir/initramfs-nfsd-$key.cpio.gz"
+if [[ ! -f "$initrd" || ! -f "$initrd_nfsd" ]]; then
   rm -f "$kdir"/initramfs-*.cpio.gz
   "$python" "$here/guest-image.py" initramfs "$kdir/root/lib/modules/$version" \
     "$here/initramfs-init" /bin/busybox "$initrd"
+  "$python" "$here/guest-image.py" initramfs "$kdir/root/lib/modules/$version" \
+    "$here/initramfs-init" /bin/busybox "$initrd_nfsd" nfsd
 fi
 exec 9>&-
 
@@ -113,5 +117,6 @@ mkdir -m 0755 "$work/run"
 ip netns exec "$ns" unshare --mount --propagation private sh -c \
   'mount --bind "$0" /run && exec "$@"' "$work/run" \
   "$python" -B "$here/rig.py" --nlockd "$nlockd" --kernel "$vmlinux" --initrd "$initrd" \
+  --initrd-nfsd "$initrd_nfsd" \
   --kernel-config "$kdir/root/boot/config-$version" --work "$work" "$@" &
 wait $!

@@ -7,9 +7,10 @@ import re
 import shlex
 import signal
 
-from host import (BOOT_DEADLINE, CALLBACK_DEADLINE, DEFAULT_OPTS, GANESHA_NLM, GUEST_ADMIN,
-                  GUEST_IP, GUEST_MNT, GUEST_NAME, SERVER_IP, STATUS_ADMIN, TAP, Admin, Failure,
-                  Worker, now, run, wait_for)
+import kernel_server
+from host import (BOOT_DEADLINE, BRIDGE, CALLBACK_DEADLINE, DEFAULT_OPTS, GANESHA_NLM,
+                  GUEST_ADMIN, GUEST_IP, GUEST_MNT, GUEST_NAME, SERVER_IP, STATUS_ADMIN, Admin,
+                  Failure, Worker, now, run, wait_for)
 
 # An address added to the server's interface while nlockd runs, as an HA move brings the
 # service address to the node that takes over.
@@ -106,9 +107,9 @@ def scenario_service_address(rig):
     """The guest mounts through an address that arrived after nlockd started listening on
     0.0.0.0. Linux lockd takes a GRANTED only from the address it sent the LOCK to, and would
     otherwise poll for its blocked lock every 30 s: the grant must come from that address."""
-    if run(["ip", "-o", "addr", "show", "dev", TAP], check=False).stdout.find(
+    if run(["ip", "-o", "addr", "show", "dev", BRIDGE], check=False).stdout.find(
             " %s/" % SERVICE_IP) < 0:
-        run(["ip", "addr", "add", SERVICE_IP + "/24", "dev", TAP])
+        run(["ip", "addr", "add", SERVICE_IP + "/24", "dev", BRIDGE])
     return locks_and_grant(rig, "svc", DEFAULT_OPTS, server=SERVICE_IP)
 
 
@@ -638,9 +639,19 @@ SCENARIOS = {
     "8": ("nlockd --serve nlm beside the server's rpc.statd: callback releases, restart reclaims",
           scenario_nlm_beside_statd),
 }
-ORDER = ["1", "10", "9", "6", "2", "3", "8", "4", "7", "5", "11"]
+SCENARIOS.update(kernel_server.SCENARIOS)
+# 12s to 14s (rpc.statd on both guests) run where the rig's guest runs rpc.statd anyway, after 8;
+# 12 to 14 (nlockd) where it runs nlockd, after 11 (docs/kernel-rig.md, "What it checks").
+ORDER = ["1", "10", "9", "6", "2", "3", "8", "12s", "13s", "14s", "4", "7", "5", "11", "12", "13",
+         "14"]
+# Scenarios on the kernel NFS server's guest: after the last of a run of them it is switched off.
+ON_KERNEL_SERVER = set(kernel_server.SCENARIOS)
+# Scenarios whose guest runs nlockd as its status monitor: when one runs first, the rig's first
+# boot is already in that mode.
+NLOCKD_STATD_FIRST = {"4", "7", "12", "13", "14"}
 # The server side each scenario needs, when not the usual one: the rig switches before the
 # first of a run of them and back after the last (scenarios 5 and 11 share one switch).
 SIDE = {"5": GANESHA_NLM, "11": GANESHA_NLM}
-# Scenarios run only when named (none today).
-OPT_IN = set()
+# Scenarios run only when named: 12s to 14s time Debian's rpc.statd beside the kernel's nfsd for
+# comparison with nlockd (three boots, about 100 s), not nlockd itself.
+OPT_IN = {"12s", "13s", "14s"}
