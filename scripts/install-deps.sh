@@ -25,6 +25,9 @@ test_packages=(
   # The kernel client rig (tests/kernel/): the guest's kernel is not installed but fetched
   # into a cache by tests/kernel/run.sh with apt-get download.
   qemu-system-x86 busybox-static nfs-ganesha nfs-ganesha-vfs python3
+  # Its second guest, the kernel's own NFS server (scenarios 12-14), from the shared root: its
+  # export lives on an ext4 image that survives the guest's power cut.
+  nfs-kernel-server e2fsprogs
   # The per-call cost guard (tests/perf/ir_guard.sh): callgrind.
   valgrind
 )
