@@ -51,9 +51,15 @@ cleanup() {
 trap cleanup EXIT
 rpcbind -f -w >"$scratch/rpcbind.log" 2>&1 &
 rpcbind_pid=$!
-answers() { rpcinfo -T udp 127.0.0.1 "$@" >/dev/null 2>&1; }
-for _ in $(seq 100); do answers 100000 2 && break; sleep 0.1; done
-answers 100000 2 || fail "rpcbind did not start"
+# Waits up to 10 s for PROGRAM VERSION to answer on loopback (UDP, as mount.nfs asks).
+await_answer() {
+  for _ in $(seq 100); do
+    rpcinfo -T udp 127.0.0.1 "$@" >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  return 1
+}
+await_answer 100000 2 || fail "rpcbind did not start"
 
 # The status monitor: whose process holds its pid file, and what SM_STAT says.
 monitor() {
@@ -71,7 +77,7 @@ mon() {
 }
 
 rpc.statd --no-notify >"$scratch/statd.log" 2>&1 || fail "rpc.statd did not start"
-for _ in $(seq 100); do answers 100024 1 && break; sleep 0.1; done
+await_answer 100024 1 || fail "rpc.statd does not answer"
 [[ $(monitor /run/rpc.statd.pid) == rpc.statd ]] || fail "rpc.statd is not running"
 mon 192.0.2.20
 statd_state=$(state)
@@ -123,7 +129,7 @@ dpkg-divert --list /usr/sbin/start-statd | grep -c . >/dev/null && fail "the div
 grep -c 'nlockd' /usr/sbin/start-statd >/dev/null && fail "start-statd is not nfs-common's again"
 [[ ! -e /lib/systemd/system/rpc-statd.service.d/nlockd-statd.conf ]] || fail "the drop-in stayed"
 [[ ! -e /var/lib/nfs/nlockd.held ]] || fail "nlockd did not give statd's directory back"
-for _ in $(seq 100); do answers 100024 1 && break; sleep 0.1; done
+await_answer 100024 1 || fail "no status monitor answers after the removal"
 [[ $(monitor /run/rpc.statd.pid) == rpc.statd ]] || fail "rpc.statd was not started again"
 [[ $(state) == "$statd_state" ]] || fail "rpc.statd at state $(state), not $statd_state"
 for host in 192.0.2.20 192.0.2.21; do
