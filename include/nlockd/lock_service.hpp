@@ -101,6 +101,10 @@ class NLOCKD_EXPORT LockService {
   // notification keeps the give-up time its round gave it. Returns at once; calls handed in
   // after it returns see the change. nlockd's SIGHUP uses it.
   void Reload(const Options& options);
+  // Sends the restart notification round that Options::notify_hold holds back, now. Returns at
+  // once; any thread. Called before the round reached its hold, the round does not hold; after
+  // it went out, does nothing. nlockd's SIGUSR2 uses it.
+  void ReleaseNotificationHold();
 
   // --- RPC --------------------------------------------------------------------------------
 

@@ -101,6 +101,12 @@ struct NLOCKD_EXPORT Options {
   std::chrono::seconds notify_backoff{2};
   std::chrono::seconds notify_budget{900};
   bool notify_drop_unreachable = true;
+  // On a new boot, hold the restart notification round until LockService::
+  // ReleaseNotificationHold() (nlockd: SIGUSR2), at most this long; 0 sends it at start. For a
+  // status monitor beside the kernel's NFS server: its clients reclaim as soon as they are
+  // told, so the round should wait until the server's lockd listens, as sm-notify runs after
+  // nfs-server.service.
+  std::chrono::seconds notify_hold{0};
 
   // When not empty, HandleAdminRequest() requires "Authorization: Bearer <token>" on every
   // path but /healthz.

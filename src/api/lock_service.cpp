@@ -326,6 +326,8 @@ void LockService::AsyncShutdown(std::function<void()> done) {
 
 void LockService::Reload(const Options& options) { impl_->core().Reload(options); }
 
+void LockService::ReleaseNotificationHold() { impl_->core().ReleaseNotificationHold(); }
+
 void LockService::HandleCall(const RpcCall& call, std::function<void(RpcReply)> done) {
   rpc::CallContext context;
   context.transport =

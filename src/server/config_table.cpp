@@ -300,6 +300,15 @@ const Setting kSettings[] = {
      [](const SettingValue& v, Config& c) { c.notify_drop_unreachable = Bool(v); },
      [](const Config& c) -> SettingValue { return c.notify_drop_unreachable; }},
 
+    {"notify.hold", "--notify-hold", SettingType::kInteger, 0, 3600,
+     "Seconds: on a new boot, hold the restart notification round until told to send it "
+     "(SIGUSR2), at most this long; 0 sends it at start. Beside the kernel's NFS server, "
+     "systemd sends the signal once nfsd runs (nlockd-statd's rpc-statd-notify.service), as it "
+     "runs sm-notify then: a client told of the reboot earlier reclaims before the server's "
+     "lockd listens, and retries only seconds later.",
+     [](const SettingValue& v, Config& c) { c.notify_hold = seconds(Int(v)); },
+     [](const Config& c) { return Secs(c.notify_hold); }, false, false, "SECONDS"},
+
     {"statd.state_directory", "--statd-state-directory", SettingType::kString, 0, 0,
      "rpc.statd's state directory (/var/lib/nfs on Debian), when nlockd serves NSM in statd's "
      "place. At start, unless nlockd holds it already, nlockd takes over statd's monitor list "

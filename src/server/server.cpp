@@ -154,6 +154,11 @@ GraceControllerOptions GraceOptionsFrom(const nlockd::Options& options) {
 
 // Where rpc.statd keeps the host's NSM state number (nfs-utils' default; a host int32), read
 // on a new store's first start when statd_directory is not set.
+// The restart round waits this long at most for rpcbind to hold our registrations, so that a
+// peer that answers the notification at once (its reclaims, its SM_MON of us) finds us; without
+// rpcbind the registration keeps retrying for a minute, and the round must not wait for that.
+constexpr std::chrono::seconds kRegistrationWaitBeforeRound{2};
+
 constexpr const char* kStatdStateFile = "/var/lib/nfs/state";
 // At most this many bumps to catch up with rpc.statd's number: beyond, the file is not trusted.
 constexpr int kMaxStateCatchUp = 100'000;
@@ -278,7 +283,10 @@ Core::Core(asio::any_io_executor executor, nlockd::Options options, HaLink ha_li
       admin_backend_(AdminBackendParts{executor_, clock_, locks_, nsm_, notifier_, nlm_, bridge_,
                                        metrics_, options_.name, options_.nlm_granted_msg, &grace_,
                                        HaViewSource(), ha_link_.request_release}),
-      calls_(executor_) {
+      calls_(executor_),
+      tasks_(executor_),
+      registrations_done_(executor_),
+      notify_hold_(executor_) {
   if (!options_.serve_nlm && !options_.serve_nsm) {
     throw Error(ErrorKind::kFailed, "serve names neither nlm nor nsm");
   }
@@ -521,6 +529,7 @@ void Core::Serve(int32_t state, store::LoadedState loaded) {
       const asio::ip::address address = server->address().is_v4()
                                             ? asio::ip::address(asio::ip::address_v4::any())
                                             : server->address();
+      ++registrations_pending_;
       asio::co_spawn(executor_,
                      RegisterWithRpcbind(ServedBy(server->programs()),
                                          rpc::RpcbindListener{address, server->port()}),
@@ -528,6 +537,7 @@ void Core::Serve(int32_t state, store::LoadedState loaded) {
     }
     if (rpc_servers_.empty() && options_.advertised_port != 0) {
       registered_ = true;
+      ++registrations_pending_;
       asio::co_spawn(executor_,
                      RegisterWithRpcbind(dispatcher_.ProgramVersions(),
                                          rpc::RpcbindListener{asio::ip::address_v4::any(),
@@ -539,9 +549,12 @@ void Core::Serve(int32_t state, store::LoadedState loaded) {
     // Peers still hold this boot's locks: tell them nothing new, finish only what the previous
     // run owed.
     spdlog::info("nsm restarted on the same boot: state {} kept, no restart notification", state);
-    if (!owed.empty()) notifier_.StartRound(options_.name, state, std::move(owed));
-  } else {
-    StartNotificationRound(state, std::move(owed));
+  }
+  if (!restart_on_same_boot_ || !owed.empty()) {
+    if (auto pass = tasks_.TryEnter()) {
+      asio::co_spawn(executor_, NotifyWhenReady(std::move(*pass), state, std::move(owed)),
+                     asio::detached);
+    }
   }
   started_.store(true);
 }
@@ -571,9 +584,52 @@ void Core::StartNotificationRound(int32_t state, std::vector<nsm::NotifyTarget> 
   notifier_.StartRound(options_.name, state, std::move(targets));
 }
 
+asio::awaitable<void> Core::NotifyWhenReady(rpc::TaskGate::Pass pass, int32_t state,
+                                            std::vector<nsm::NotifyTarget> owed) {
+  (void)pass;  // held until the round began or shutdown stopped it
+  if (registrations_pending_ > 0) {
+    registrations_done_.expires_after(kRegistrationWaitBeforeRound);
+    std::error_code cancelled;  // by the last registration, or by shutdown
+    co_await registrations_done_.async_wait(asio::redirect_error(asio::use_awaitable, cancelled));
+    if (stopping_) co_return;
+    if (registrations_pending_ > 0) {
+      spdlog::warn("nsm notifying before rpcbind has our registrations: still trying after {} s",
+                   kRegistrationWaitBeforeRound.count());
+    }
+  }
+  if (restart_on_same_boot_) {
+    notifier_.StartRound(options_.name, state, std::move(owed));
+    co_return;
+  }
+  if (options_.notify_hold.count() > 0 && !hold_released_) {
+    spdlog::info(
+        "nsm holding the restart notification (state {}) until told to send it (SIGUSR2), at "
+        "most {} s",
+        state, options_.notify_hold.count());
+    notify_hold_.expires_after(options_.notify_hold);
+    std::error_code cancelled;  // by ReleaseNotificationHold(), or by shutdown
+    co_await notify_hold_.async_wait(asio::redirect_error(asio::use_awaitable, cancelled));
+    if (stopping_) co_return;
+    if (!hold_released_) {
+      spdlog::warn("nsm nobody said to send the restart notification in {} s: sending it now",
+                   options_.notify_hold.count());
+    }
+  }
+  StartNotificationRound(state, std::move(owed));
+}
+
+void Core::ReleaseNotificationHold() {
+  asio::post(executor_, [this] {
+    hold_released_ = true;
+    notify_hold_.cancel();
+  });
+}
+
 asio::awaitable<void> Core::RegisterWithRpcbind(std::vector<std::pair<uint32_t, uint32_t>> programs,
                                                 rpc::RpcbindListener listener) {
   co_await rpcbind_.Register(std::move(programs), listener);
+  // Registered, refused or given up: the restart round waits no longer for this one.
+  if (--registrations_pending_ == 0) registrations_done_.cancel();
 }
 
 asio::awaitable<void> Core::ShutDown() {
@@ -582,6 +638,11 @@ asio::awaitable<void> Core::ShutDown() {
   // Admin calls in flight are answered (or refused) before the services stop.
   admin_backend_.Close();
   grace_.Stop();
+  // A round still waiting (for rpcbind, or held) is not begun: the store owes it to the next run.
+  tasks_.Close();
+  registrations_done_.cancel();
+  notify_hold_.cancel();
+  co_await tasks_.WaitEmpty(std::chrono::seconds(1));
   for (const auto& server : rpc_servers_) co_await server->Shutdown();
   calls_.Close();
   co_await calls_.WaitEmpty(std::chrono::seconds(10));

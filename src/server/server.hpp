@@ -134,6 +134,11 @@ class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
   AdminBackend& admin_backend() { return admin_backend_; }
   admin::Metrics& metrics() { return metrics_; }
 
+  // Sends the restart notification that Options::notify_hold holds back, now (posted to the
+  // executor; any thread; before the round reached its hold, it will not hold). Does nothing
+  // once it went out.
+  void ReleaseNotificationHold();
+
   // nsm::RestartHook: SM_SIMU_CRASH moved the state; announce it like a restart.
   void Restarted(int32_t state) override;
   // nsm::LocalStatusReceiver: a host our NLM monitors rebooted; releases it through the bridge
@@ -163,6 +168,11 @@ class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
   // SM_NOTIFY(our name, state) to every distinct monitored host and every host still owed one
   // from an earlier run (`owed`).
   void StartNotificationRound(int32_t state, std::vector<nsm::NotifyTarget> owed);
+  // The restart round (Serve), once rpcbind holds our registrations (bounded) and, on a new
+  // boot with Options::notify_hold, once ReleaseNotificationHold() said so or the hold passed.
+  // On the same boot only `owed` is notified, and nothing is held.
+  asio::awaitable<void> NotifyWhenReady(rpc::TaskGate::Pass pass, int32_t state,
+                                        std::vector<nsm::NotifyTarget> owed);
   asio::awaitable<void> RegisterWithRpcbind(std::vector<std::pair<uint32_t, uint32_t>> programs,
                                             rpc::RpcbindListener listener);
   // The (program, version) pairs `server` serves (every served pair when it names none).
@@ -213,7 +223,15 @@ class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
   // Calls handed in through Handle(), so that shutdown waits for them.
   rpc::TaskGate calls_;
   nlockd::EventHandlers events_;
+  // Coroutines of the Core's own (the restart round while it waits), stopped by ShutDown.
+  rpc::TaskGate tasks_;
   bool registered_ = false;
+  // rpcbind registrations not yet finished; registrations_done_ is cancelled when none is.
+  int registrations_pending_ = 0;
+  asio::steady_timer registrations_done_;
+  // Options::notify_hold: cancelled by ReleaseNotificationHold().
+  asio::steady_timer notify_hold_;
+  bool hold_released_ = false;
   bool restart_on_same_boot_ = false;  // see IsMonitorRestartOnSameBoot()
   // Written by Start() on the caller's thread; read on the executor, where calls handed in
   // before it are refused.

@@ -5,6 +5,7 @@
 // monitor nlockd's host. When nlockd restarts, or is told SM_SIMU_CRASH, its SM_NOTIFY must reach
 // P's statd, and statd must call the registered callback with nlockd's new state and the priv.
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <regex>
 #include <string>
@@ -132,6 +133,9 @@ TEST_F(NsmStatdPeer, NlockdRestartAndSimuCrashReachStatdWhichCallsBackTheMonitor
       std::regex_search(hosts_->nlockd().process().output(),
                         std::regex("nsm notifying 1 hosts of state " + std::to_string(restarted))))
       << Diagnostics();
+  // The round began once rpcbind held nlockd's registrations: a peer answering at once finds it.
+  const std::string& log = hosts_->nlockd().process().output();
+  EXPECT_LT(log.find("programs with rpcbind"), log.find("nsm notifying")) << Diagnostics();
 
   // SM_SIMU_CRASH from nlockd's loopback: the next odd state goes round again.
   EXPECT_EQ(NlockdOnServer({"simu_crash"}), (std::vector<std::string>{"simu_crash ok"}));
@@ -140,6 +144,49 @@ TEST_F(NsmStatdPeer, NlockdRestartAndSimuCrashReachStatdWhichCallsBackTheMonitor
   EXPECT_EQ((*second)[0].str(), "STATUS proc=16 mon_name=" + nlockd_address +
                                     " state=" + std::to_string(restarted + 2) + " priv0=42");
   EXPECT_EQ(NlockdState(), restarted + 2);
+  EXPECT_EQ(hosts_->nlockd().Stop(), 0);
+}
+
+// With notify.hold the restart round waits for SIGUSR2 (systemd sends it once nfsd runs), and
+// goes out when the hold ends without one.
+TEST_F(NsmStatdPeer, AHeldRestartNotificationGoesOutOnSigusr2OrWhenTheHoldEnds) {
+  const std::string nlockd_address = NsmHosts::ServerAddress(kPeer);
+  const std::string peer_address = NsmHosts::ClientAddress(kPeer);
+  std::vector<std::string> args{"--store",       "sqlite:" + nlockd_dir_.path() + "/nlockd.db",
+                                "--name",        nlockd_address,
+                                "--notify-hold", "600"};
+  ASSERT_TRUE(hosts_->StartNlockd(args));
+  EXPECT_EQ(NlockdOnServer({"mon name=" + peer_address}).at(0).substr(0, 12), "mon res=succ");
+  auto mon = StatdOnPeer(
+      {"mon name=" + nlockd_address + " my_name=127.0.0.1 prog=100021 vers=4 proc=16 priv0=7"});
+  ASSERT_TRUE(std::regex_match(mon.at(0), std::regex("mon res=succ state=\\d+"))) << mon[0];
+  std::regex callback("^STATUS proc=16 mon_name=\\S+ state=(-?\\d+) priv0=7");
+
+  ASSERT_EQ(hosts_->nlockd().Stop(), 0);
+  ASSERT_TRUE(hosts_->StartNlockd(args));
+  testutil::Subprocess& nlockd = hosts_->nlockd().process();
+  ASSERT_TRUE(nlockd.LoggedOrWaitFor(std::regex("nsm holding the restart notification"), kWait))
+      << Diagnostics();
+  // Held: nlockd answers, and has sent nothing.
+  const int32_t held = NlockdState();
+  EXPECT_EQ(nlockd.output().find("nsm notifying"), std::string::npos) << Diagnostics();
+  EXPECT_EQ(callbacks_->output().find("STATUS"), std::string::npos) << Diagnostics();
+  ASSERT_EQ(kill(nlockd.pid(), SIGUSR2), 0);
+  auto told = callbacks_->WaitForLine(callback, kWait);
+  ASSERT_TRUE(told) << Diagnostics();
+  EXPECT_EQ((*told)[1].str(), std::to_string(held));
+  EXPECT_EQ(nlockd.output().find("nobody said"), std::string::npos) << Diagnostics();
+
+  // A hold nobody ends: the round goes out when it passes.
+  ASSERT_EQ(hosts_->nlockd().Stop(), 0);
+  args.back() = "1";
+  ASSERT_TRUE(hosts_->StartNlockd(args));
+  auto late = callbacks_->WaitForLine(callback, kWait);
+  ASSERT_TRUE(late) << Diagnostics();
+  EXPECT_EQ((*late)[1].str(), std::to_string(NlockdState()));
+  EXPECT_TRUE(hosts_->nlockd().process().LoggedOrWaitFor(
+      std::regex("nobody said to send the restart notification in 1 s"), kWait))
+      << Diagnostics();
   EXPECT_EQ(hosts_->nlockd().Stop(), 0);
 }
 

@@ -77,13 +77,15 @@ if [[ -n "$statd" ]]; then
   # rig's own tap, which only the host reaches).
   # A script of its own, so that the host can restart it (scenario 7).
   # The server's at debug level: its SM_MON of a client is how the host times a reclaim.
-  level=info
-  [[ -n "$nfsd" ]] && level=debug
+  # On the server, as nlockd-statd's units do: the restart round is held until nfsd runs.
+  level=info hold=0
+  [[ -n "$nfsd" ]] && level=debug hold=60
   cat >/run/nlk-statd <<EOF
 #!/bin/bash
 "$statd" --serve nsm --listen 0.0.0.0:0 --name "$name" \\
   --store sqlite:/var/lib/nfs/nlockd.db --admin-listen 0.0.0.0:9464 \\
-  --admin-allow-unauthenticated-remote true --log-level $level 2>&1 | /run/nlk-log nlockd
+  --admin-allow-unauthenticated-remote true --log-level $level --notify-hold $hold \\
+  --pid-file /run/nlockd.pid 2>&1 | /run/nlk-log nlockd
 EOF
   chmod +x /run/nlk-statd
   /run/nlk-statd &
@@ -118,6 +120,10 @@ if [[ -n "$nfsd" ]]; then
   if [[ -z "$statd" ]]; then
     sm-notify -d 2>&1 | /run/nlk-log sm-notify &
     stamp "sm-notify started"
+  else
+    # rpc-statd-notify.service's job under nlockd-statd: the held round goes out now.
+    kill -USR2 "$(</run/nlockd.pid)" || fail "cannot signal nlockd"
+    stamp "nlockd told to notify"
   fi
 fi
 

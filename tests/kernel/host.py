@@ -403,7 +403,7 @@ class Guest:
             "nlk.ip=%s/24" % self.ip, "nlk.hostname=" + self.hostname,
             "nlk.agent=" + os.path.join(HERE, "agent.py")]
         if nlockd_statd:
-            append.append("nlk.statd=" + rig.args.nlockd)
+            append.append("nlk.statd=" + rig.args.guest_nlockd)
         disk = []
         if self.disk:
             # The export's file system, the server's disk: nfsd starts at boot.

@@ -31,9 +31,10 @@ SENDS = {NLOCKD: (NLOCKD, r"nsm notifying \d+ hosts"),
 TOOLS = ("rpc.nfsd", "rpc.mountd", "exportfs", "mkfs.ext4")
 
 
-def prepare(rig, mode):
+def prepare(rig, mode, client=True):
     """Both guests up with `mode` as their status monitor: the server guest booted if it is not
-    running so, the client booted again if it runs the other one (both boots at once)."""
+    running so, the client booted again if it runs the other one (both boots at once). With
+    client False, the client keeps the status monitor it has (booted with nlockd if it is off)."""
     missing = [t for t in TOOLS if not shutil.which(t)]
     if missing:
         raise Failure("%s missing: the server guest runs the host's nfs-kernel-server and "
@@ -45,9 +46,9 @@ def prepare(rig, mode):
         server.power_off()
         server.boot(nlockd_statd=want)
         booting.append(("server", server))
-    if not rig.client.running() or rig.nlockd_statd != want:
+    if not rig.client.running() or (client and rig.nlockd_statd != want):
         rig.power_off()
-        rig.boot(nlockd_statd=want)
+        rig.boot(nlockd_statd=want if client else True)
         booting.append(("client", rig.client))
     booted = ["%s booted in %.1f s" % (who, guest.wait_ready()) for who, guest in booting]
     server.in_grace = any(guest is server for _, guest in booting)
@@ -210,26 +211,8 @@ def scenario_client_reboot(rig, mode):
     if mode == NLOCKD:
         crashes = status.metric("nsm_crashes_detected_total") or 0
         callbacks = status.metric("nlm_callbacks_total", kind="status", result="ok") or 0
-    rig.power_off()
     t0 = now()
-    rig.boot(nlockd_statd=want)
-    while True:
-        got = server.agent.first_reply([pending], 0.5, "the server's F_SETLKW")
-        if got is not None:
-            break
-        if not rig.client.running():
-            raise Failure("the client's QEMU exited (%s) during its boot" %
-                          rig.client.qemu.returncode)
-        ready = rig.agent.has_event("ready")
-        if ready and now() > ready["host_time"] + 60:
-            raise Failure("the server still holds the lock a minute after the client came back")
-        if now() > t0 + BOOT_DEADLINE:
-            raise Failure("the server still holds the lock %.0f s after the client's power-off" %
-                          BOOT_DEADLINE)
-    reply = got[1]
-    if not reply["ok"]:
-        raise Failure("the server's F_SETLKW failed: %s" % reply["error"])
-    released = reply["host_time"]
+    released = reboot_client_until_released(rig, server, pending, want)
     boot_s = rig.wait_ready()
     state_after = state_number(rig.client, mode)
     if state_after <= state_before:
@@ -270,6 +253,32 @@ def scenario_client_reboot(rig, mode):
                 "".join(b + "; " for b in booted), boot_s, released - t0, mode,
                 released - started, released - sent, mode, (released - heard) * 1000,
                 state_before, state_after))
+
+
+def reboot_client_until_released(rig, server, pending, nlockd_statd):
+    """Cuts the client's power and boots it again while a process of the server waits in
+    F_SETLKW (`pending`) behind the client's lock; returns the host time at which the server's
+    kernel let the waiting process have it (the client's reboot reached its lockd)."""
+    rig.power_off()
+    t0 = now()
+    rig.boot(nlockd_statd=nlockd_statd)
+    while True:
+        got = server.agent.first_reply([pending], 0.5, "the server's F_SETLKW")
+        if got is not None:
+            break
+        if not rig.client.running():
+            raise Failure("the client's QEMU exited (%s) during its boot" %
+                          rig.client.qemu.returncode)
+        ready = rig.agent.has_event("ready")
+        if ready and now() > ready["host_time"] + 60:
+            raise Failure("the server still holds the lock a minute after the client came back")
+        if now() > t0 + BOOT_DEADLINE:
+            raise Failure("the server still holds the lock %.0f s after the client's power-off" %
+                          BOOT_DEADLINE)
+    reply = got[1]
+    if not reply["ok"]:
+        raise Failure("the server's F_SETLKW failed: %s" % reply["error"])
+    return reply["host_time"]
 
 
 def scenario_server_reboot(rig, mode):
@@ -357,6 +366,122 @@ def scenario_server_reboot(rig, mode):
                 rb["host_time"] - sent))
 
 
+# What installing nlockd-statd runs: nlockd with the package's configuration. The rig moves
+# only its store (the package's /var/lib/nlockd-statd is on the guest's read-only root) and its
+# admin server (to the guest's address, for the host's checks); statd's directory is the
+# guest's /var/lib/nfs, as on Debian.
+PACKAGE_CONF = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                             "..", "packaging", "statd", "nlockd-statd.toml"))
+
+
+def stop_guest_daemon(guest, name):
+    """SIGTERM to the guest's process `name`; returns once it is gone (the agent, PID 1, does not
+    reap it: gone or a zombie)."""
+    guest.agent.sh(
+        "pid=$(pidof %s) && kill -TERM $pid && "
+        "while [ -e /proc/$pid ] && [ \"$(cut -d' ' -f3 /proc/$pid/stat)\" != Z ]; do "
+        "sleep 0.05; done" % shlex.quote(name), timeout=60)
+
+
+def start_guest_daemon(guest, command, source):
+    """Starts `command` in the background of the guest, its output on the console as `source`;
+    returns once a status monitor answers on the guest's loopback (rpcinfo, as start-statd
+    asks)."""
+    line = "%s 2>&1 | /run/nlk-log %s" % (command, source)
+    guest.agent.sh("(setsid sh -c %s </dev/null >/dev/null 2>&1 &)" % shlex.quote(line))
+    wait_for("the status monitor to answer after the switch", lambda: guest.agent.sh(
+        "rpcinfo -T udp 127.0.0.1 status 1", check=False)["rc"] == 0, 60, interval=0.2)
+
+
+def hold_client_lock(rig, server, tag):
+    """The client's process holds a write lock on the export's file `tag`, and a process of the
+    server waits for it in F_SETLKW. Returns (server's worker, its pending request, path)."""
+    f1, _, local = files(rig, tag)
+    a = Worker(rig.agent, tag + "-a")
+    a.open(f1)
+    a.must_lock(f1, "w")
+    s = Worker(server.agent, tag + "-s")
+    s.open(local)
+    pending = s.start("lock", file=local, type="w", wait=True)
+    wait_for("the server's process to wait behind the client's lock",
+             lambda: server_locks(server, local) == (1, 1), 30, interval=0.2)
+    return s, pending, local
+
+
+def scenario_switch(rig):
+    """Installing nlockd-statd on a running kernel NFS server, and removing it: rpc.statd is
+    stopped and nlockd started with the package's configuration on the same boot (it takes
+    statd's registrations and state number over from /var/lib/nfs and notifies nobody: the
+    client keeps its lock); the client then reboots and the server's nlockd releases its lock
+    through the server's lockd. Then nlockd stops (it writes sm/ and the state back) and
+    rpc.statd starts again on them; the client reboots once more and statd releases its lock."""
+    server, booted = prepare(rig, STATD, client=False)
+    client_nlockd = rig.nlockd_statd
+    after_grace(server, booted)
+    # rpc.statd holds the server lockd's SM_MON of the client, from the client's first lock.
+    s, pending, local = hold_client_lock(rig, server, "k15a")
+    if not monitored(server, STATD, GUEST_IP):
+        raise Failure("rpc.statd holds no SM_MON of the client before the switch")
+    statd_state = state_number(server, STATD)
+
+    t0 = now()
+    stop_guest_daemon(server, STATD)
+    start_guest_daemon(server, "%s --config %s --store sqlite:/var/lib/nfs/nlockd-statd.db "
+                       "--admin-listen 0.0.0.0:9464 --admin-allow-unauthenticated-remote true "
+                       "--log-level debug" % (shlex.quote(rig.args.guest_nlockd),
+                                              shlex.quote(PACKAGE_CONF)), NLOCKD)
+    switch_in = now() - t0
+    if not monitored(server, NLOCKD, GUEST_IP):
+        raise Failure("nlockd did not take rpc.statd's registration of the client over")
+    if state_number(server, NLOCKD) != statd_state:
+        raise Failure("nlockd did not keep rpc.statd's state %d on the same boot: %d" %
+                      (statd_state, state_number(server, NLOCKD)))
+    first(server.console_times(NLOCKD, r"nsm took over rpc.statd's files", since=t0),
+          "nlockd taking rpc.statd's files over")
+    # Nobody was told of a reboot: the client's lock and the server's waiter are still there.
+    if server_locks(server, local) != (1, 1):
+        raise Failure("the switch to nlockd changed the server's locks: %s" %
+                      (server_locks(server, local),))
+    t1 = now()
+    released = reboot_client_until_released(rig, server, pending, client_nlockd)
+    to_nlockd = released - t1
+    rig.wait_ready()
+    s.must_lock(local, "u")
+    s.close(local)
+
+    # The client's new boot locks again: the server's lockd monitors it through nlockd.
+    s, pending, local = hold_client_lock(rig, server, "k15b")
+    if not monitored(server, NLOCKD, GUEST_IP):
+        raise Failure("nlockd holds no SM_MON of the client's new boot")
+    nlockd_state = state_number(server, NLOCKD)
+    t2 = now()
+    stop_guest_daemon(server, os.path.basename(rig.args.guest_nlockd))
+    start_guest_daemon(server, "rpc.statd --no-notify -F -d", "statd")
+    switch_back = now() - t2
+    server.nlockd_statd = False
+    if not monitored(server, STATD, GUEST_IP):
+        raise Failure("nlockd did not give the client's registration back in sm/")
+    if state_number(server, STATD) != nlockd_state:
+        raise Failure("the state file says %d after nlockd's %d" %
+                      (state_number(server, STATD), nlockd_state))
+    if server_locks(server, local) != (1, 1):
+        raise Failure("the switch back changed the server's locks: %s" %
+                      (server_locks(server, local),))
+    t3 = now()
+    released = reboot_client_until_released(rig, server, pending, client_nlockd)
+    to_statd = released - t3
+    rig.wait_ready()
+    s.must_lock(local, "u")
+    s.close(local)
+    wait_for("the server's kernel to drop the locks",
+             lambda: server_locks(server, local) == (0, 0), 10, interval=0.2)
+    return ("%sswitch to nlockd %.1f s (registration and state %d kept, nobody notified), "
+            "client reboot-to-release through it %.1f s; switch back %.1f s (sm/ and state %d "
+            "given back), client reboot-to-release through rpc.statd %.1f s" % (
+                "".join(b + "; " for b in booted), switch_in, statd_state, to_nlockd,
+                switch_back, nlockd_state, to_statd))
+
+
 SCENARIOS = {
     "12": ("the kernel's nfsd, nlockd as both status monitors: locks, conflicts, GRANTED",
            lambda rig: scenario_locks(rig, NLOCKD)),
@@ -364,6 +489,9 @@ SCENARIOS = {
            lambda rig: scenario_client_reboot(rig, NLOCKD)),
     "14": ("the kernel's nfsd, nlockd as both status monitors: server reboot, client reclaims",
            lambda rig: scenario_server_reboot(rig, NLOCKD)),
+    "15": ("the kernel's nfsd switched from rpc.statd to nlockd-statd and back, running: "
+           "registrations and state kept, client reboots release",
+           scenario_switch),
     "12s": ("scenario 12 with rpc.statd and sm-notify on both guests (reference)",
             lambda rig: scenario_locks(rig, STATD)),
     "13s": ("scenario 13 with rpc.statd and sm-notify on both guests (reference)",

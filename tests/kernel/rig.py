@@ -16,6 +16,7 @@ from scenarios import NLOCKD_STATD_FIRST, ON_KERNEL_SERVER, OPT_IN, ORDER, SCENA
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--nlockd", required=True)
+    parser.add_argument("--guest-nlockd", required=True)  # the guests' status monitor
     parser.add_argument("--kernel", required=True)
     parser.add_argument("--initrd", required=True)
     parser.add_argument("--initrd-nfsd", required=True)

@@ -7,6 +7,10 @@
 # and for scenarios 12 to 14 nfs-kernel-server and e2fsprogs (scripts/install-deps.sh --test). The guest kernel and initramfs are kept in
 # $NLOCKD_KERNEL_CACHE (default /var/cache/nlockd-kernel-rig), fetched with apt-get on first use.
 # NLOCKD_KERNEL_KEEP=1 keeps the work directory (logs, console, ganesha and nlockd output).
+# NLOCKD_KERNEL_GUEST_BINARY: the nlockd the guests run as their status monitor (scenarios 4, 7,
+# 12 to 14; default NLOCKD_BINARY). The test command gives them the Release build, as the
+# package ships it: an ASan build starts seconds slower under QEMU's emulation, and those
+# scenarios time the guest's start against rpc.statd's.
 set -euo pipefail
 
 if [[ $# -lt 1 ]]; then
@@ -15,12 +19,15 @@ if [[ $# -lt 1 ]]; then
 fi
 nlockd=$(realpath "$1")
 shift
+guest_nlockd=$(realpath "${NLOCKD_KERNEL_GUEST_BINARY:-$nlockd}")
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${NLOCKD_KERNEL_CACHE:-/var/cache/nlockd-kernel-rig}
 python=/usr/bin/python3  # Debian's: the guest runs the same one through the shared root.
 
 [[ $(id -u) -eq 0 ]] || { echo "kernel: needs root (ip netns, tap, QEMU)" >&2; exit 2; }
-[[ -x "$nlockd" ]] || { echo "kernel: $nlockd is not executable" >&2; exit 2; }
+for binary in "$nlockd" "$guest_nlockd"; do
+  [[ -x "$binary" ]] || { echo "kernel: $binary is not executable" >&2; exit 2; }
+done
 missing() {
   echo "kernel: $1 missing (scripts/install-deps.sh --test)" >&2
   exit 2
@@ -116,7 +123,7 @@ mkdir -m 0755 "$work/run"
 # In the background, so that a TERM reaches the trap at once rather than after the run.
 ip netns exec "$ns" unshare --mount --propagation private sh -c \
   'mount --bind "$0" /run && exec "$@"' "$work/run" \
-  "$python" -B "$here/rig.py" --nlockd "$nlockd" --kernel "$vmlinux" --initrd "$initrd" \
+  "$python" -B "$here/rig.py" --nlockd "$nlockd" --guest-nlockd "$guest_nlockd" --kernel "$vmlinux" --initrd "$initrd" \
   --initrd-nfsd "$initrd_nfsd" \
   --kernel-config "$kdir/root/boot/config-$version" --work "$work" "$@" &
 wait $!

@@ -398,7 +398,8 @@ def restart_guest_statd(rig):
     kernel and its locks untouched (as `systemctl restart` would). It runs under the name of
     the binary the rig was given, which need not be `nlockd`."""
     rig.agent.sh(
-        "pid=$(pidof %s) && kill -TERM $pid && " % shlex.quote(os.path.basename(rig.args.nlockd)) +
+        "pid=$(pidof %s) && kill -TERM $pid && " %
+        shlex.quote(os.path.basename(rig.args.guest_nlockd)) +
         # The agent, PID 1, does not reap it: wait until it is gone or a zombie.
         "while [ -e /proc/$pid ] && [ \"$(cut -d' ' -f3 /proc/$pid/stat)\" != Z ]; do "
         "sleep 0.05; done && (setsid /run/nlk-statd </dev/null >/dev/null 2>&1 &)", timeout=60)
@@ -642,8 +643,9 @@ SCENARIOS = {
 SCENARIOS.update(kernel_server.SCENARIOS)
 # 12s to 14s (rpc.statd on both guests) run where the rig's guest runs rpc.statd anyway, after 8;
 # 12 to 14 (nlockd) where it runs nlockd, after 11 (docs/kernel-rig.md, "What it checks").
-ORDER = ["1", "10", "9", "6", "2", "3", "8", "12s", "13s", "14s", "4", "7", "5", "11", "12", "13",
-         "14"]
+# 15 follows 12s to 14s, whose server guest runs rpc.statd as 15 needs it.
+ORDER = ["1", "10", "9", "6", "2", "3", "8", "12s", "13s", "14s", "15", "4", "7", "5", "11", "12",
+         "13", "14"]
 # Scenarios on the kernel NFS server's guest: after the last of a run of them it is switched off.
 ON_KERNEL_SERVER = set(kernel_server.SCENARIOS)
 # Scenarios whose guest runs nlockd as its status monitor: when one runs first, the rig's first

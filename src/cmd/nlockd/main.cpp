@@ -342,11 +342,12 @@ void ListenAndStart(const Config& config, nlockd::LockService& service) {
 }
 
 // Runs the daemon until SIGINT or SIGTERM; SIGHUP reloads; SIGUSR1 reopens the log file
-// (log_file; after logrotate moved it). The signals are blocked in every thread (those the
-// service and the admin server start inherit the mask) and taken here with sigwait. With ha, a
-// planned release (POST /api/v1/service/release) wakes this thread with SIGUSR1 too: it shuts
-// the service down (releasing the lease), and builds a new one that waits as standby, leaving
-// the lease to the other nodes for one lease first. `log_file` is null without log_file.
+// (log_file; after logrotate moved it); SIGUSR2 sends the restart notification that notify.hold
+// holds back (nlockd-statd's rpc-statd-notify.service, once nfsd runs). The signals are blocked in
+// every thread (those the service and the admin server start inherit the mask) and taken here with
+// sigwait. With ha, a planned release (POST /api/v1/service/release) wakes this thread with SIGUSR1
+// too: it shuts the service down (releasing the lease), and builds a new one that waits as standby,
+// leaving the lease to the other nodes for one lease first. `log_file` is null without log_file.
 void Run(Config config, const std::string& config_file, const Flags& flags,
          nlockd::cmd::ReopenableFileSink* log_file) {
   sigset_t signals;
@@ -355,6 +356,7 @@ void Run(Config config, const std::string& config_file, const Flags& flags,
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGHUP);
   sigaddset(&signals, SIGUSR1);
+  sigaddset(&signals, SIGUSR2);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   if (config.name.empty()) config.name = nlockd::server::DefaultServerName();
@@ -398,6 +400,11 @@ void Run(Config config, const std::string& config_file, const Flags& flags,
         systemd.Reloading();
         Reload(config_file, flags, config, policy, *service);
         systemd.Ready();
+        continue;
+      }
+      if (signal == SIGUSR2) {
+        spdlog::info("nlockd received SIGUSR2: the restart notification goes out now if held");
+        service->ReleaseNotificationHold();
         continue;
       }
       if (signal == SIGUSR1) {
