@@ -140,7 +140,7 @@ def main():
     parser.add_argument("--update", action="store_true")
     parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count())
     parser.add_argument("files", nargs="*")
-    args = parser.parse_args()
+    args = parser.parse_intermixed_args()
     if not tidy:
         sys.exit("check-tidy: clang-tidy-14 is not installed (scripts/install-deps.sh --test)")
     build = pathlib.Path(args.build).resolve()

@@ -26,7 +26,7 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNLOCKD_WERRO
 cmake --build "$build" -j "$jobs"
 
 # clang-tidy over src/ with the build's compile_commands.json: a finding that
-# .clang-tidy-baseline does not hold fails here, before the tests (about 5 minutes on two cores).
+# .clang-tidy-baseline does not hold fails here, before the tests (7 to 8 minutes on two cores).
 scripts/check-tidy.py "$build" -j "$jobs"
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
