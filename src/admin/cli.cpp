@@ -15,6 +15,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "base/error.hpp"
 #include "nlockd_build_info.hpp"
 
 namespace nlockd::admin {
@@ -94,10 +95,13 @@ void PrintTable(std::ostream& out, const std::vector<std::string>& headers,
 void PrintList(std::ostream& out, const json& answer, const char* key,
                const std::vector<std::pair<std::string, std::string>>& columns) {
   std::vector<std::string> headers;
+  headers.reserve(columns.size());
   for (const auto& [header, field] : columns) headers.push_back(header);
   std::vector<std::vector<std::string>> rows;
+  rows.reserve(answer.at(key).size());
   for (const json& item : answer.at(key)) {
     std::vector<std::string> row;
+    row.reserve(columns.size());
     for (const auto& [header, field] : columns) row.push_back(Cell(item.value(field, json())));
     rows.push_back(std::move(row));
   }
@@ -315,215 +319,254 @@ std::optional<std::string> ReadTokenFile(std::string path, const CliEnvironment&
   return token;
 }
 
+// What a command takes from the command line besides the global options.
+enum class Arguments {
+  kNone,
+  kPaging,          // --limit, --offset
+  kClientFilters,   // --mon-name, --my-name, then paging
+  kStateFilters,    // --host, --file, then paging
+  kRegistrationId,  // ID, required
+  kHostName,        // NAME, required
+  kNotifyHost,      // HOST, optional: the body names it
+};
+
+// One nlockctl command: where it sits, what it asks the API and how the answer is printed.
+// `path` has "{}" where a positional argument goes (percent-encoded); the query string of the
+// filters and paging is appended to it.
+struct Command {
+  const char* group;  // The parent command; nullptr: a command of its own.
+  const char* name;
+  const char* help;
+  Arguments arguments;
+  const char* method;
+  const char* path;
+  const char* body;  // Sent with POST (kNotifyHost: when no host is named).
+  void (*print)(std::ostream&, const json&);
+};
+
+struct Group {
+  const char* name;
+  const char* help;
+};
+
+// The parent commands, added where kCommands first names them.
+constexpr Group kGroups[] = {
+    {"clients", "NSM monitor registrations (SM_MON)"},
+    {"hosts", "Client hosts known to the lock manager"},
+    {"locks", "Byte-range locks held"},
+    {"shares", "DOS share reservations held (NLM SHARE)"},
+    {"waiters", "Blocked lock requests"},
+    {"grace", "The grace period after a restart"},
+    {"service", "The HA service this node serves (ha = true)"},
+};
+
+constexpr Command kCommands[] = {
+    {nullptr, "status", "State number, grace period and counts", Arguments::kNone, "GET",
+     "/api/v1/status", "", PrintStatus},
+    {"clients", "list", "List registrations", Arguments::kClientFilters, "GET", "/api/v1/clients",
+     "", PrintClients},
+    {"clients", "show", "Show one registration", Arguments::kRegistrationId, "GET",
+     "/api/v1/clients/{}", "", PrintStatus},
+    {"clients", "delete", "Delete one registration (as SM_UNMON)", Arguments::kRegistrationId,
+     "DELETE", "/api/v1/clients/{}", "", PrintDeleted},
+    {"hosts", "list", "List hosts", Arguments::kPaging, "GET", "/api/v1/hosts", "", PrintHosts},
+    {"hosts", "show", "Show a host with its locks, shares and waiters", Arguments::kHostName, "GET",
+     "/api/v1/hosts/{}", "", PrintHost},
+    {"hosts", "release", "Drop every lock, share and waiter of a host", Arguments::kHostName,
+     "POST", "/api/v1/hosts/{}/release", "", PrintReleased},
+    {"locks", "list", "List locks", Arguments::kStateFilters, "GET", "/api/v1/locks", "",
+     PrintLocks},
+    {"locks", "waits",
+     "Who waits on whom: each blocked request and the locks it waits for, to follow a stuck "
+     "chain to its head",
+     Arguments::kStateFilters, "GET", "/api/v1/waiters", "", PrintWaits},
+    {"shares", "list", "List shares", Arguments::kStateFilters, "GET", "/api/v1/shares", "",
+     PrintShares},
+    {"waiters", "list", "List waiters", Arguments::kStateFilters, "GET", "/api/v1/waiters", "",
+     PrintWaiters},
+    {"grace", "show", "Show the grace period", Arguments::kNone, "GET", "/api/v1/grace", "",
+     PrintGrace},
+    {"grace", "end", "End the grace period now", Arguments::kNone, "POST", "/api/v1/grace/end", "",
+     PrintGrace},
+    {nullptr, "notify", "Send SM_NOTIFY again to every monitored host, or to HOST",
+     Arguments::kNotifyHost, "POST", "/api/v1/notify", "{}", PrintNotify},
+    {"service", "release",
+     "Hand the service over: this node stops serving, releases the lease and waits as standby",
+     Arguments::kNone, "POST", "/api/v1/service/release", "{}", PrintServiceRelease},
+};
+
+// Where the commands' options land. One set for all: only the chosen command's are read.
+struct CommandValues {
+  std::optional<size_t> limit;
+  std::optional<size_t> offset;
+  std::string mon_name;
+  std::string my_name;
+  std::string filter_host;
+  std::string filter_file;
+  std::string positional;  // ID, NAME or HOST.
+};
+
+void AddArguments(CLI::App& command, Arguments arguments, CommandValues& values) {
+  switch (arguments) {
+    case Arguments::kNone:
+    case Arguments::kPaging:
+      break;
+    case Arguments::kClientFilters:
+      command.add_option("--mon-name", values.mon_name, "Only those monitoring this host");
+      command.add_option("--my-name", values.my_name, "Only those calling back this host");
+      break;
+    case Arguments::kStateFilters:
+      command.add_option("--host", values.filter_host, "Only this host's");
+      command.add_option("--file", values.filter_file, "Only this file's (file handle in hex)");
+      break;
+    case Arguments::kRegistrationId:
+      command.add_option("ID", values.positional, "Registration id (from clients list)")
+          ->required();
+      break;
+    case Arguments::kHostName:
+      command.add_option("NAME", values.positional, "Host name (from hosts list)")->required();
+      break;
+    case Arguments::kNotifyHost:
+      command.add_option("HOST", values.positional, "Only this monitored host");
+      break;
+  }
+  if (arguments == Arguments::kPaging || arguments == Arguments::kClientFilters ||
+      arguments == Arguments::kStateFilters) {
+    command.add_option("--limit", values.limit, "At most this many rows (1-1000, default 100)");
+    command.add_option("--offset", values.offset, "Skip this many rows");
+  }
+}
+
+// The request `command` makes with `values` as the command line set them.
+Request MakeRequest(const Command& command, const CommandValues& values) {
+  Request request;
+  request.method = command.method;
+  request.path = fmt::format(fmt::runtime(command.path), Encode(values.positional));
+  request.body = command.body;
+  request.print = command.print;
+  QueryString query;
+  if (command.arguments == Arguments::kClientFilters) {
+    query.Add("mon_name", values.mon_name);
+    query.Add("my_name", values.my_name);
+  } else if (command.arguments == Arguments::kStateFilters) {
+    query.Add("host", values.filter_host);
+    query.Add("file", values.filter_file);
+  }
+  query.Add("limit", values.limit);
+  query.Add("offset", values.offset);
+  request.path += query.text();
+  if (command.arguments == Arguments::kNotifyHost && !values.positional.empty()) {
+    request.body = json{{"host", values.positional}}.dump();
+  }
+  return request;
+}
+
+// The commands of kCommands under their groups; the one the command line names sets `request`.
+void AddCommands(CLI::App& app, CommandValues& values, Request& request) {
+  std::vector<std::pair<std::string_view, CLI::App*>> groups;
+  const auto parent = [&](const char* group) {
+    if (group == nullptr) return &app;
+    for (const auto& [name, added] : groups) {
+      if (name == group) return added;
+    }
+    for (const Group& known : kGroups) {
+      if (std::string_view(known.name) == group) {
+        CLI::App* added = app.add_subcommand(known.name, known.help);
+        added->require_subcommand(1);
+        groups.emplace_back(known.name, added);
+        return added;
+      }
+    }
+    NLOCKD_ASSERT(false, "every group is in kGroups");
+    return &app;
+  };
+  for (const Command& command : kCommands) {
+    CLI::App* added = parent(command.group)->add_subcommand(command.name, command.help);
+    AddArguments(*added, command.arguments, values);
+    added->callback([&command, &values, &request] { request = MakeRequest(command, values); });
+  }
+}
+
+// The options of nlockctl itself, accepted before or after the command.
+struct GlobalOptions {
+  std::string server;
+  std::string token;
+  std::string token_file;
+  bool as_json = false;
+  CLI::Option* token_option = nullptr;
+};
+
+void AddGlobalOptions(CLI::App& app, GlobalOptions& options) {
+  app.set_version_flag("--version",
+                       fmt::format("nlockctl {} (revision {}, {} build)", NLOCKD_BUILD_VERSION,
+                                   NLOCKD_BUILD_REVISION, NLOCKD_BUILD_TYPE));
+  // Options of the app are accepted after a subcommand too ("nlockctl locks list --json").
+  app.fallthrough();
+  app.add_option("--server", options.server, "Admin API URL (env NLOCKCTL_SERVER)")
+      ->capture_default_str();
+  options.token_option =
+      app.add_option("--token", options.token, "Bearer token (env NLOCKCTL_TOKEN)");
+  app.add_option("--token-file", options.token_file,
+                 "Read the bearer token from this file, kept out of ps and the environment (env "
+                 "NLOCKCTL_TOKEN_FILE; a relative path is looked up in $CREDENTIALS_DIRECTORY)")
+      ->excludes(options.token_option);
+  app.add_flag("--json", options.as_json, "Print the API's JSON instead of a table");
+}
+
+// A message when `server` is not an http(s) URL; trailing slashes are dropped.
+std::optional<std::string> CheckServer(std::string& server) {
+  if (!server.starts_with("http://") && !server.starts_with("https://")) {
+    return fmt::format("--server must be an http:// or https:// URL, not '{}'", server);
+  }
+  while (server.ends_with('/')) server.pop_back();
+  return std::nullopt;
+}
+
+// --token wins over everything; then a token file (flag or environment) over NLOCKCTL_TOKEN.
+// A message when the token file cannot be read.
+std::optional<std::string> SettleToken(GlobalOptions& options, const CliEnvironment& environment) {
+  if (options.token_option->count() == 0 && !options.token_file.empty()) {
+    std::string error;
+    std::optional<std::string> from_file = ReadTokenFile(options.token_file, environment, error);
+    if (!from_file) return error;
+    options.token = std::move(*from_file);
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
            const CliEnvironment& environment) {
   CLI::App app("nlockctl: inspect and steer a running nlockd through its admin API");
   app.require_subcommand(1);
-  std::string server = environment.server.value_or(kDefaultServer);
-  std::string token = environment.token.value_or("");
-  bool as_json = false;
-  app.set_version_flag("--version",
-                       fmt::format("nlockctl {} (revision {}, {} build)", NLOCKD_BUILD_VERSION,
-                                   NLOCKD_BUILD_REVISION, NLOCKD_BUILD_TYPE));
-  // Options of the app are accepted after a subcommand too ("nlockctl locks list --json").
-  app.fallthrough();
-  app.add_option("--server", server, "Admin API URL (env NLOCKCTL_SERVER)")->capture_default_str();
-  auto* token_option = app.add_option("--token", token, "Bearer token (env NLOCKCTL_TOKEN)");
-  std::string token_file = environment.token_file.value_or("");
-  auto* token_file_option = app.add_option(
-      "--token-file", token_file,
-      "Read the bearer token from this file, kept out of ps and the environment (env "
-      "NLOCKCTL_TOKEN_FILE; a relative path is looked up in $CREDENTIALS_DIRECTORY)");
-  token_file_option->excludes(token_option);
-  app.add_flag("--json", as_json, "Print the API's JSON instead of a table");
-
+  GlobalOptions options;
+  options.server = environment.server.value_or(kDefaultServer);
+  options.token = environment.token.value_or("");
+  options.token_file = environment.token_file.value_or("");
+  AddGlobalOptions(app, options);
+  CommandValues values;
   Request request;
-  std::optional<size_t> limit;
-  std::optional<size_t> offset;
-  const auto add_paging = [&](CLI::App* command) {
-    command->add_option("--limit", limit, "At most this many rows (1-1000, default 100)");
-    command->add_option("--offset", offset, "Skip this many rows");
-  };
-
-  app.add_subcommand("status", "State number, grace period and counts")->callback([&] {
-    request.path = "/api/v1/status";
-    request.print = PrintStatus;
-  });
-
-  auto* clients = app.add_subcommand("clients", "NSM monitor registrations (SM_MON)");
-  clients->require_subcommand(1);
-  std::string mon_name;
-  std::string my_name;
-  auto* clients_list = clients->add_subcommand("list", "List registrations");
-  clients_list->add_option("--mon-name", mon_name, "Only those monitoring this host");
-  clients_list->add_option("--my-name", my_name, "Only those calling back this host");
-  add_paging(clients_list);
-  clients_list->callback([&] {
-    QueryString query;
-    query.Add("mon_name", mon_name);
-    query.Add("my_name", my_name);
-    query.Add("limit", limit);
-    query.Add("offset", offset);
-    request.path = "/api/v1/clients" + query.text();
-    request.print = PrintClients;
-  });
-  std::string id;
-  clients->add_subcommand("show", "Show one registration")
-      ->callback([&] {
-        request.path = "/api/v1/clients/" + Encode(id);
-        request.print = PrintStatus;
-      })
-      ->add_option("ID", id, "Registration id (from clients list)")
-      ->required();
-  clients->add_subcommand("delete", "Delete one registration (as SM_UNMON)")
-      ->callback([&] {
-        request.method = "DELETE";
-        request.path = "/api/v1/clients/" + Encode(id);
-        request.print = PrintDeleted;
-      })
-      ->add_option("ID", id, "Registration id (from clients list)")
-      ->required();
-
-  auto* hosts = app.add_subcommand("hosts", "Client hosts known to the lock manager");
-  hosts->require_subcommand(1);
-  auto* hosts_list = hosts->add_subcommand("list", "List hosts");
-  add_paging(hosts_list);
-  hosts_list->callback([&] {
-    QueryString query;
-    query.Add("limit", limit);
-    query.Add("offset", offset);
-    request.path = "/api/v1/hosts" + query.text();
-    request.print = PrintHosts;
-  });
-  std::string host_name;
-  hosts->add_subcommand("show", "Show a host with its locks, shares and waiters")
-      ->callback([&] {
-        request.path = "/api/v1/hosts/" + Encode(host_name);
-        request.print = PrintHost;
-      })
-      ->add_option("NAME", host_name, "Host name (from hosts list)")
-      ->required();
-  hosts->add_subcommand("release", "Drop every lock, share and waiter of a host")
-      ->callback([&] {
-        request.method = "POST";
-        request.path = "/api/v1/hosts/" + Encode(host_name) + "/release";
-        request.print = PrintReleased;
-      })
-      ->add_option("NAME", host_name, "Host name (from hosts list)")
-      ->required();
-
-  std::string filter_host;
-  std::string filter_file;
-  const auto add_state_filters = [&](CLI::App* command) {
-    command->add_option("--host", filter_host, "Only this host's");
-    command->add_option("--file", filter_file, "Only this file's (file handle in hex)");
-    add_paging(command);
-  };
-  const auto state_query = [&] {
-    QueryString query;
-    query.Add("host", filter_host);
-    query.Add("file", filter_file);
-    query.Add("limit", limit);
-    query.Add("offset", offset);
-    return query.text();
-  };
-  auto* locks = app.add_subcommand("locks", "Byte-range locks held");
-  locks->require_subcommand(1);
-  auto* locks_list = locks->add_subcommand("list", "List locks");
-  add_state_filters(locks_list);
-  locks_list->callback([&] {
-    request.path = "/api/v1/locks" + state_query();
-    request.print = PrintLocks;
-  });
-  auto* locks_waits =
-      locks->add_subcommand("waits",
-                            "Who waits on whom: each blocked request and the locks it "
-                            "waits for, to follow a stuck chain to its head");
-  add_state_filters(locks_waits);
-  locks_waits->callback([&] {
-    request.path = "/api/v1/waiters" + state_query();
-    request.print = PrintWaits;
-  });
-  auto* shares = app.add_subcommand("shares", "DOS share reservations held (NLM SHARE)");
-  shares->require_subcommand(1);
-  auto* shares_list = shares->add_subcommand("list", "List shares");
-  add_state_filters(shares_list);
-  shares_list->callback([&] {
-    request.path = "/api/v1/shares" + state_query();
-    request.print = PrintShares;
-  });
-  auto* waiters = app.add_subcommand("waiters", "Blocked lock requests");
-  waiters->require_subcommand(1);
-  auto* waiters_list = waiters->add_subcommand("list", "List waiters");
-  add_state_filters(waiters_list);
-  waiters_list->callback([&] {
-    request.path = "/api/v1/waiters" + state_query();
-    request.print = PrintWaiters;
-  });
-
-  auto* grace = app.add_subcommand("grace", "The grace period after a restart");
-  grace->require_subcommand(1);
-  grace->add_subcommand("show", "Show the grace period")->callback([&] {
-    request.path = "/api/v1/grace";
-    request.print = PrintGrace;
-  });
-  grace->add_subcommand("end", "End the grace period now")->callback([&] {
-    request.method = "POST";
-    request.path = "/api/v1/grace/end";
-    request.print = PrintGrace;
-  });
-
-  std::string notify_host;
-  app.add_subcommand("notify", "Send SM_NOTIFY again to every monitored host, or to HOST")
-      ->callback([&] {
-        request.method = "POST";
-        request.path = "/api/v1/notify";
-        request.body = notify_host.empty() ? "{}" : json{{"host", notify_host}}.dump();
-        request.print = PrintNotify;
-      })
-      ->add_option("HOST", notify_host, "Only this monitored host");
-
-  auto* service = app.add_subcommand("service", "The HA service this node serves (ha = true)");
-  service->require_subcommand(1);
-  service
-      ->add_subcommand("release",
-                       "Hand the service over: this node stops serving, releases the lease and "
-                       "waits as standby")
-      ->callback([&] {
-        request.method = "POST";
-        request.path = "/api/v1/service/release";
-        request.body = "{}";
-        request.print = PrintServiceRelease;
-      });
-
+  AddCommands(app, values, request);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
     const int code = app.exit(error, out, err);
     return code == 0 ? kCliOk : kCliUsage;
   }
-  if (!server.starts_with("http://") && !server.starts_with("https://")) {
-    err << "nlockctl: --server must be an http:// or https:// URL, not '" << server << "'\n";
+  if (std::optional<std::string> error = CheckServer(options.server)) {
+    err << "nlockctl: " << *error << '\n';
     return kCliUsage;
   }
-  while (server.ends_with('/')) server.pop_back();
   if (request.print == nullptr) {
     err << app.help();
     return kCliUsage;
   }
-  // --token wins over everything; then a token file (flag or environment) over NLOCKCTL_TOKEN.
-  if (token_option->count() == 0 && !token_file.empty()) {
-    std::string error;
-    std::optional<std::string> from_file = ReadTokenFile(token_file, environment, error);
-    if (!from_file) {
-      err << "nlockctl: " << error << '\n';
-      return kCliUsage;
-    }
-    token = std::move(*from_file);
+  if (std::optional<std::string> error = SettleToken(options, environment)) {
+    err << "nlockctl: " << *error << '\n';
+    return kCliUsage;
   }
-  return Execute(server, token, as_json, request, out, err);
+  return Execute(options.server, options.token, options.as_json, request, out, err);
 }
 
 }  // namespace nlockd::admin

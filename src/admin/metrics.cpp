@@ -254,8 +254,15 @@ void RequestMetrics::Precreate(RequestResult result) {
 }
 
 Metrics::Metrics() : registry_(std::make_shared<Registry>()) {
+  RegisterBuildInfo(*registry_);
+  RegisterRequestFamilies();
+  RegisterEventSeries();
+  RegisterSnapshotGauges();
+  PrecreateRequests();
+}
+
+void Metrics::RegisterRequestFamilies() {
   auto& registry = *registry_;
-  RegisterBuildInfo(registry);
   nsm_requests_ = &BuildCounter()
                        .Name("nsm_requests_total")
                        .Help("NSM requests handled, by procedure and result.")
@@ -264,21 +271,18 @@ Metrics::Metrics() : registry_(std::make_shared<Registry>()) {
                                .Name("nsm_request_duration_seconds")
                                .Help("Time to handle an NSM request, store writes included.")
                                .Register(registry);
-  clients_registered_ = &BuildGauge()
-                             .Name("nsm_clients_registered")
-                             .Help("NSM monitor registrations (SM_MON) held.")
-                             .Register(registry)
-                             .Add({});
-  monitored_hosts_ = &BuildGauge()
-                          .Name("nsm_monitored_hosts")
-                          .Help("Distinct hosts watched by the NSM registrations.")
-                          .Register(registry)
-                          .Add({});
-  state_number_ = &BuildGauge()
-                       .Name("nsm_state_number")
-                       .Help("This server's NSM state number (odd while up).")
-                       .Register(registry)
-                       .Add({});
+  nlm_requests_ = &BuildCounter()
+                       .Name("nlm_requests_total")
+                       .Help("NLM requests handled, by procedure, version and result.")
+                       .Register(registry);
+  nlm_request_duration_ = &BuildHistogram()
+                               .Name("nlm_request_duration_seconds")
+                               .Help("Time to handle an NLM request, store writes included.")
+                               .Register(registry);
+}
+
+void Metrics::RegisterEventSeries() {
+  auto& registry = *registry_;
   auto& notifications = BuildCounter()
                             .Name("nsm_notifications_total")
                             .Help("SM_NOTIFY attempts to peers' status monitors, by result.")
@@ -291,72 +295,6 @@ Metrics::Metrics() : registry_(std::make_shared<Registry>()) {
                                 .Help("Time of one SM_NOTIFY attempt (resolve, connect, call).")
                                 .Register(registry)
                                 .Add({}, NotificationBuckets());
-
-  nlm_requests_ = &BuildCounter()
-                       .Name("nlm_requests_total")
-                       .Help("NLM requests handled, by procedure, version and result.")
-                       .Register(registry);
-  nlm_request_duration_ = &BuildHistogram()
-                               .Name("nlm_request_duration_seconds")
-                               .Help("Time to handle an NLM request, store writes included.")
-                               .Register(registry);
-  locks_held_ = &BuildGauge()
-                     .Name("nlm_locks_held")
-                     .Help(
-                         "Byte-range lock entries held (restored ones awaiting reclaim "
-                         "included).")
-                     .Register(registry)
-                     .Add({});
-  shares_held_ = &BuildGauge()
-                      .Name("nlm_shares_held")
-                      .Help("Share reservations held.")
-                      .Register(registry)
-                      .Add({});
-  waiters_ = &BuildGauge()
-                  .Name("nlm_waiters")
-                  .Help("Blocked lock requests queued.")
-                  .Register(registry)
-                  .Add({});
-  pending_grants_ = &BuildGauge()
-                         .Name("nlm_pending_grants")
-                         .Help("Granted blocked requests whose client has not acknowledged.")
-                         .Register(registry)
-                         .Add({});
-  hosts_ = &BuildGauge()
-                .Name("nlm_hosts")
-                .Help("Client hosts known to the lock manager.")
-                .Register(registry)
-                .Add({});
-  grace_active_ = &BuildGauge()
-                       .Name("nlm_grace_active")
-                       .Help("1 while the grace period runs.")
-                       .Register(registry)
-                       .Add({});
-  grace_seconds_left_ = &BuildGauge()
-                             .Name("nlm_grace_seconds_left")
-                             .Help("Seconds until the grace period ends by its timer.")
-                             .Register(registry)
-                             .Add({});
-  grace_reclaims_expected_ =
-      &BuildGauge()
-           .Name("nlm_grace_reclaims_expected")
-           .Help("Restored locks and shares awaiting a reclaim when the last grace period began.")
-           .Register(registry)
-           .Add({});
-  grace_reclaims_counted_ = &BuildGauge()
-                                 .Name("nlm_grace_reclaims_counted")
-                                 .Help("Of those, how many are back with their owners.")
-                                 .Register(registry)
-                                 .Add({});
-  auto& last_end = BuildGauge()
-                       .Name("nlm_grace_last_end")
-                       .Help(
-                           "1 for the reason the last grace period ended (timer, "
-                           "all-reclaimed, admin), 0 for the others.")
-                       .Register(registry);
-  for (size_t i = 0; i < kGraceEndReasons.size(); ++i) {
-    grace_last_end_[i] = &last_end.Add({{"reason", std::string(kGraceEndReasons[i])}});
-  }
   auto& malformed = BuildCounter()
                         .Name("rpc_malformed_requests_total")
                         .Help("RPC requests refused before reaching a service, by reason.")
@@ -365,7 +303,6 @@ Metrics::Metrics() : registry_(std::make_shared<Registry>()) {
     if (i == Index(MalformedReason::kRecordTooLarge)) continue;
     malformed_[i] = &malformed.Add({{"reason", std::string(kMalformedReasonLabels[i])}});
   }
-
   store_commit_duration_ = &BuildHistogram()
                                 .Name("store_commit_duration_seconds")
                                 .Help("Latency of one store group commit.")
@@ -383,11 +320,53 @@ Metrics::Metrics() : registry_(std::make_shared<Registry>()) {
                                  "change was refused or not made durable.")
                              .Register(registry)
                              .Add({});
-  uptime_ = &BuildGauge()
-                 .Name("nlockd_uptime_seconds")
-                 .Help("Seconds since nlockd started.")
-                 .Register(registry)
-                 .Add({});
+}
+
+void Metrics::RegisterSnapshotGauges() {
+  struct SnapshotGauge {
+    prometheus::Gauge* Metrics::*series;
+    const char* name;
+    const char* help;
+  };
+  const SnapshotGauge gauges[] = {
+      {&Metrics::clients_registered_, "nsm_clients_registered",
+       "NSM monitor registrations (SM_MON) held."},
+      {&Metrics::monitored_hosts_, "nsm_monitored_hosts",
+       "Distinct hosts watched by the NSM registrations."},
+      {&Metrics::state_number_, "nsm_state_number",
+       "This server's NSM state number (odd while up)."},
+      {&Metrics::locks_held_, "nlm_locks_held",
+       "Byte-range lock entries held (restored ones awaiting reclaim included)."},
+      {&Metrics::shares_held_, "nlm_shares_held", "Share reservations held."},
+      {&Metrics::waiters_, "nlm_waiters", "Blocked lock requests queued."},
+      {&Metrics::pending_grants_, "nlm_pending_grants",
+       "Granted blocked requests whose client has not acknowledged."},
+      {&Metrics::hosts_, "nlm_hosts", "Client hosts known to the lock manager."},
+      {&Metrics::grace_active_, "nlm_grace_active", "1 while the grace period runs."},
+      {&Metrics::grace_seconds_left_, "nlm_grace_seconds_left",
+       "Seconds until the grace period ends by its timer."},
+      {&Metrics::grace_reclaims_expected_, "nlm_grace_reclaims_expected",
+       "Restored locks and shares awaiting a reclaim when the last grace period began."},
+      {&Metrics::grace_reclaims_counted_, "nlm_grace_reclaims_counted",
+       "Of those, how many are back with their owners."},
+      {&Metrics::uptime_, "nlockd_uptime_seconds", "Seconds since nlockd started."},
+  };
+  for (const SnapshotGauge& gauge : gauges) {
+    this->*gauge.series =
+        &BuildGauge().Name(gauge.name).Help(gauge.help).Register(*registry_).Add({});
+  }
+  auto& last_end = BuildGauge()
+                       .Name("nlm_grace_last_end")
+                       .Help(
+                           "1 for the reason the last grace period ended (timer, "
+                           "all-reclaimed, admin), 0 for the others.")
+                       .Register(*registry_);
+  for (size_t i = 0; i < kGraceEndReasons.size(); ++i) {
+    grace_last_end_[i] = &last_end.Add({{"reason", std::string(kGraceEndReasons[i])}});
+  }
+}
+
+void Metrics::PrecreateRequests() {
   for (const PrecreatedRequests& entry : kPrecreatedRequests) {
     for (uint32_t version : entry.versions) {
       RequestMetrics& request = entry.program == RpcProgram::kNlm

@@ -206,6 +206,12 @@ class Metrics {
  private:
   class Registry;  // A prometheus::Registry that also exports the last ServiceCounts.
 
+  // The constructor's steps, by where each metric's value comes from (see above).
+  void RegisterRequestFamilies();
+  void RegisterEventSeries();     // SM_NOTIFY attempts, refused calls, store commits.
+  void RegisterSnapshotGauges();  // Set by Refresh().
+  void PrecreateRequests();       // kPrecreatedRequests in metrics.cpp.
+
   std::shared_ptr<Registry> registry_;
 
   // HA gauges (SetHa), null until the first call.
@@ -216,36 +222,36 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>* ha_lease_info_ = nullptr;  // guarded by ha_mutex_
   prometheus::Gauge* ha_lease_holder_ = nullptr;  // the current holder's child; ha_mutex_
 
-  prometheus::Family<prometheus::Counter>* nsm_requests_;
-  prometheus::Family<prometheus::Histogram>* nsm_request_duration_;
-  prometheus::Family<prometheus::Counter>* nlm_requests_;
-  prometheus::Family<prometheus::Histogram>* nlm_request_duration_;
+  prometheus::Family<prometheus::Counter>* nsm_requests_ = nullptr;
+  prometheus::Family<prometheus::Histogram>* nsm_request_duration_ = nullptr;
+  prometheus::Family<prometheus::Counter>* nlm_requests_ = nullptr;
+  prometheus::Family<prometheus::Histogram>* nlm_request_duration_ = nullptr;
 
   std::array<prometheus::Counter*, kNotificationResults> notifications_{};
-  prometheus::Histogram* notification_duration_;
+  prometheus::Histogram* notification_duration_ = nullptr;
   // Every reason but kRecordTooLarge (read from the RPC server).
   std::array<prometheus::Counter*, kMalformedReasons> malformed_{};
 
-  prometheus::Histogram* store_commit_duration_;
-  prometheus::Histogram* store_commit_batch_size_;
-  prometheus::Counter* store_write_errors_;
+  prometheus::Histogram* store_commit_duration_ = nullptr;
+  prometheus::Histogram* store_commit_batch_size_ = nullptr;
+  prometheus::Counter* store_write_errors_ = nullptr;
 
   // Snapshot gauges.
-  prometheus::Gauge* state_number_;
-  prometheus::Gauge* clients_registered_;
-  prometheus::Gauge* monitored_hosts_;
-  prometheus::Gauge* hosts_;
-  prometheus::Gauge* locks_held_;
-  prometheus::Gauge* shares_held_;
-  prometheus::Gauge* waiters_;
-  prometheus::Gauge* pending_grants_;
-  prometheus::Gauge* grace_active_;
-  prometheus::Gauge* grace_seconds_left_;
-  prometheus::Gauge* grace_reclaims_expected_;
-  prometheus::Gauge* grace_reclaims_counted_;
+  prometheus::Gauge* state_number_ = nullptr;
+  prometheus::Gauge* clients_registered_ = nullptr;
+  prometheus::Gauge* monitored_hosts_ = nullptr;
+  prometheus::Gauge* hosts_ = nullptr;
+  prometheus::Gauge* locks_held_ = nullptr;
+  prometheus::Gauge* shares_held_ = nullptr;
+  prometheus::Gauge* waiters_ = nullptr;
+  prometheus::Gauge* pending_grants_ = nullptr;
+  prometheus::Gauge* grace_active_ = nullptr;
+  prometheus::Gauge* grace_seconds_left_ = nullptr;
+  prometheus::Gauge* grace_reclaims_expected_ = nullptr;
+  prometheus::Gauge* grace_reclaims_counted_ = nullptr;
   // nlm_grace_last_end{reason}: 1 for why the last grace period ended, 0 for the others.
   std::array<prometheus::Gauge*, 3> grace_last_end_{};
-  prometheus::Gauge* uptime_;
+  prometheus::Gauge* uptime_ = nullptr;
 
   std::mutex source_mutex_;     // Held while the source runs, so that replacing it waits.
   ServiceCountsSource source_;  // Guarded by source_mutex_.

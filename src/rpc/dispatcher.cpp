@@ -27,6 +27,51 @@ std::string_view OutcomeName(HandlerStatus status) {
   return "unknown";
 }
 
+// Credentials are checked before the program is looked at (RFC 5531 §9). Sets
+// `context.auth_sys` for AUTH_SYS; false for a malformed AUTH_SYS body or an unknown flavour
+// (Linux's sunrpc answers an unknown flavour with AUTH_BADCRED too).
+bool AcceptCredential(CallContext& context, const OpaqueAuth& cred) {
+  switch (static_cast<AuthFlavor>(cred.flavor)) {
+    case AuthFlavor::kNone:
+      return true;
+    case AuthFlavor::kSys:
+      context.auth_sys = DecodeAuthSys(cred.body);
+      return context.auth_sys.has_value();
+    default:
+      return false;
+  }
+}
+
+void LogGarbageArgs(const CallContext& context, std::string_view procedure,
+                    const xdr::Decoder& args) {
+  spdlog::info("rpc garbage args prog={} vers={} proc={} peer={} transport={} field={} ({})",
+               context.program, context.version, procedure, AddressToString(context.peer_address),
+               ToString(context.transport), args.failure()->field,
+               xdr::ToString(args.failure()->error));
+}
+
+// Turns the reply the handler wrote (an accepted header at `reply_start`, then its result) into
+// the one `status` calls for; false when nothing is to be sent.
+bool ShapeReply(HandlerStatus status, size_t reply_start, size_t body_start, xdr::Encoder& out,
+                std::vector<uint8_t>& reply) {
+  switch (status) {
+    case HandlerStatus::kSuccess:
+      return true;
+    case HandlerStatus::kNoReply:
+      reply.resize(reply_start);
+      return false;
+    case HandlerStatus::kGarbageArgs:
+    case HandlerStatus::kSystemErr:
+      reply.resize(body_start);
+      out.PatchU32(
+          reply_start + kAcceptStatOffset,
+          static_cast<uint32_t>(status == HandlerStatus::kGarbageArgs ? AcceptStat::kGarbageArgs
+                                                                      : AcceptStat::kSystemErr));
+      return true;
+  }
+  return true;
+}
+
 }  // namespace
 
 void Dispatcher::Register(uint32_t program, uint32_t version, uint32_t procedure, std::string name,
@@ -104,50 +149,34 @@ asio::awaitable<bool> Dispatcher::Dispatch(CallContext context, const CallHeader
   return Answer(std::move(context), call, args.size(), reply);
 }
 
-asio::awaitable<bool> Dispatcher::Answer(CallContext context, DecodedCall call, size_t message_size,
-                                         std::vector<uint8_t>& reply) const {
-  auto start = std::chrono::steady_clock::now();
-  xdr::Encoder out(reply);
+Dispatcher::Route Dispatcher::Resolve(CallContext& context, const DecodedCall& call,
+                                      size_t message_size, xdr::Encoder& out) const {
   context.xid = call.header.xid;
   switch (call.status) {
     case CallDecodeStatus::kNotACall:
-      co_return false;
+      return {};
     case CallDecodeStatus::kMalformed:
       spdlog::debug("rpc malformed call header peer={} transport={} bytes={}",
                     AddressToString(context.peer_address), ToString(context.transport),
                     message_size);
-      Observe(context, "", "malformed", start);
-      co_return false;
+      return {nullptr, "malformed", false};
     case CallDecodeStatus::kRpcMismatch:
       EncodeRpcMismatch(out, context.xid);
-      Observe(context, "", "rpc_mismatch", start);
-      co_return true;
+      return {nullptr, "rpc_mismatch", true};
     case CallDecodeStatus::kOk:
       break;
   }
   context.program = call.header.program;
   context.version = call.header.version;
   context.procedure = call.header.procedure;
-
-  // RFC 5531 §9: check credentials before looking at the program.
-  switch (static_cast<AuthFlavor>(call.header.cred.flavor)) {
-    case AuthFlavor::kNone:
-      break;
-    case AuthFlavor::kSys:
-      context.auth_sys = DecodeAuthSys(call.header.cred.body);
-      if (!context.auth_sys) {
-        EncodeAuthError(out, context.xid, AuthStat::kBadCred);
-        Observe(context, "", "auth_error", start);
-        co_return true;
-      }
-      break;
-    default:
-      // Linux's sunrpc answers an unknown flavour with AUTH_BADCRED too.
-      EncodeAuthError(out, context.xid, AuthStat::kBadCred);
-      Observe(context, "", "auth_error", start);
-      co_return true;
+  if (!AcceptCredential(context, call.header.cred)) {
+    EncodeAuthError(out, context.xid, AuthStat::kBadCred);
+    return {nullptr, "auth_error", true};
   }
+  return FindProcedure(context, out);
+}
 
+Dispatcher::Route Dispatcher::FindProcedure(const CallContext& context, xdr::Encoder& out) const {
   const Program* prog = FindProgram(context.program);
   if (!context.listener_programs.empty() &&
       std::find(context.listener_programs.begin(), context.listener_programs.end(),
@@ -156,39 +185,65 @@ asio::awaitable<bool> Dispatcher::Answer(CallContext context, DecodedCall call, 
   }
   if (prog == nullptr) {
     EncodeAcceptedHeader(out, context.xid, AcceptStat::kProgUnavail);
-    Observe(context, "", "prog_unavail", start);
-    co_return true;
+    return {nullptr, "prog_unavail", true};
   }
   auto vers_it = std::find_if(prog->versions.begin(), prog->versions.end(),
                               [&](const Version& v) { return v.version == context.version; });
   if (vers_it == prog->versions.end()) {
     EncodeProgMismatch(out, context.xid, prog->low_version, prog->high_version);
-    Observe(context, "", "prog_mismatch", start);
-    co_return true;
+    return {nullptr, "prog_mismatch", true};
   }
   if (context.procedure >= vers_it->procedures.size() ||
       vers_it->procedures[context.procedure].name.empty()) {
     EncodeAcceptedHeader(out, context.xid, AcceptStat::kProcUnavail);
-    Observe(context, "", "proc_unavail", start);
-    co_return true;
+    return {nullptr, "proc_unavail", true};
   }
-  const Procedure& procedure = vers_it->procedures[context.procedure];
+  return {&vers_it->procedures[context.procedure], {}, true};
+}
 
+std::optional<Dispatcher::Route> Dispatcher::BeginCached(
+    const CallContext& context, const DecodedCall& call, std::vector<uint8_t>& reply,
+    std::chrono::steady_clock::time_point start, std::optional<ReplyCache::Ticket>& ticket) const {
+  ReplyCache::Key key{context.peer_address, context.xid,       context.program,
+                      context.version,      context.procedure, ReplyCache::Checksum(call.args)};
+  ReplyCache::Ticket new_ticket;
+  switch (cache_->Begin(key, reply, start, new_ticket)) {
+    case ReplyCache::Lookup::kInProgress:
+      return Route{nullptr, "duplicate_in_progress", false};
+    case ReplyCache::Lookup::kReplay:
+      return Route{nullptr, "duplicate_replayed", true};
+    case ReplyCache::Lookup::kNew:
+      ticket = new_ticket;
+      break;
+  }
+  return std::nullopt;
+}
+
+void Dispatcher::FinishCached(const ReplyCache::Ticket& ticket, HandlerStatus status,
+                              std::span<const uint8_t> sent) const {
+  // A system error may be transient (the store was down): let a retransmission try again.
+  if (status == HandlerStatus::kSuccess || status == HandlerStatus::kGarbageArgs) {
+    cache_->Finish(ticket, sent);
+  } else {
+    cache_->Abandon(ticket);
+  }
+}
+
+asio::awaitable<bool> Dispatcher::Answer(CallContext context, DecodedCall call, size_t message_size,
+                                         std::vector<uint8_t>& reply) const {
+  auto start = std::chrono::steady_clock::now();
+  xdr::Encoder out(reply);
+  const Route route = Resolve(context, call, message_size, out);
+  if (route.procedure == nullptr) {
+    if (!route.outcome.empty()) Observe(context, "", route.outcome, start);
+    co_return route.reply;
+  }
+  const Procedure& procedure = *route.procedure;
   std::optional<ReplyCache::Ticket> cache_ticket;
   if (cache_ != nullptr && procedure.options.cache_replies) {
-    ReplyCache::Key key{context.peer_address, context.xid,       context.program,
-                        context.version,      context.procedure, ReplyCache::Checksum(call.args)};
-    ReplyCache::Ticket ticket;
-    switch (cache_->Begin(key, reply, start, ticket)) {
-      case ReplyCache::Lookup::kInProgress:
-        Observe(context, procedure.name, "duplicate_in_progress", start);
-        co_return false;
-      case ReplyCache::Lookup::kReplay:
-        Observe(context, procedure.name, "duplicate_replayed", start);
-        co_return true;
-      case ReplyCache::Lookup::kNew:
-        cache_ticket = ticket;
-        break;
+    if (std::optional<Route> duplicate = BeginCached(context, call, reply, start, cache_ticket)) {
+      Observe(context, procedure.name, duplicate->outcome, start);
+      co_return duplicate->reply;
     }
   }
 
@@ -209,41 +264,12 @@ asio::awaitable<bool> Dispatcher::Answer(CallContext context, DecodedCall call, 
     status = HandlerStatus::kSystemErr;
   }
   if (status == HandlerStatus::kGarbageArgs && args.failure()) {
-    spdlog::info("rpc garbage args prog={} vers={} proc={} peer={} transport={} field={} ({})",
-                 context.program, context.version, procedure.name,
-                 AddressToString(context.peer_address), ToString(context.transport),
-                 args.failure()->field, xdr::ToString(args.failure()->error));
+    LogGarbageArgs(context, procedure.name, args);
   }
   Observe(context, procedure.name, OutcomeName(status), start);
-  if (cache_ticket) {
-    // A system error may be transient (the store was down): let a retransmission try again.
-    if (status == HandlerStatus::kSuccess || status == HandlerStatus::kGarbageArgs) {
-      if (status == HandlerStatus::kGarbageArgs) {
-        reply.resize(body_start);
-        out.PatchU32(reply_start + kAcceptStatOffset,
-                     static_cast<uint32_t>(AcceptStat::kGarbageArgs));
-      }
-      cache_->Finish(*cache_ticket, std::span(reply).subspan(reply_start));
-    } else {
-      cache_->Abandon(*cache_ticket);
-    }
-  }
-  switch (status) {
-    case HandlerStatus::kSuccess:
-      co_return true;
-    case HandlerStatus::kNoReply:
-      reply.resize(reply_start);
-      co_return false;
-    case HandlerStatus::kGarbageArgs:
-    case HandlerStatus::kSystemErr:
-      reply.resize(body_start);
-      out.PatchU32(
-          reply_start + kAcceptStatOffset,
-          static_cast<uint32_t>(status == HandlerStatus::kGarbageArgs ? AcceptStat::kGarbageArgs
-                                                                      : AcceptStat::kSystemErr));
-      co_return true;
-  }
-  co_return true;
+  const bool replied = ShapeReply(status, reply_start, body_start, out, reply);
+  if (cache_ticket) FinishCached(*cache_ticket, status, std::span(reply).subspan(reply_start));
+  co_return replied;
 }
 
 }  // namespace nlockd::rpc

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -98,11 +99,35 @@ class Dispatcher {
     uint32_t high_version;
   };
 
+  // Where a call goes: to a procedure, or nowhere, with the outcome the observer is told
+  // (empty: not observed, as for a message that is not a call) and whether the refusal's
+  // reply, already encoded, is sent.
+  struct Route {
+    const Procedure* procedure = nullptr;
+    std::string_view outcome;
+    bool reply = false;
+  };
+
   // Both Dispatch forms, once the header is read. Not a coroutine of its own per form: the
-  // public ones return this one's awaitable, so a call costs one coroutine frame here.
+  // public ones return this one's awaitable, so a call costs one coroutine frame here (the
+  // steps below are plain functions).
   asio::awaitable<bool> Answer(CallContext context, DecodedCall call, size_t message_size,
                                std::vector<uint8_t>& reply) const;
+  // The envelope (header, credentials) and then FindProcedure; fills in the call fields of
+  // `context` and encodes the reply of a refused call into `out`.
+  Route Resolve(CallContext& context, const DecodedCall& call, size_t message_size,
+                xdr::Encoder& out) const;
+  Route FindProcedure(const CallContext& context, xdr::Encoder& out) const;
   const Program* FindProgram(uint32_t program) const;
+  // A retransmission of a cached procedure's call: the route that answers it (from the cache,
+  // or not at all while the first is still running). nullopt for a new call, with its `ticket`.
+  // REQUIRES: cache_ set.
+  std::optional<Route> BeginCached(const CallContext& context, const DecodedCall& call,
+                                   std::vector<uint8_t>& reply,
+                                   std::chrono::steady_clock::time_point start,
+                                   std::optional<ReplyCache::Ticket>& ticket) const;
+  void FinishCached(const ReplyCache::Ticket& ticket, HandlerStatus status,
+                    std::span<const uint8_t> sent) const;
   void Observe(const CallContext& context, std::string_view name, std::string_view outcome,
                std::chrono::steady_clock::time_point start) const;
 
