@@ -129,9 +129,9 @@ TEST_F(NsmStatdPeer, NlockdRestartAndSimuCrashReachStatdWhichCallsBackTheMonitor
   ASSERT_TRUE(first) << Diagnostics();
   EXPECT_EQ((*first)[0].str(), "STATUS proc=16 mon_name=" + nlockd_address +
                                    " state=" + std::to_string(restarted) + " priv0=42");
-  EXPECT_TRUE(
-      std::regex_search(hosts_->nlockd().process().output(),
-                        std::regex("nsm notifying 1 hosts of state " + std::to_string(restarted))))
+  // The log is read from nlockd's pipe: the line may come after the callback did.
+  EXPECT_TRUE(hosts_->nlockd().process().LoggedOrWaitFor(
+      std::regex("nsm notifying 1 hosts of state " + std::to_string(restarted)), kWait))
       << Diagnostics();
   // The round began once rpcbind held nlockd's registrations: a peer answering at once finds it.
   const std::string& log = hosts_->nlockd().process().output();
