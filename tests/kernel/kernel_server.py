@@ -408,6 +408,21 @@ def hold_client_lock(rig, server, tag):
     return s, pending, local
 
 
+def kept_then_released(rig, server, held, client_nlockd, what):
+    """After `what`: the client's lock and the server's waiter (`held`, from hold_client_lock)
+    are still there; the client reboots, and the server's waiting process gets the lock. Returns
+    the seconds from the power cut to the release."""
+    s, pending, local = held
+    if server_locks(server, local) != (1, 1):
+        raise Failure("%s changed the server's locks: %s" % (what, server_locks(server, local)))
+    t0 = now()
+    released = reboot_client_until_released(rig, server, pending, client_nlockd)
+    rig.wait_ready()
+    s.must_lock(local, "u")
+    s.close(local)
+    return released - t0
+
+
 def scenario_switch(rig):
     """Installing nlockd-statd on a running kernel NFS server, and removing it: rpc.statd is
     stopped and nlockd started with the package's configuration on the same boot (it takes
@@ -439,15 +454,8 @@ def scenario_switch(rig):
     first(server.console_times(NLOCKD, r"nsm took over rpc.statd's files", since=t0),
           "nlockd taking rpc.statd's files over")
     # Nobody was told of a reboot: the client's lock and the server's waiter are still there.
-    if server_locks(server, local) != (1, 1):
-        raise Failure("the switch to nlockd changed the server's locks: %s" %
-                      (server_locks(server, local),))
-    t1 = now()
-    released = reboot_client_until_released(rig, server, pending, client_nlockd)
-    to_nlockd = released - t1
-    rig.wait_ready()
-    s.must_lock(local, "u")
-    s.close(local)
+    to_nlockd = kept_then_released(rig, server, (s, pending, local), client_nlockd,
+                                   "the switch to nlockd")
 
     # The client's new boot locks again: the server's lockd monitors it through nlockd.
     s, pending, local = hold_client_lock(rig, server, "k15b")
@@ -464,15 +472,8 @@ def scenario_switch(rig):
     if state_number(server, STATD) != nlockd_state:
         raise Failure("the state file says %d after nlockd's %d" %
                       (state_number(server, STATD), nlockd_state))
-    if server_locks(server, local) != (1, 1):
-        raise Failure("the switch back changed the server's locks: %s" %
-                      (server_locks(server, local),))
-    t3 = now()
-    released = reboot_client_until_released(rig, server, pending, client_nlockd)
-    to_statd = released - t3
-    rig.wait_ready()
-    s.must_lock(local, "u")
-    s.close(local)
+    to_statd = kept_then_released(rig, server, (s, pending, local), client_nlockd,
+                                  "the switch back")
     wait_for("the server's kernel to drop the locks",
              lambda: server_locks(server, local) == (0, 0), 10, interval=0.2)
     return ("%sswitch to nlockd %.1f s (registration and state %d kept, nobody notified), "
