@@ -152,13 +152,13 @@ GraceControllerOptions GraceOptionsFrom(const nlockd::Options& options) {
   return out;
 }
 
-// Where rpc.statd keeps the host's NSM state number (nfs-utils' default; a host int32), read
-// on a new store's first start when statd_directory is not set.
 // The restart round waits this long at most for rpcbind to hold our registrations, so that a
 // peer that answers the notification at once (its reclaims, its SM_MON of us) finds us; without
 // rpcbind the registration keeps retrying for a minute, and the round must not wait for that.
 constexpr std::chrono::seconds kRegistrationWaitBeforeRound{2};
 
+// Where rpc.statd keeps the host's NSM state number (nfs-utils' default; a host int32), read
+// on a new store's first start when statd_directory is not set.
 constexpr const char* kStatdStateFile = "/var/lib/nfs/state";
 // At most this many bumps to catch up with rpc.statd's number: beyond, the file is not trusted.
 constexpr int kMaxStateCatchUp = 100'000;
@@ -584,9 +584,9 @@ void Core::StartNotificationRound(int32_t state, std::vector<nsm::NotifyTarget> 
   notifier_.StartRound(options_.name, state, std::move(targets));
 }
 
-asio::awaitable<void> Core::NotifyWhenReady(rpc::TaskGate::Pass pass, int32_t state,
-                                            std::vector<nsm::NotifyTarget> owed) {
-  (void)pass;  // held until the round began or shutdown stopped it
+// `pass` is held until the round began or shutdown stopped the wait.
+asio::awaitable<void> Core::NotifyWhenReady([[maybe_unused]] rpc::TaskGate::Pass pass,
+                                            int32_t state, std::vector<nsm::NotifyTarget> owed) {
   if (registrations_pending_ > 0) {
     registrations_done_.expires_after(kRegistrationWaitBeforeRound);
     std::error_code cancelled;  // by the last registration, or by shutdown
@@ -638,7 +638,8 @@ asio::awaitable<void> Core::ShutDown() {
   // Admin calls in flight are answered (or refused) before the services stop.
   admin_backend_.Close();
   grace_.Stop();
-  // A round still waiting (for rpcbind, or held) is not begun: the store owes it to the next run.
+  // A round still waiting (for rpcbind, or held) is not begun: hosts owed from an earlier run
+  // stay owed in the store, and the next start on a new boot notifies every monitored host.
   tasks_.Close();
   registrations_done_.cancel();
   notify_hold_.cancel();
