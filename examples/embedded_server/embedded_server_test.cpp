@@ -17,6 +17,7 @@
 
 #include "integration/test_hosts.hpp"
 #include "testutil/netns.hpp"
+#include "testutil/temp_dir.hpp"
 
 namespace example {
 namespace {
@@ -24,18 +25,7 @@ namespace {
 using nlockd::integration::TestHosts;
 constexpr auto kWait = std::chrono::seconds(30);
 
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/nlockd-example-XXXXXX";
-    path_ = mkdtemp(pattern);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using nlockd::testutil::TempDir;
 
 class EmbeddedServer : public ::testing::Test {
  protected:

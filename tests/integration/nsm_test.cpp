@@ -25,6 +25,7 @@
 #include "integration/nsm_rpcgen.hpp"
 #include "integration/raw_rpc.hpp"
 #include "testutil/netns.hpp"
+#include "testutil/temp_dir.hpp"
 
 namespace nlockd::integration {
 namespace {
@@ -39,19 +40,7 @@ std::unique_ptr<NlockdProcess> StartLocal(std::vector<std::string> extra) {
   return std::make_unique<NlockdProcess>(args);
 }
 
-// A temporary directory, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/nlockd-nsm-XXXXXX";
-    path_ = mkdtemp(pattern);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using testutil::TempDir;
 
 std::string Describe(const std::optional<NsmStatRes>& res, const NsmRpcgenClient& client) {
   if (!res) return "rpc error: " + client.error();
