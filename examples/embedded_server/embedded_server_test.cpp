@@ -31,7 +31,7 @@ class EmbeddedServer : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!nlockd::testutil::NetNamespace::Available()) GTEST_SKIP() << "needs root and ip netns";
-    hosts_ = std::make_unique<TestHosts>("emb", 193, 2);
+    hosts_ = std::make_unique<TestHosts>(EMBEDDED_SERVER_BINARY, "emb", 193, 2);
   }
 
   bool Start(std::vector<std::string> args) {

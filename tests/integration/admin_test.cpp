@@ -75,7 +75,7 @@ std::unique_ptr<NlockdProcess> StartNlockd(int grace_seconds, std::vector<std::s
                                 "--name",
                                 "server.test"};
   args.insert(args.end(), extra.begin(), extra.end());
-  return std::make_unique<NlockdProcess>(args);
+  return std::make_unique<NlockdProcess>(NLOCKD_BINARY, args);
 }
 
 std::unique_ptr<NlmRpcgenClient> NlmClient(const NlockdProcess& nlockd) {

@@ -37,7 +37,7 @@ std::unique_ptr<NlockdProcess> StartLocal(std::vector<std::string> extra) {
   std::vector<std::string> args{"--listen", "127.0.0.1:0", "--rpcbind-register=false", "--grace",
                                 "0"};
   args.insert(args.end(), extra.begin(), extra.end());
-  return std::make_unique<NlockdProcess>(args);
+  return std::make_unique<NlockdProcess>(NLOCKD_BINARY, args);
 }
 
 using testutil::TempDir;
@@ -500,7 +500,8 @@ TEST(NsmNames, LookupsForUnknownNamesDoNotHoldUpAMonitoredHostsNotification) {
     EXPECT_TRUE(socket->Bind(Ipv4("127.0.0.53", 53)));
     return socket;
   });
-  NlockdProcess nlockd({"--listen", "127.0.0.1:0", "--rpcbind-register=false", "--grace", "0"},
+  NlockdProcess nlockd(NLOCKD_BINARY,
+                       {"--listen", "127.0.0.1:0", "--rpcbind-register=false", "--grace", "0"},
                        &host);
   ASSERT_NE(nlockd.port(), 0);
   auto [local, stranger, client] = InNamespace(host, [] {

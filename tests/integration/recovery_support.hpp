@@ -50,7 +50,7 @@ inline std::unique_ptr<NlockdProcess> StartNlockd(const std::string& store, uint
                                 "--notify-statd-port",
                                 std::to_string(statd_port)};
   args.insert(args.end(), extra.begin(), extra.end());
-  return std::make_unique<NlockdProcess>(args);
+  return std::make_unique<NlockdProcess>(NLOCKD_BINARY, args);
 }
 
 // Kills nlockd as a crash would: no shutdown, no last writes.

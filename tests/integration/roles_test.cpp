@@ -33,7 +33,7 @@ class Roles : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!testutil::NetNamespace::Available()) GTEST_SKIP() << "needs root and ip netns";
-    hosts_ = std::make_unique<TestHosts>("rol", 201, 1);
+    hosts_ = std::make_unique<TestHosts>(NLOCKD_BINARY, "rol", 201, 1);
   }
 
   std::string Server() const { return hosts_->ServerAddressOf(kClient); }

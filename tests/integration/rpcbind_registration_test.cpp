@@ -67,7 +67,7 @@ class RpcbindRegistrationTest : public ::testing::Test {
 
 TEST_F(RpcbindRegistrationTest, RpcinfoListsV4EntriesWithNetidsAndOwnerUntilShutdown) {
   StartRpcbind();
-  NlockdProcess nlockd({"--listen", "127.0.0.1:4045"}, host_.get());
+  NlockdProcess nlockd(NLOCKD_BINARY, {"--listen", "127.0.0.1:4045"}, host_.get());
   ASSERT_TRUE(nlockd.process().LoggedOrWaitFor(
       std::regex("registered 4 programs with rpcbind at 127.0.0.1:111 \\(rpcbind v4")))
       << nlockd.process().output();
@@ -128,7 +128,7 @@ TEST_F(RpcbindRegistrationTest, LeavesTheMappingOfAnotherLiveProcess) {
   std::string udp_port = (*ready)[1];
   std::string tcp_port = (*ready)[2];
 
-  NlockdProcess nlockd({"--listen", "127.0.0.1:4045"}, host_.get());
+  NlockdProcess nlockd(NLOCKD_BINARY, {"--listen", "127.0.0.1:4045"}, host_.get());
   ASSERT_TRUE(
       nlockd.process().LoggedOrWaitFor(std::regex("except 2 mappings that other processes hold")))
       << nlockd.process().output();
@@ -150,7 +150,7 @@ TEST_F(RpcbindRegistrationTest, LeavesTheMappingOfAnotherLiveProcess) {
 }
 
 TEST_F(RpcbindRegistrationTest, RegistersWhenRpcbindComesUpLater) {
-  NlockdProcess nlockd({"--listen", "127.0.0.1:4045"}, host_.get());
+  NlockdProcess nlockd(NLOCKD_BINARY, {"--listen", "127.0.0.1:4045"}, host_.get());
   ASSERT_TRUE(nlockd.process().LoggedOrWaitFor(
       std::regex("level=warn.*not registered with rpcbind at 127.0.0.1:111: nothing answers")))
       << nlockd.process().output();
@@ -163,6 +163,7 @@ TEST_F(RpcbindRegistrationTest, RegistersWhenRpcbindComesUpLater) {
   auto [rc, pmap] = Rpcinfo({"-p", "127.0.0.1"});
   EXPECT_TRUE(Lists(pmap, R"(100021\s+4\s+tcp\s+4045\s+nlockmgr)")) << pmap;
   EXPECT_EQ(nlockd.Stop(), 0);
+      NLOCKD_BINARY,
 }
 
 // The warning names the rpcbind actually asked, not a default.

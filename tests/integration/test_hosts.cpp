@@ -7,6 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -37,7 +38,8 @@ std::pair<int, std::vector<std::string>> Lines(std::pair<int, std::string> run) 
 
 }  // namespace
 
-TestHosts::TestHosts(const std::string& prefix, int subnet, int clients) : subnet_(subnet) {
+TestHosts::TestHosts(std::string nlockd_binary, const std::string& prefix, int subnet, int clients)
+    : nlockd_binary_(std::move(nlockd_binary)), subnet_(subnet) {
   NetNamespace::RemoveStale();
   server_ = std::make_unique<NetNamespace>(prefix + "srv");
   for (int n = 1; n <= clients; ++n) {
@@ -63,7 +65,7 @@ TestHosts::~TestHosts() {
 bool TestHosts::StartNlockd(const std::vector<std::string>& extra_args) {
   std::vector<std::string> args{"--listen", "0.0.0.0:4045", "--grace", "0"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
-  nlockd_ = std::make_unique<NlockdProcess>(args, server_.get());
+  nlockd_ = std::make_unique<NlockdProcess>(nlockd_binary_, args, server_.get());
   if (nlockd_->port() == 0) return false;
   const bool registered =
       nlockd_->process().LoggedOrWaitFor(std::regex("registered \\d+ programs with rpcbind"));
