@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstring>
 #include <string>
-#include <thread>
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -136,11 +135,7 @@ class WithRpcbind : public ::testing::Test {
     if (!NetNamespace::Available()) GTEST_SKIP() << "needs root and ip netns";
     host_ = std::make_unique<NetNamespace>("rpcb");
     rpcbind_ = std::make_unique<Subprocess>(host_->Wrap({"rpcbind", "-f"}));
-    // rpcbind prints nothing when ready: ask it until it answers.
-    for (int i = 0; i < 100 && Rpcinfo({"-p", "127.0.0.1"}).first != 0; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    ASSERT_EQ(Rpcinfo({"-p", "127.0.0.1"}).first, 0) << "rpcbind did not come up";
+    ASSERT_TRUE(host_->WaitForRpcbind()) << "rpcbind did not come up";
   }
 
   std::pair<int, std::string> Rpcinfo(std::vector<std::string> args) {

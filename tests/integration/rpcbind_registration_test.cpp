@@ -6,7 +6,6 @@
 #include <chrono>
 #include <regex>
 #include <string>
-#include <thread>
 
 #include <asio/co_spawn.hpp>
 #include <asio/io_context.hpp>
@@ -39,11 +38,7 @@ class RpcbindRegistrationTest : public ::testing::Test {
   void StartRpcbind() {
     // WrapHost: rpcbind's unix socket is shared with the libtirpc service some tests start.
     rpcbind_ = std::make_unique<Subprocess>(host_->WrapHost({"rpcbind", "-f"}));
-    // rpcbind prints nothing when ready: ask it until it answers (bounded).
-    for (int i = 0; i < 250 && Rpcinfo({"-p", "127.0.0.1"}).first != 0; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    ASSERT_EQ(Rpcinfo({"-p", "127.0.0.1"}).first, 0) << "rpcbind did not come up";
+    ASSERT_TRUE(host_->WaitForRpcbind()) << "rpcbind did not come up";
   }
 
   std::pair<int, std::string> Rpcinfo(std::vector<std::string> args) {
@@ -163,12 +158,12 @@ TEST_F(RpcbindRegistrationTest, RegistersWhenRpcbindComesUpLater) {
   auto [rc, pmap] = Rpcinfo({"-p", "127.0.0.1"});
   EXPECT_TRUE(Lists(pmap, R"(100021\s+4\s+tcp\s+4045\s+nlockmgr)")) << pmap;
   EXPECT_EQ(nlockd.Stop(), 0);
-      NLOCKD_BINARY,
 }
 
 // The warning names the rpcbind actually asked, not a default.
 TEST_F(RpcbindRegistrationTest, AFailedRegistrationNamesTheRpcbindAsked) {
   NlockdProcess nlockd(
+      NLOCKD_BINARY,
       {"--listen", "127.0.0.1:0", "--rpcbind-host", "127.0.0.2", "--rpcbind-port", "1111"},
       host_.get());
   EXPECT_TRUE(nlockd.process().LoggedOrWaitFor(

@@ -6,7 +6,6 @@
 #include <regex>
 #include <sstream>
 #include <stdexcept>
-#include <thread>
 #include <utility>
 
 #include <gtest/gtest.h>
@@ -18,16 +17,6 @@ using testutil::RunCommand;
 using testutil::Subprocess;
 
 namespace {
-
-// rpcbind prints nothing when ready: ask it until it answers (bounded).
-bool WaitForRpcbind(const NetNamespace& host) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (RunCommand(host.WrapHost({"rpcinfo", "-p", "127.0.0.1"})).first == 0) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return false;
-}
 
 std::pair<int, std::vector<std::string>> Lines(std::pair<int, std::string> run) {
   std::vector<std::string> lines;
@@ -51,9 +40,9 @@ TestHosts::TestHosts(std::string nlockd_binary, const std::string& prefix, int s
   for (const auto& client : clients_) {
     processes_.push_back(std::make_unique<Subprocess>(client->WrapHost({"rpcbind", "-f"})));
   }
-  if (!WaitForRpcbind(*server_)) throw std::runtime_error("the server's rpcbind did not start");
+  if (!server_->WaitForRpcbind()) throw std::runtime_error("the server's rpcbind did not start");
   for (const auto& client : clients_) {
-    if (!WaitForRpcbind(*client)) throw std::runtime_error("a client's rpcbind did not start");
+    if (!client->WaitForRpcbind()) throw std::runtime_error("a client's rpcbind did not start");
   }
 }
 
