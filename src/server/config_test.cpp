@@ -120,12 +120,14 @@ TEST(LoadConfigFile, UnknownKeysWrongTypesAndBadSyntaxAreErrorsNamingTheKey) {
     EXPECT_THROW(LoadConfigFile(path, config), Error) << text;
     std::remove(path.c_str());
   }
+  const std::string path = WriteTemp("bogus = 1");
   try {
-    std::string path = WriteTemp("bogus = 1");
     LoadConfigFile(path, config);
+    ADD_FAILURE() << "an unknown key was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("bogus"), std::string::npos);
   }
+  std::remove(path.c_str());
   EXPECT_THROW(LoadConfigFile("/nonexistent/nlockd.toml", config), Error);
 }
 
