@@ -17,6 +17,7 @@
 
 #include "integration/test_hosts.hpp"
 #include "testutil/netns.hpp"
+#include "testutil/temp_dir.hpp"
 
 namespace example {
 namespace {
@@ -24,24 +25,13 @@ namespace {
 using nlockd::integration::TestHosts;
 constexpr auto kWait = std::chrono::seconds(30);
 
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/nlockd-example-XXXXXX";
-    path_ = mkdtemp(pattern);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using nlockd::testutil::TempDir;
 
 class EmbeddedServer : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!nlockd::testutil::NetNamespace::Available()) GTEST_SKIP() << "needs root and ip netns";
-    hosts_ = std::make_unique<TestHosts>("emb", 193, 2);
+    hosts_ = std::make_unique<TestHosts>(EMBEDDED_SERVER_BINARY, "emb", 193, 2);
   }
 
   bool Start(std::vector<std::string> args) {

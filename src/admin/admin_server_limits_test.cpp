@@ -10,65 +10,21 @@
 #include <thread>
 #include <vector>
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "admin/admin_server.hpp"
 #include "admin/testing/test_server.hpp"
 #include "testutil/captured_log.hpp"
+#include "testutil/raw_tcp_connection.hpp"
 
 namespace nlockd::admin {
 namespace {
 
 using std::chrono::milliseconds;
 using testing::TestServer;
-
-// A raw TCP connection to the admin server, for requests no polite client sends.
-class RawConnection {
- public:
-  explicit RawConnection(uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
-    sockaddr_in to{};
-    to.sin_family = AF_INET;
-    to.sin_port = htons(port);
-    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0;
-  }
-  ~RawConnection() { ::close(fd_); }
-  RawConnection(const RawConnection&) = delete;
-  RawConnection& operator=(const RawConnection&) = delete;
-
-  bool connected() const { return connected_; }
-  bool Send(std::string_view bytes) {
-    return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
-           static_cast<ssize_t>(bytes.size());
-  }
-  // Everything the server sends until it closes, or until `timeout`; nullopt if it did not
-  // close in time.
-  std::optional<std::string> ReadUntilClosed(milliseconds timeout) {
-    std::string out;
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-      const auto left =
-          std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return std::nullopt;
-      pollfd entry{fd_, POLLIN, 0};
-      if (::poll(&entry, 1, static_cast<int>(left.count())) <= 0) continue;
-      char buffer[4096];
-      const ssize_t n = ::recv(fd_, buffer, sizeof buffer, 0);
-      if (n <= 0) return out;
-      out.append(buffer, static_cast<size_t>(n));
-    }
-  }
-
- private:
-  int fd_;
-  bool connected_ = false;
-};
+using testutil::RawTcpConnection;
 
 // Clients that send their request a byte at a time, forever (slowloris), from a thread of
 // their own; stopped by the destructor.
@@ -76,7 +32,7 @@ class SlowClients {
  public:
   SlowClients(uint16_t port, int count, milliseconds every) {
     for (int i = 0; i < count; ++i) {
-      connections_.push_back(std::make_unique<RawConnection>(port));
+      connections_.push_back(std::make_unique<RawTcpConnection>(port));
       connections_.back()->Send("GET /metrics HTTP/1.1\r\nX-Slow: ");
     }
     thread_ = std::thread([this, every] {
@@ -94,10 +50,10 @@ class SlowClients {
     stopped_.notify_all();
     thread_.join();
   }
-  RawConnection& at(size_t i) { return *connections_.at(i); }
+  RawTcpConnection& at(size_t i) { return *connections_.at(i); }
 
  private:
-  std::vector<std::unique_ptr<RawConnection>> connections_;
+  std::vector<std::unique_ptr<RawTcpConnection>> connections_;
   std::mutex mutex_;
   std::condition_variable stopped_;
   bool stopping_ = false;
@@ -137,7 +93,7 @@ TEST(AdminServerLimits, AChunkedBodyIsBoundedLikeAnyOther) {
   AdminServerOptions options;
   options.max_body_bytes = 1024;
   TestServer server(options);
-  RawConnection connection(server.server.port());
+  RawTcpConnection connection(server.server.port());
   ASSERT_TRUE(connection.connected());
   connection.Send(
       "POST /api/v1/notify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -157,7 +113,7 @@ TEST(AdminServerLimits, ALargeContentLengthIsRefusedBeforeTheBodyIsRead) {
   AdminServerOptions options;
   options.max_body_bytes = 1024;
   TestServer server(options);
-  RawConnection connection(server.server.port());
+  RawTcpConnection connection(server.server.port());
   connection.Send(
       "POST /api/v1/notify HTTP/1.1\r\nHost: x\r\nContent-Length: 104857600\r\n\r\nabc");
   auto answer = connection.ReadUntilClosed(milliseconds(3000));
@@ -169,7 +125,7 @@ TEST(AdminServerLimits, AWriteWithoutTheTokenIsRefusedBeforeItsBody) {
   AdminServerOptions options;
   options.token = "secret";
   TestServer server(options);
-  RawConnection connection(server.server.port());
+  RawTcpConnection connection(server.server.port());
   // The body never comes: the answer must not wait for it.
   connection.Send(
       "POST /api/v1/notify HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong\r\n"
@@ -181,7 +137,7 @@ TEST(AdminServerLimits, AWriteWithoutTheTokenIsRefusedBeforeItsBody) {
 
 TEST(AdminServerLimits, ACompressedBodyIsRefused) {
   TestServer server;
-  RawConnection connection(server.server.port());
+  RawTcpConnection connection(server.server.port());
   connection.Send(
       "POST /api/v1/notify HTTP/1.1\r\nHost: x\r\nContent-Encoding: gzip\r\n"
       "Content-Length: 3\r\n\r\nabc");
@@ -194,9 +150,9 @@ TEST(AdminServerLimits, AFloodOfIdleConnectionsHoldsAtMostTheLimit) {
   AdminServerOptions options;
   options.connections.max_connections = 4;
   TestServer server(options);
-  std::vector<std::unique_ptr<RawConnection>> idle;
+  std::vector<std::unique_ptr<RawTcpConnection>> idle;
   for (int i = 0; i < 100; ++i) {
-    idle.push_back(std::make_unique<RawConnection>(server.server.port()));
+    idle.push_back(std::make_unique<RawTcpConnection>(server.server.port()));
   }
   EXPECT_EQ(Healthz(server.url(), std::chrono::seconds(3)), 200);
   EXPECT_LE(server.server.connections()->open(), 4u);

@@ -17,6 +17,7 @@
 #include "admin/testing/test_server.hpp"
 #include "nlockd_build_info.hpp"
 #include "testutil/subprocess.hpp"
+#include "testutil/temp_dir.hpp"
 
 namespace nlockd::admin {
 namespace {
@@ -282,9 +283,8 @@ TEST(Nlockctl, TheTokenComesFromAFileNamedByFlagOrEnvironment) {
   AdminServerOptions options;
   options.token = "file-token";
   TestServer server(options);
-  char pattern[] = "/tmp/nlockctl_token.XXXXXX";
-  ASSERT_NE(mkdtemp(pattern), nullptr);
-  const std::string directory = pattern;
+  testutil::TempDir temp_dir("nlockctl-token");
+  const std::string& directory = temp_dir.path();
   { std::ofstream(directory + "/admin-token") << "file-token\n"; }
 
   auto [status, output] =

@@ -10,6 +10,8 @@
 #include <gtest/gtest.h>
 #include <prometheus/metric_family.h>
 
+#include "testutil/temp_dir.hpp"
+
 namespace nlockd::admin {
 namespace {
 
@@ -51,15 +53,14 @@ TEST(ProcessMetrics, ParsesBootTimeAndTheOpenFilesLimit) {
 }
 
 TEST(ProcessMetrics, ReadsEveryMetricFromAProcTree) {
-  std::filesystem::path root =
-      std::filesystem::temp_directory_path() / ("nlockd-proc-" + std::to_string(getpid()));
+  testutil::TempDir proc("proc");
+  const std::filesystem::path root = proc.path();
   std::filesystem::create_directories(root / "self" / "fd");
   std::ofstream(root / "self" / "stat") << kStat;
   std::ofstream(root / "stat") << "btime 1700000000\n";
   std::ofstream(root / "self" / "limits") << "Max open files            1024  4096  files\n";
   for (const char* fd : {"0", "1", "2"}) std::ofstream(root / "self" / "fd" / fd) << "";
   auto values = Values(ProcessMetrics(root.string()).Collect());
-  std::filesystem::remove_all(root);
   const double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
   EXPECT_DOUBLE_EQ(values.at("process_cpu_seconds_total"), 400 / ticks);
   EXPECT_DOUBLE_EQ(values.at("process_start_time_seconds"), 1700000000 + 123400 / ticks);

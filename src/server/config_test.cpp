@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/error.hpp"
+#include "testutil/temp_dir.hpp"
 
 namespace nlockd::server {
 namespace {
@@ -119,12 +120,14 @@ TEST(LoadConfigFile, UnknownKeysWrongTypesAndBadSyntaxAreErrorsNamingTheKey) {
     EXPECT_THROW(LoadConfigFile(path, config), Error) << text;
     std::remove(path.c_str());
   }
+  const std::string path = WriteTemp("bogus = 1");
   try {
-    std::string path = WriteTemp("bogus = 1");
     LoadConfigFile(path, config);
+    ADD_FAILURE() << "an unknown key was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("bogus"), std::string::npos);
   }
+  std::remove(path.c_str());
   EXPECT_THROW(LoadConfigFile("/nonexistent/nlockd.toml", config), Error);
 }
 
@@ -431,18 +434,15 @@ TEST(ReadSecretFile, RefusesFilesOthersMayRead) {
   std::remove(path.c_str());
 
   // Relative to systemd's credentials directory (LoadCredential=).
-  char dir[] = "/tmp/nlockd-creds-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  std::string credential = std::string(dir) + "/admin-token";
+  testutil::TempDir credentials("creds");
+  std::string credential = credentials.path() + "/admin-token";
   std::ofstream(credential) << "from-systemd\n";
   chmod(credential.c_str(), 0400);
-  setenv("CREDENTIALS_DIRECTORY", dir, 1);
+  setenv("CREDENTIALS_DIRECTORY", credentials.path().c_str(), 1);
   config.admin_token_file = "admin-token";
   ResolveSecrets(config);
   unsetenv("CREDENTIALS_DIRECTORY");
   EXPECT_EQ(config.admin_token, "from-systemd");
-  std::remove(credential.c_str());
-  rmdir(dir);
 }
 
 TEST(Environment, EveryKeyHasAVariableOfItsOwn) {

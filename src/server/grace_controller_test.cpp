@@ -21,6 +21,7 @@
 #include "server/lock_journal_store.hpp"
 #include "store/open_store.hpp"
 #include "testutil/run_coroutine.hpp"
+#include "testutil/temp_dir.hpp"
 
 namespace nlockd::server {
 namespace {
@@ -310,22 +311,14 @@ TEST_F(GraceControllerTest, NoGraceClearsTheStaleTable) {
 // Classic grace over a SQLite file whose previous run ended on another boot.
 class ClassicGraceControllerTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("nlockd-grace-test-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir_);
-    uri_ = "sqlite:" + (dir_ / "nlockd.db").string();
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
   std::unique_ptr<store::Store> Open(const std::string& boot_id) {
     store::StoreOptions options;
     options.boot_id = boot_id;
     return store::OpenStore(uri_, options);
   }
 
-  std::filesystem::path dir_;
-  std::string uri_;
+  testutil::TempDir dir_{"grace-controller"};
+  const std::string uri_ = "sqlite:" + dir_.path() + "/nlockd.db";
 };
 
 TEST_F(ClassicGraceControllerTest, EndsEarlyOnlyAfterTheNotificationsAndTheFloor) {

@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "testutil/temp_dir.hpp"
+
 namespace nlockd::server {
 namespace {
 
@@ -43,13 +45,6 @@ class Runs {
 
 class HaCalloutTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/ha_callout_test.XXXXXX";
-    ASSERT_NE(mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // An executable shell script in the test's directory.
   std::string Script(const std::string& name, const std::string& body) {
     fs::path path = dir_ / name;
@@ -64,7 +59,8 @@ class HaCalloutTest : public ::testing::Test {
     return out.str();
   }
 
-  fs::path dir_;
+  testutil::TempDir temp_dir_{"ha-callout"};
+  const fs::path dir_{temp_dir_.path()};
   Runs runs_;
 };
 

@@ -13,6 +13,7 @@
 
 #include "base/error.hpp"
 #include "server/config.hpp"
+#include "testutil/temp_dir.hpp"
 
 namespace nlockd::server {
 namespace {
@@ -21,13 +22,6 @@ namespace fs = std::filesystem;
 
 class NfsConfTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/nfs_conf_test.XXXXXX";
-    ASSERT_NE(mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   fs::path Write(const std::string& name, const std::string& text) {
     fs::path path = dir_ / name;
     fs::create_directories(path.parent_path());
@@ -76,7 +70,8 @@ class NfsConfTest : public ::testing::Test {
     }
   }
 
-  fs::path dir_;
+  testutil::TempDir temp_dir_{"nfs-conf"};
+  const fs::path dir_{temp_dir_.path()};
 };
 
 TEST_F(NfsConfTest, ReadsSectionsTagsAndValuesAsNfsUtilsDoes) {

@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "server/statd_files.hpp"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include <gtest/gtest.h>
 #include <unistd.h>
+
+#include "testutil/temp_dir.hpp"
 
 namespace nlockd::server {
 namespace {
@@ -19,19 +22,14 @@ constexpr const char* kKernelLine =
 
 class StatdFilesTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/statd_files_test.XXXXXX";
-    ASSERT_NE(mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   static std::string Read(const fs::path& path) {
     std::ifstream in(path, std::ios::binary);
     std::ostringstream out;
     out << in.rdbuf();
     return out.str();
   }
-  fs::path dir_;
+  testutil::TempDir temp_dir_{"statd-files"};
+  const fs::path dir_{temp_dir_.path()};
 };
 
 TEST_F(StatdFilesTest, ParsesTheLineStatdWritesForTheKernel) {

@@ -15,6 +15,7 @@
 #include "nsm/status_receiver.hpp"
 #include "server/statd_files.hpp"
 #include "store/memory/memory_store.hpp"
+#include "testutil/temp_dir.hpp"
 
 namespace nlockd::server {
 namespace {
@@ -32,14 +33,10 @@ constexpr const char* kRebooted =
 class StatdHandoverTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char pattern[] = "/tmp/statd_handover_test.XXXXXX";
-    ASSERT_NE(mkdtemp(pattern), nullptr);
-    root_ = pattern;
     fs::create_directories(root_ / "nfs" / "sm");
     fs::create_directories(root_ / "nfs" / "sm.bak");
     fs::create_directories(root_ / "run");
   }
-  void TearDown() override { fs::remove_all(root_); }
 
   StatdDirectory Directory() const { return StatdDirectory(root_ / "nfs", root_ / "run"); }
   void WriteFile(const fs::path& path, const std::string& text) const {
@@ -64,7 +61,8 @@ class StatdHandoverTest : public ::testing::Test {
     return out;
   }
 
-  fs::path root_;
+  testutil::TempDir temp_dir_{"statd-handover"};
+  const fs::path root_{temp_dir_.path()};
 };
 
 TEST_F(StatdHandoverTest, ImportReplacesTheStoresRegistrationsAndOwesSmBak) {

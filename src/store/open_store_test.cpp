@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "store/open_store.hpp"
 
+#include <filesystem>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "base/error.hpp"
-#include "store/testing/store_test_util.hpp"
+#include "testutil/temp_dir.hpp"
 
 namespace nlockd::store {
 namespace {
@@ -29,9 +31,9 @@ TEST(OpenStore, MemoryIsNotPersistent) {
 }
 
 TEST(OpenStore, SqliteTakesThePathAfterTheScheme) {
-  testutil::TempDir dir;
-  const auto path = dir.path() / "var" / "nlockd.db";
-  EXPECT_TRUE(OpenStore("sqlite:" + path.string(), {})->startup().persistent);
+  nlockd::testutil::TempDir dir("open-store");
+  const std::string path = dir.path() + "/var/nlockd.db";
+  EXPECT_TRUE(OpenStore("sqlite:" + path, {})->startup().persistent);
   EXPECT_TRUE(std::filesystem::exists(path));
 }
 

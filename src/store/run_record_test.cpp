@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "base/error.hpp"
-#include "store/testing/store_test_util.hpp"
+#include "testutil/temp_dir.hpp"
 
 namespace nlockd::store {
 namespace {
@@ -85,11 +85,11 @@ TEST(BeginRun, AnUnknownBootIdIsNeverTheSameBoot) {
 }
 
 TEST(BootId, IsTheFirstLineOfTheFile) {
-  testutil::TempDir dir;
-  const std::string path = (dir.path() / "boot_id").string();
+  nlockd::testutil::TempDir dir("run-record");
+  const std::string path = dir.path() + "/boot_id";
   std::ofstream(path) << "6e0c1f0a-1234\n";
   EXPECT_EQ(ReadBootId(path), "6e0c1f0a-1234");
-  EXPECT_EQ(ReadBootId((dir.path() / "missing").string()), "");
+  EXPECT_EQ(ReadBootId(dir.path() + "/missing"), "");
 }
 
 TEST(BootId, TheKernelsIsReadUnlessInjected) {

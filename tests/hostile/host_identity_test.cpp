@@ -21,7 +21,7 @@ class HostIdentity : public ::testing::Test {
   void SetUp() override {
     if (!testutil::NetNamespace::Available()) GTEST_SKIP() << "needs root and ip netns";
     testutil::NetNamespace::RemoveStale();
-    hosts_ = std::make_unique<TestHosts>("hid", 194, 2);
+    hosts_ = std::make_unique<TestHosts>(NLOCKD_BINARY, "hid", 194, 2);
   }
 
   // Runs nlm_client operations on `client` (NLM version 4 over UDP): one answer line each.

@@ -73,7 +73,7 @@ class HostileClients : public ::testing::Test {
     // A small quarantine, so that freed memory leaves ASan's allocator (see the top).
     std::string asan = std::getenv("ASAN_OPTIONS") ? std::getenv("ASAN_OPTIONS") : "";
     setenv("ASAN_OPTIONS", (asan + (asan.empty() ? "" : ":") + "quarantine_size_mb=16").c_str(), 1);
-    hosts_ = std::make_unique<TestHosts>("hrp", 193, 2);
+    hosts_ = std::make_unique<TestHosts>(NLOCKD_BINARY, "hrp", 193, 2);
     ASSERT_TRUE(hosts_->StartNlockd({"--idle-timeout", "3"}));
     // The allocator's pools as serving makes them, before any attack.
     auto warm_up = RunLegitFor(1);

@@ -24,6 +24,7 @@
 #include "integration/nlm_test_support.hpp"
 #include "integration/nlockd_process.hpp"
 #include "integration/nsm_rpcgen.hpp"
+#include "testutil/raw_tcp_connection.hpp"
 #include "testutil/subprocess.hpp"
 
 namespace nlockd::integration {
@@ -75,7 +76,7 @@ std::unique_ptr<NlockdProcess> StartNlockd(int grace_seconds, std::vector<std::s
                                 "--name",
                                 "server.test"};
   args.insert(args.end(), extra.begin(), extra.end());
-  return std::make_unique<NlockdProcess>(args);
+  return std::make_unique<NlockdProcess>(NLOCKD_BINARY, args);
 }
 
 std::unique_ptr<NlmRpcgenClient> NlmClient(const NlockdProcess& nlockd) {
@@ -410,28 +411,6 @@ TEST(AdminApi, AdminListenOffRunsNoAdminServer) {
   EXPECT_EQ(nlockd->Stop(), 0) << nlockd->process().output();
 }
 
-// A raw TCP connection to the admin port, for what no polite client sends.
-class RawAdminConnection {
- public:
-  explicit RawAdminConnection(uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
-    sockaddr_in to = LoopbackAddress(port);
-    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0;
-  }
-  ~RawAdminConnection() { ::close(fd_); }
-  RawAdminConnection(const RawAdminConnection&) = delete;
-  RawAdminConnection& operator=(const RawAdminConnection&) = delete;
-
-  bool connected() const { return connected_; }
-  bool Send(std::string_view bytes) {
-    return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
-           static_cast<ssize_t>(bytes.size());
-  }
-
- private:
-  int fd_;
-  bool connected_ = false;
-};
-
 // Resident memory of `pid`, in KiB.
 long RssKib(pid_t pid) {
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
@@ -451,9 +430,9 @@ int HealthzWithin(uint16_t port, std::chrono::seconds timeout) {
 
 TEST(AdminLimits, HeadersSentAByteEveryFewSecondsDoNotStarveHealthz) {
   auto nlockd = StartNlockd(0);
-  std::vector<std::unique_ptr<RawAdminConnection>> slow;
+  std::vector<std::unique_ptr<testutil::RawTcpConnection>> slow;
   for (int i = 0; i < 8; ++i) {
-    slow.push_back(std::make_unique<RawAdminConnection>(nlockd->admin_port()));
+    slow.push_back(std::make_unique<testutil::RawTcpConnection>(nlockd->admin_port()));
     ASSERT_TRUE(slow.back()->connected());
     slow.back()->Send("GET /metrics HTTP/1.1\r\nX-Slow: a");
   }
@@ -482,9 +461,9 @@ TEST(AdminLimits, AdminConnectionsLeaveTheDescriptorsRpcNeeds) {
                 {"prlimit", "--pid", std::to_string(nlockd->process().pid()), "--nofile=256:256"})
                 .first,
             0);
-  std::vector<std::unique_ptr<RawAdminConnection>> idle;
+  std::vector<std::unique_ptr<testutil::RawTcpConnection>> idle;
   for (int i = 0; i < 400; ++i) {
-    idle.push_back(std::make_unique<RawAdminConnection>(nlockd->admin_port()));
+    idle.push_back(std::make_unique<testutil::RawTcpConnection>(nlockd->admin_port()));
   }
   // NSM over TCP (a new connection to the RPC port) and the health check still work.
   NsmRpcgenClient nsm("127.0.0.1", nlockd->port(), true);
@@ -502,7 +481,7 @@ TEST(AdminLimits, AChunkedBodyIsNotBufferedPastTheLimit) {
   auto nlockd = StartNlockd(0, {"--admin-token", "s3cret"});
   const pid_t pid = nlockd->process().pid();
   const long before = RssKib(pid);
-  RawAdminConnection connection(nlockd->admin_port());
+  testutil::RawTcpConnection connection(nlockd->admin_port());
   ASSERT_TRUE(connection.connected());
   connection.Send(
       "POST /api/v1/notify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"

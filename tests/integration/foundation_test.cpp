@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstring>
 #include <string>
-#include <thread>
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -51,7 +50,7 @@ clnt_stat CallNull(CLIENT* client) {
 }
 
 TEST(Foundation, RpcgenClientsCallNullOverTcpAndUdp) {
-  NlockdProcess nlockd({"--listen", "127.0.0.1:0", "--rpcbind-register=false"});
+  NlockdProcess nlockd(NLOCKD_BINARY, {"--listen", "127.0.0.1:0", "--rpcbind-register=false"});
   ASSERT_NE(nlockd.port(), 0);
   for (bool tcp : {true, false}) {
     for (unsigned long version : {1ul, 3ul, 4ul}) {
@@ -70,7 +69,7 @@ TEST(Foundation, RpcgenClientsCallNullOverTcpAndUdp) {
 }
 
 TEST(Foundation, UnknownVersionProgramAndProcedureGetTheirRpcErrors) {
-  NlockdProcess nlockd({"--listen", "127.0.0.1:0", "--rpcbind-register=false"});
+  NlockdProcess nlockd(NLOCKD_BINARY, {"--listen", "127.0.0.1:0", "--rpcbind-register=false"});
   for (bool tcp : {true, false}) {
     CLIENT* v2 = Connect(tcp, nlockd.port(), NLM_PROG, 2);
     ASSERT_NE(v2, nullptr);
@@ -96,8 +95,8 @@ TEST(Foundation, UnknownVersionProgramAndProcedureGetTheirRpcErrors) {
 }
 
 TEST(Foundation, HostileStreamsAreCutOffAndServingGoesOn) {
-  NlockdProcess nlockd(
-      {"--listen", "127.0.0.1:0", "--rpcbind-register=false", "--max-record-size", "65536"});
+  NlockdProcess nlockd(NLOCKD_BINARY, {"--listen", "127.0.0.1:0", "--rpcbind-register=false",
+                                       "--max-record-size", "65536"});
   // A record mark claiming 2 GiB: the connection is closed, nothing is allocated.
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr = Loopback(nlockd.port());
@@ -122,7 +121,7 @@ TEST(Foundation, HostileStreamsAreCutOffAndServingGoesOn) {
 }
 
 TEST(Foundation, FailsClearlyWhenThePortIsTaken) {
-  NlockdProcess first({"--listen", "127.0.0.1:0", "--rpcbind-register=false"});
+  NlockdProcess first(NLOCKD_BINARY, {"--listen", "127.0.0.1:0", "--rpcbind-register=false"});
   Subprocess second({NLOCKD_BINARY, "--listen", "127.0.0.1:" + std::to_string(first.port()),
                      "--rpcbind-register=false", "--store", "memory:"});
   EXPECT_EQ(second.Wait(std::chrono::seconds(10)), 1);
@@ -136,11 +135,7 @@ class WithRpcbind : public ::testing::Test {
     if (!NetNamespace::Available()) GTEST_SKIP() << "needs root and ip netns";
     host_ = std::make_unique<NetNamespace>("rpcb");
     rpcbind_ = std::make_unique<Subprocess>(host_->Wrap({"rpcbind", "-f"}));
-    // rpcbind prints nothing when ready: ask it until it answers.
-    for (int i = 0; i < 100 && Rpcinfo({"-p", "127.0.0.1"}).first != 0; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    ASSERT_EQ(Rpcinfo({"-p", "127.0.0.1"}).first, 0) << "rpcbind did not come up";
+    ASSERT_TRUE(host_->WaitForRpcbind()) << "rpcbind did not come up";
   }
 
   std::pair<int, std::string> Rpcinfo(std::vector<std::string> args) {
@@ -154,7 +149,7 @@ class WithRpcbind : public ::testing::Test {
 };
 
 TEST_F(WithRpcbind, RegistersEveryProgramVersionAndUnregistersOnShutdown) {
-  NlockdProcess nlockd({"--listen", "127.0.0.1:4045"}, host_.get());
+  NlockdProcess nlockd(NLOCKD_BINARY, {"--listen", "127.0.0.1:4045"}, host_.get());
   ASSERT_TRUE(nlockd.process().LoggedOrWaitFor(std::regex("registered 4 programs with rpcbind")))
       << nlockd.process().output();
   auto [rc, listing] = Rpcinfo({"-p", "127.0.0.1"});
@@ -188,11 +183,11 @@ TEST_F(WithRpcbind, RegistersEveryProgramVersionAndUnregistersOnShutdown) {
 
 TEST_F(WithRpcbind, ReplacesAStaleRegistrationFromAnEarlierRun) {
   {
-    NlockdProcess crashed({"--listen", "127.0.0.1:0"}, host_.get());
+    NlockdProcess crashed(NLOCKD_BINARY, {"--listen", "127.0.0.1:0"}, host_.get());
     ASSERT_TRUE(crashed.process().LoggedOrWaitFor(std::regex("registered 4 programs")));
     crashed.process().Stop(SIGKILL, std::chrono::seconds(5));  // Leaves its mappings behind.
   }
-  NlockdProcess nlockd({"--listen", "127.0.0.1:4045"}, host_.get());
+  NlockdProcess nlockd(NLOCKD_BINARY, {"--listen", "127.0.0.1:4045"}, host_.get());
   ASSERT_TRUE(nlockd.process().LoggedOrWaitFor(std::regex("registered 4 programs")))
       << nlockd.process().output();
   auto [rc, out] = Rpcinfo({"-t", "127.0.0.1", "nlockmgr", "1"});

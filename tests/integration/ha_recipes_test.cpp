@@ -39,6 +39,7 @@
 
 #include "integration/ha_topology.hpp"
 #include "testutil/subprocess.hpp"
+#include "testutil/temp_dir.hpp"
 
 namespace nlockd::integration::hafault {
 namespace {
@@ -84,9 +85,8 @@ class HaRecipesTest : public HaTopologyTest {
     for (const char* tool : {"/usr/sbin/keepalived", "/usr/sbin/ocf-tester", kIpAddr2}) {
       ASSERT_TRUE(fs::exists(tool)) << tool << " is missing: scripts/install-deps.sh --test";
     }
-    char path[] = "/tmp/nlockd-harecipes.XXXXXX";
-    ASSERT_NE(mkdtemp(path), nullptr);
-    dir_ = path;
+    temp_dir_.emplace("harecipes");
+    dir_ = temp_dir_->path();
     fs::permissions(dir_, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
                               fs::perms::others_read | fs::perms::others_exec);
     for (int n = 0; n < 2; ++n) WriteConfig(n);
@@ -97,19 +97,15 @@ class HaRecipesTest : public HaTopologyTest {
       if (keepalived) keepalived->Stop(SIGTERM, seconds(10));
     }
     HaTopologyTest::TearDown();
-    if (!dir_.empty()) {
-      if (HasFailure()) {
-        for (int n = 0; n < 2; ++n) {
-          std::cout << "--- nlockd log of node " << NodeLetter(n) << " (agent):\n"
-                    << ReadFile(dir_ / Log(n));
-          if (keepalived_[n]) {
-            std::cout << "--- keepalived of node " << NodeLetter(n) << ":\n"
-                      << keepalived_[n]->output();
-          }
+    if (!dir_.empty() && HasFailure()) {
+      for (int n = 0; n < 2; ++n) {
+        std::cout << "--- nlockd log of node " << NodeLetter(n) << " (agent):\n"
+                  << ReadFile(dir_ / Log(n));
+        if (keepalived_[n]) {
+          std::cout << "--- keepalived of node " << NodeLetter(n) << ":\n"
+                    << keepalived_[n]->output();
         }
       }
-      std::error_code ignored;
-      if (std::getenv("NLOCKD_KEEP_TEST_DIR") == nullptr) fs::remove_all(dir_, ignored);
     }
   }
 
@@ -319,6 +315,8 @@ exec sleep 100000)";
     return false;
   }
 
+  // Made in SetUp (not for a skipped test); outlives the processes below that write into it.
+  std::optional<testutil::TempDir> temp_dir_;
   fs::path dir_;
   std::unique_ptr<Subprocess> keepalived_[2];
   std::unique_ptr<Subprocess> holders_[2];

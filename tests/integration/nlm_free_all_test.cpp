@@ -51,8 +51,8 @@ bool SmNotify(const std::string& from, uint16_t port, uint16_t server, const std
 class NlmFreeAll : public ::testing::Test {
  protected:
   NlmFreeAll()
-      : nlockd_({"--listen", "127.0.0.1:0", "--rpcbind-register=false", "--grace", "0", "--name",
-                 "server.test"}) {}
+      : nlockd_(NLOCKD_BINARY, {"--listen", "127.0.0.1:0", "--rpcbind-register=false", "--grace",
+                                "0", "--name", "server.test"}) {}
 
   // Host b's lock on the range host a held: denied while a holds it.
   std::string BTries() {

@@ -15,7 +15,7 @@ namespace nlockd::integration {
 
 class NlmHosts : public TestHosts {
  public:
-  explicit NlmHosts(int clients) : TestHosts("nlm", 199, clients) {}
+  explicit NlmHosts(int clients) : TestHosts(NLOCKD_BINARY, "nlm", 199, clients) {}
 
   static std::string ServerAddress(int client) { return "10.199." + std::to_string(client) + ".1"; }
   static std::string ClientAddress(int client) { return "10.199." + std::to_string(client) + ".2"; }

@@ -20,8 +20,8 @@ namespace nlockd::integration {
 // nlockd on 127.0.0.1 with no rpcbind registration; no grace unless asked for.
 inline std::unique_ptr<NlockdProcess> StartLocalNlockd(int grace_seconds = 0) {
   return std::make_unique<NlockdProcess>(
-      std::vector<std::string>{"--listen", "127.0.0.1:0", "--rpcbind-register=false", "--grace",
-                               std::to_string(grace_seconds)});
+      NLOCKD_BINARY, std::vector<std::string>{"--listen", "127.0.0.1:0", "--rpcbind-register=false",
+                                              "--grace", std::to_string(grace_seconds)});
 }
 
 inline sockaddr_in LoopbackAddress(uint16_t port) {

@@ -17,7 +17,7 @@ namespace nlockd::integration {
 
 class NsmHosts : public TestHosts {
  public:
-  explicit NsmHosts(int clients) : TestHosts("nsm", 198, clients) {}
+  explicit NsmHosts(int clients) : TestHosts(NLOCKD_BINARY, "nsm", 198, clients) {}
 
   static std::string ServerAddress(int client) { return "10.198." + std::to_string(client) + ".1"; }
   static std::string ClientAddress(int client) { return "10.198." + std::to_string(client) + ".2"; }

@@ -16,6 +16,7 @@
 
 #include "integration/nsm_hosts.hpp"
 #include "testutil/netns.hpp"
+#include "testutil/temp_dir.hpp"
 
 namespace nlockd::integration {
 namespace {
@@ -23,19 +24,7 @@ namespace {
 constexpr auto kWait = std::chrono::seconds(30);
 constexpr int kPeer = 1;
 
-// A temporary directory, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/nlockd-statd-XXXXXX";
-    path_ = mkdtemp(pattern);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using testutil::TempDir;
 
 class NsmStatdPeer : public ::testing::Test {
  protected:

@@ -25,6 +25,7 @@
 #include "integration/nsm_rpcgen.hpp"
 #include "integration/raw_rpc.hpp"
 #include "testutil/netns.hpp"
+#include "testutil/temp_dir.hpp"
 
 namespace nlockd::integration {
 namespace {
@@ -36,22 +37,10 @@ std::unique_ptr<NlockdProcess> StartLocal(std::vector<std::string> extra) {
   std::vector<std::string> args{"--listen", "127.0.0.1:0", "--rpcbind-register=false", "--grace",
                                 "0"};
   args.insert(args.end(), extra.begin(), extra.end());
-  return std::make_unique<NlockdProcess>(args);
+  return std::make_unique<NlockdProcess>(NLOCKD_BINARY, args);
 }
 
-// A temporary directory, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/nlockd-nsm-XXXXXX";
-    path_ = mkdtemp(pattern);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using testutil::TempDir;
 
 std::string Describe(const std::optional<NsmStatRes>& res, const NsmRpcgenClient& client) {
   if (!res) return "rpc error: " + client.error();
@@ -511,7 +500,8 @@ TEST(NsmNames, LookupsForUnknownNamesDoNotHoldUpAMonitoredHostsNotification) {
     EXPECT_TRUE(socket->Bind(Ipv4("127.0.0.53", 53)));
     return socket;
   });
-  NlockdProcess nlockd({"--listen", "127.0.0.1:0", "--rpcbind-register=false", "--grace", "0"},
+  NlockdProcess nlockd(NLOCKD_BINARY,
+                       {"--listen", "127.0.0.1:0", "--rpcbind-register=false", "--grace", "0"},
                        &host);
   ASSERT_NE(nlockd.port(), 0);
   auto [local, stranger, client] = InNamespace(host, [] {

@@ -49,7 +49,7 @@ class RecoveryReboot : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!testutil::NetNamespace::Available()) GTEST_SKIP() << "needs root and ip netns";
-    hosts_ = std::make_unique<TestHosts>("rcv", 197, 2);
+    hosts_ = std::make_unique<TestHosts>(NLOCKD_BINARY, "rcv", 197, 2);
   }
   std::string Nlm(int client, const std::string& operation) {
     auto [status, lines] = hosts_->Run(

@@ -22,27 +22,14 @@
 #include "integration/nlockd_process.hpp"
 #include "integration/nsm_rpcgen.hpp"
 #include "integration/scoped_boot_id.hpp"
+#include "testutil/temp_dir.hpp"
 
 namespace nlockd::integration::recovery {
 
 using nlohmann::json;
 constexpr auto kWait = std::chrono::seconds(30);
 
-// A temporary directory, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/nlockd-recovery-XXXXXX";
-    path_ = mkdtemp(pattern);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using testutil::TempDir;
 
 using integration::ScopedBootId;
 
@@ -63,7 +50,7 @@ inline std::unique_ptr<NlockdProcess> StartNlockd(const std::string& store, uint
                                 "--notify-statd-port",
                                 std::to_string(statd_port)};
   args.insert(args.end(), extra.begin(), extra.end());
-  return std::make_unique<NlockdProcess>(args);
+  return std::make_unique<NlockdProcess>(NLOCKD_BINARY, args);
 }
 
 // Kills nlockd as a crash would: no shutdown, no last writes.

@@ -19,6 +19,7 @@
 #include "integration/scoped_boot_id.hpp"
 #include "integration/test_hosts.hpp"
 #include "testutil/netns.hpp"
+#include "testutil/temp_dir.hpp"
 
 namespace nlockd::integration {
 namespace {
@@ -26,24 +27,13 @@ namespace {
 constexpr auto kWait = std::chrono::seconds(30);
 constexpr int kClient = 1;
 
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/nlockd-roles-XXXXXX";
-    path_ = mkdtemp(pattern);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using testutil::TempDir;
 
 class Roles : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!testutil::NetNamespace::Available()) GTEST_SKIP() << "needs root and ip netns";
-    hosts_ = std::make_unique<TestHosts>("rol", 201, 1);
+    hosts_ = std::make_unique<TestHosts>(NLOCKD_BINARY, "rol", 201, 1);
   }
 
   std::string Server() const { return hosts_->ServerAddressOf(kClient); }

@@ -6,7 +6,6 @@
 #include <chrono>
 #include <regex>
 #include <string>
-#include <thread>
 
 #include <asio/co_spawn.hpp>
 #include <asio/io_context.hpp>
@@ -39,11 +38,7 @@ class RpcbindRegistrationTest : public ::testing::Test {
   void StartRpcbind() {
     // WrapHost: rpcbind's unix socket is shared with the libtirpc service some tests start.
     rpcbind_ = std::make_unique<Subprocess>(host_->WrapHost({"rpcbind", "-f"}));
-    // rpcbind prints nothing when ready: ask it until it answers (bounded).
-    for (int i = 0; i < 250 && Rpcinfo({"-p", "127.0.0.1"}).first != 0; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    ASSERT_EQ(Rpcinfo({"-p", "127.0.0.1"}).first, 0) << "rpcbind did not come up";
+    ASSERT_TRUE(host_->WaitForRpcbind()) << "rpcbind did not come up";
   }
 
   std::pair<int, std::string> Rpcinfo(std::vector<std::string> args) {
@@ -67,7 +62,7 @@ class RpcbindRegistrationTest : public ::testing::Test {
 
 TEST_F(RpcbindRegistrationTest, RpcinfoListsV4EntriesWithNetidsAndOwnerUntilShutdown) {
   StartRpcbind();
-  NlockdProcess nlockd({"--listen", "127.0.0.1:4045"}, host_.get());
+  NlockdProcess nlockd(NLOCKD_BINARY, {"--listen", "127.0.0.1:4045"}, host_.get());
   ASSERT_TRUE(nlockd.process().LoggedOrWaitFor(
       std::regex("registered 4 programs with rpcbind at 127.0.0.1:111 \\(rpcbind v4")))
       << nlockd.process().output();
@@ -128,7 +123,7 @@ TEST_F(RpcbindRegistrationTest, LeavesTheMappingOfAnotherLiveProcess) {
   std::string udp_port = (*ready)[1];
   std::string tcp_port = (*ready)[2];
 
-  NlockdProcess nlockd({"--listen", "127.0.0.1:4045"}, host_.get());
+  NlockdProcess nlockd(NLOCKD_BINARY, {"--listen", "127.0.0.1:4045"}, host_.get());
   ASSERT_TRUE(
       nlockd.process().LoggedOrWaitFor(std::regex("except 2 mappings that other processes hold")))
       << nlockd.process().output();
@@ -150,7 +145,7 @@ TEST_F(RpcbindRegistrationTest, LeavesTheMappingOfAnotherLiveProcess) {
 }
 
 TEST_F(RpcbindRegistrationTest, RegistersWhenRpcbindComesUpLater) {
-  NlockdProcess nlockd({"--listen", "127.0.0.1:4045"}, host_.get());
+  NlockdProcess nlockd(NLOCKD_BINARY, {"--listen", "127.0.0.1:4045"}, host_.get());
   ASSERT_TRUE(nlockd.process().LoggedOrWaitFor(
       std::regex("level=warn.*not registered with rpcbind at 127.0.0.1:111: nothing answers")))
       << nlockd.process().output();
@@ -168,6 +163,7 @@ TEST_F(RpcbindRegistrationTest, RegistersWhenRpcbindComesUpLater) {
 // The warning names the rpcbind actually asked, not a default.
 TEST_F(RpcbindRegistrationTest, AFailedRegistrationNamesTheRpcbindAsked) {
   NlockdProcess nlockd(
+      NLOCKD_BINARY,
       {"--listen", "127.0.0.1:0", "--rpcbind-host", "127.0.0.2", "--rpcbind-port", "1111"},
       host_.get());
   EXPECT_TRUE(nlockd.process().LoggedOrWaitFor(

@@ -16,6 +16,7 @@
 
 #include "integration/nsm_hosts.hpp"
 #include "testutil/netns.hpp"
+#include "testutil/temp_dir.hpp"
 
 namespace nlockd::integration {
 namespace {
@@ -25,18 +26,7 @@ namespace fs = std::filesystem;
 constexpr auto kWait = std::chrono::seconds(30);
 constexpr int kClient = 1;
 
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/nlockd-handover-XXXXXX";
-    path_ = mkdtemp(pattern);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using testutil::TempDir;
 
 int32_t ReadState(const std::string& file) {
   int32_t state = 0;

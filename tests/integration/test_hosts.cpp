@@ -6,7 +6,7 @@
 #include <regex>
 #include <sstream>
 #include <stdexcept>
-#include <thread>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -18,16 +18,6 @@ using testutil::Subprocess;
 
 namespace {
 
-// rpcbind prints nothing when ready: ask it until it answers (bounded).
-bool WaitForRpcbind(const NetNamespace& host) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (RunCommand(host.WrapHost({"rpcinfo", "-p", "127.0.0.1"})).first == 0) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return false;
-}
-
 std::pair<int, std::vector<std::string>> Lines(std::pair<int, std::string> run) {
   std::vector<std::string> lines;
   std::istringstream stream(run.second);
@@ -37,7 +27,8 @@ std::pair<int, std::vector<std::string>> Lines(std::pair<int, std::string> run) 
 
 }  // namespace
 
-TestHosts::TestHosts(const std::string& prefix, int subnet, int clients) : subnet_(subnet) {
+TestHosts::TestHosts(std::string nlockd_binary, const std::string& prefix, int subnet, int clients)
+    : nlockd_binary_(std::move(nlockd_binary)), subnet_(subnet) {
   NetNamespace::RemoveStale();
   server_ = std::make_unique<NetNamespace>(prefix + "srv");
   for (int n = 1; n <= clients; ++n) {
@@ -49,9 +40,9 @@ TestHosts::TestHosts(const std::string& prefix, int subnet, int clients) : subne
   for (const auto& client : clients_) {
     processes_.push_back(std::make_unique<Subprocess>(client->WrapHost({"rpcbind", "-f"})));
   }
-  if (!WaitForRpcbind(*server_)) throw std::runtime_error("the server's rpcbind did not start");
+  if (!server_->WaitForRpcbind()) throw std::runtime_error("the server's rpcbind did not start");
   for (const auto& client : clients_) {
-    if (!WaitForRpcbind(*client)) throw std::runtime_error("a client's rpcbind did not start");
+    if (!client->WaitForRpcbind()) throw std::runtime_error("a client's rpcbind did not start");
   }
 }
 
@@ -63,7 +54,7 @@ TestHosts::~TestHosts() {
 bool TestHosts::StartNlockd(const std::vector<std::string>& extra_args) {
   std::vector<std::string> args{"--listen", "0.0.0.0:4045", "--grace", "0"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
-  nlockd_ = std::make_unique<NlockdProcess>(args, server_.get());
+  nlockd_ = std::make_unique<NlockdProcess>(nlockd_binary_, args, server_.get());
   if (nlockd_->port() == 0) return false;
   const bool registered =
       nlockd_->process().LoggedOrWaitFor(std::regex("registered \\d+ programs with rpcbind"));

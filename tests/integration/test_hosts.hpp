@@ -23,8 +23,8 @@ namespace nlockd::integration {
 class TestHosts {
  public:
   // Creates the namespaces "<prefix>srv" and "<prefix>cl<n>", the links and the rpcbinds;
-  // throws when a step fails.
-  TestHosts(const std::string& prefix, int subnet, int clients);
+  // throws when a step fails. StartNlockd runs `nlockd_binary` (the test's NLOCKD_BINARY).
+  TestHosts(std::string nlockd_binary, const std::string& prefix, int subnet, int clients);
   ~TestHosts();
   TestHosts(const TestHosts&) = delete;
   TestHosts& operator=(const TestHosts&) = delete;
@@ -58,6 +58,7 @@ class TestHosts {
     return *clients_.at(static_cast<size_t>(client - 1));
   }
 
+  std::string nlockd_binary_;
   int subnet_;
   // Declaration order is teardown order reversed: processes go before their namespaces.
   std::unique_ptr<testutil::NetNamespace> server_;

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <optional>
 #include <stdexcept>
+#include <thread>
 
 #include <signal.h>
 #include <sys/stat.h>
@@ -70,21 +71,17 @@ NetNamespace::~NetNamespace() {
   if (!run_dir_.empty()) std::filesystem::remove_all(run_dir_, ignored);
 }
 
-std::vector<std::string> NetNamespace::Wrap(const std::vector<std::string>& argv) const {
-  std::vector<std::string> out{"ip",
-                               "netns",
-                               "exec",
-                               name_,
-                               "unshare",
-                               "--mount",
-                               "--propagation",
-                               "private",
-                               "sh",
-                               "-c",
-                               "mount -t tmpfs tmpfs /run && exec \"$@\"",
-                               "sh"};
+std::vector<std::string> NetNamespace::Unshared(const std::string& script, const std::string& arg0,
+                                                const std::vector<std::string>& argv) const {
+  std::vector<std::string> out{"ip",      "netns",   "exec",          name_,
+                               "unshare", "--mount", "--propagation", "private",
+                               "sh",      "-c",      script,          arg0};
   out.insert(out.end(), argv.begin(), argv.end());
   return out;
+}
+
+std::vector<std::string> NetNamespace::Wrap(const std::vector<std::string>& argv) const {
+  return Unshared("mount -t tmpfs tmpfs /run && exec \"$@\"", "sh", argv);
 }
 
 void NetNamespace::RemoveStale() {
@@ -118,20 +115,17 @@ void NetNamespace::RemoveStale() {
 }
 
 std::vector<std::string> NetNamespace::WrapHost(const std::vector<std::string>& argv) const {
-  std::vector<std::string> out{"ip",
-                               "netns",
-                               "exec",
-                               name_,
-                               "unshare",
-                               "--mount",
-                               "--propagation",
-                               "private",
-                               "sh",
-                               "-c",
-                               "mount --bind \"$0\" /run && exec \"$@\"",
-                               run_dir_};
-  out.insert(out.end(), argv.begin(), argv.end());
-  return out;
+  return Unshared("mount --bind \"$0\" /run && exec \"$@\"", run_dir_, argv);
+}
+
+bool NetNamespace::WaitForRpcbind(std::chrono::milliseconds timeout) const {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // A private /run: rpcinfo reaches rpcbind over the loopback, as a client would.
+  while (RunCommand(Wrap({"rpcinfo", "-p", "127.0.0.1"})).first != 0) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
 }
 
 void NetNamespace::LinkTo(NetNamespace& peer, const std::string& address,

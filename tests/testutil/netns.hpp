@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,10 @@ class NetNamespace {
   // seen by this host's RPC servers and by no other host), removed with the namespace.
   std::vector<std::string> WrapHost(const std::vector<std::string>& argv) const;
 
+  // Asks the rpcbind listening on this namespace's loopback until it answers (it prints nothing
+  // when ready); false if it has not within `timeout`.
+  bool WaitForRpcbind(std::chrono::milliseconds timeout = std::chrono::seconds(10)) const;
+
   // Joins this namespace and `peer` by a veth pair, `address` here and `peer_address` there
   // (CIDR, e.g. "10.199.1.1/24"), both ends up. The pair is created inside the namespaces and
   // goes away with them; nothing is added to the namespace the test runs in.
@@ -40,6 +45,11 @@ class NetNamespace {
   static void RemoveStale();
 
  private:
+  // argv that runs `argv` inside the namespace in a mount namespace of its own, where `script`
+  // (sh -c, with `arg0` as $0) prepares /run and then execs "$@".
+  std::vector<std::string> Unshared(const std::string& script, const std::string& arg0,
+                                    const std::vector<std::string>& argv) const;
+
   std::string name_;
   std::string run_dir_;  // This host's /run for WrapHost().
   int links_ = 0;

@@ -26,6 +26,7 @@
 #include "nlockd_build_info.hpp"
 #include "testutil/notify_socket.hpp"
 #include "testutil/subprocess.hpp"
+#include "testutil/temp_dir.hpp"
 
 namespace {
 
@@ -33,24 +34,17 @@ using nlockd::testutil::RunCommand;
 using nlockd::testutil::Subprocess;
 using std::chrono::seconds;
 
-// A scratch directory removed at the end of the test.
-class TempDir {
+// A test's scratch directory: the files it writes for the daemon to read.
+class ScratchDir : public nlockd::testutil::TempDir {
  public:
-  TempDir() {
-    char path[] = "/tmp/nlockd-daemon-test-XXXXXX";
-    path_ = mkdtemp(path);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
+  ScratchDir() : nlockd::testutil::TempDir("daemon-test") {}
+  // Writes `text` to the file `name` with `mode`; returns its path.
   std::string File(const std::string& name, const std::string& text, mode_t mode = 0600) const {
-    std::string path = path_ + "/" + name;
-    std::ofstream(path) << text;
-    chmod(path.c_str(), mode);
-    return path;
+    std::string file = path() + "/" + name;
+    std::ofstream(file) << text;
+    chmod(file.c_str(), mode);
+    return file;
   }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
 };
 
 std::vector<std::string> Daemon(std::vector<std::string> args) {
@@ -95,7 +89,7 @@ TEST(NlockdDaemon, BadFlagValuesAreRefusedBeforeStarting) {
 }
 
 TEST(NlockdDaemon, CheckConfigPrintsTheEffectiveConfigurationRedacted) {
-  TempDir dir;
+  ScratchDir dir;
   std::string config = dir.File("nlockd.toml",
                                 "store = \"postgresql://nlockd:hunter2@db.example/nlockd\"\n"
                                 "[admin]\ntoken = \"t0ps3cret\"\n[rpc]\nidle_timeout = 30\n");
@@ -127,7 +121,7 @@ TEST(NlockdDaemon, CheckConfigPrintsTheEffectiveConfigurationRedacted) {
 
 // nfs.conf lies beneath nlockd.toml and the flags, and --check-config says what it decided.
 TEST(NlockdDaemon, NfsConfValuesApplyBeneathTheConfigFileAndTheFlags) {
-  TempDir dir;
+  ScratchDir dir;
   std::string nfs_conf = dir.File("nfs.conf",
                                   "[statd]\n"
                                   "port = 662\n"
@@ -180,7 +174,7 @@ TEST(NlockdDaemon, StorePasswordIsNotLogged) {
 }
 
 TEST(NlockdDaemon, TokenFileReadableByOthersIsRefused) {
-  TempDir dir;
+  ScratchDir dir;
   std::string token = dir.File("token", "s3cret\n", 0644);
   auto [status, output] = RunCommand(Daemon({"--admin-token-file", token}));
   EXPECT_EQ(status, 78);
@@ -188,7 +182,7 @@ TEST(NlockdDaemon, TokenFileReadableByOthersIsRefused) {
 }
 
 TEST(NlockdDaemon, TellsSystemdReadyStatusWatchdogAndStopping) {
-  TempDir dir;
+  ScratchDir dir;
   std::string socket_path = dir.path() + "/notify";
   nlockd::testutil::NotifySocket notify(socket_path);
   std::vector<std::string> argv{"/usr/bin/env", "NOTIFY_SOCKET=" + socket_path,
@@ -211,7 +205,7 @@ TEST(NlockdDaemon, TellsSystemdReadyStatusWatchdogAndStopping) {
 }
 
 TEST(NlockdDaemon, SighupReloadsLogLevelAndTokenAndNamesKeysNeedingARestart) {
-  TempDir dir;
+  ScratchDir dir;
   std::string token = dir.File("token", "first-token\n");
   std::string config_text =
       "log_level = \"info\"\ngrace = 0\n[admin]\ntoken_file = \"" + token + "\"\n";
@@ -305,7 +299,7 @@ uint16_t FreePort() {
 // start, which must stop before listening. (Settings only: a port another process holds or an
 // unreachable database fail the start alone, with status 1.)
 TEST(NlockdDaemon, CheckConfigRefusesWhatAStartRefuses) {
-  TempDir dir;
+  ScratchDir dir;
   std::string open_token = dir.File("open-token", "t0ken\n", 0644);
   std::string open_password = dir.File("open-password", "pw\n", 0640);
   std::string bad_config = dir.File("bad.toml", "grace = 1\nbogus = 2\n");
@@ -402,7 +396,7 @@ TEST(NlockdDaemon, CheckConfigRefusesWhatAStartRefuses) {
 // A reload applies the token at once but the address only at a restart: a file that moves the
 // admin server to loopback and drops the token must not leave a public one without a token.
 TEST(NlockdDaemon, SighupKeepsTheTokenOfAPublicAdminServer) {
-  TempDir dir;
+  ScratchDir dir;
   std::string token = dir.File("token", "s3cret\n");
   std::string config = dir.File(
       "nlockd.toml", "admin_listen = \"0.0.0.0:0\"\n[admin]\ntoken_file = \"" + token + "\"\n");
@@ -430,7 +424,7 @@ TEST(NlockdDaemon, SighupKeepsTheTokenOfAPublicAdminServer) {
 }
 
 TEST(NlockdDaemon, FlagsOverrideTheEnvironmentWhichOverridesTheFile) {
-  TempDir dir;
+  ScratchDir dir;
   std::string config = dir.File("nlockd.toml", "grace = 11\ngrace_floor = 12\nname = \"file\"\n");
   auto [status, output] =
       RunCommand({"/usr/bin/env", "NLOCKD_GRACE=21", "NLOCKD_GRACE_FLOOR=22",
@@ -449,7 +443,7 @@ TEST(NlockdDaemon, FlagsOverrideTheEnvironmentWhichOverridesTheFile) {
 }
 
 TEST(NlockdDaemon, PidFileHoldsThePidRefusesASecondDaemonAndGoesAtExit) {
-  TempDir dir;
+  ScratchDir dir;
   const std::string pid_file = dir.path() + "/nlockd.pid";
   Subprocess first(Daemon({"--pid-file", pid_file}));
   ASSERT_TRUE(first.WaitForLine(std::regex("nlockd listening"), seconds(20))) << first.output();
@@ -469,7 +463,7 @@ TEST(NlockdDaemon, PidFileHoldsThePidRefusesASecondDaemonAndGoesAtExit) {
 }
 
 TEST(NlockdDaemon, LogFileIsReopenedOnSigusr1) {
-  TempDir dir;
+  ScratchDir dir;
   const std::string log = dir.path() + "/nlockd.log";
   Subprocess daemon(Daemon({"--log-file", log}));
   auto read = [](const std::string& path) {

@@ -12,6 +12,7 @@
 
 #include "store/memory/memory_store.hpp"
 #include "store/testing/store_test_util.hpp"
+#include "testutil/temp_dir.hpp"
 
 namespace nlockd::store {
 namespace {
@@ -113,8 +114,8 @@ TEST(LockLog, ADamagedRecordEndsTheLog) {
 }
 
 TEST(LockLog, ASegmentHoldsWhatWasAppended) {
-  testutil::TempDir dir;
-  const std::string path = (dir.path() / "log.0").string();
+  nlockd::testutil::TempDir dir("lock-log");
+  const std::string path = dir.path() + "/log.0";
   std::string expected;
   {
     LogSegment segment(path);
@@ -130,8 +131,8 @@ TEST(LockLog, ASegmentHoldsWhatWasAppended) {
 }
 
 TEST(LockLog, AMappedSegmentHoldsEveryRecordWhileOpenAndOnlyThemOnceClosed) {
-  testutil::TempDir dir;
-  const std::string path = (dir.path() / "log.0").string();
+  nlockd::testutil::TempDir dir("lock-log");
+  const std::string path = dir.path() + "/log.0";
   std::string expected;
   {
     LogSegment segment(path, 1U << 20);
@@ -155,8 +156,8 @@ TEST(LockLog, AMappedSegmentHoldsEveryRecordWhileOpenAndOnlyThemOnceClosed) {
 }
 
 TEST(LockLog, RecordsPastAMappedSegmentsCapacityAreWrittenAfterIt) {
-  testutil::TempDir dir;
-  const std::string path = (dir.path() / "log.0").string();
+  nlockd::testutil::TempDir dir("lock-log");
+  const std::string path = dir.path() + "/log.0";
   std::string expected;
   const size_t first = EncodeLogRecord(SampleOps()[0]).size();
   {

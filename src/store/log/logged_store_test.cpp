@@ -14,6 +14,7 @@
 #include "store/sqlite/sqlite_store.hpp"
 #include "store/testing/conformance.hpp"
 #include "store/testing/crash_test_util.hpp"
+#include "testutil/temp_dir.hpp"
 
 namespace nlockd::store {
 
@@ -30,8 +31,8 @@ INSTANTIATE_TEST_SUITE_P(LoggedSqlite, PersistentStore,
 
 namespace {
 
+using nlockd::testutil::TempDir;
 using testutil::Sync;
-using testutil::TempDir;
 
 LockRecord Lock(uint64_t offset) { return LockRecord{"fh", "client", 1, "oh", true, offset, 1}; }
 
@@ -56,8 +57,8 @@ class LoggedStoreTest : public ::testing::Test {
     return offsets;
   }
 
-  TempDir dir_;
-  std::string path_ = (dir_.path() / "nlockd.db").string();
+  TempDir dir_{"logged-store"};
+  std::string path_ = dir_.path() + "/nlockd.db";
 };
 
 TEST_F(LoggedStoreTest, ALockWriteIsAcknowledgedBeforeItReturns) {

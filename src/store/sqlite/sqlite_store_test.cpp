@@ -19,6 +19,7 @@
 #include "store/open_store.hpp"
 #include "store/testing/conformance.hpp"
 #include "store/testing/crash_test_util.hpp"
+#include "testutil/temp_dir.hpp"
 
 namespace nlockd::store {
 
@@ -33,11 +34,11 @@ INSTANTIATE_TEST_SUITE_P(Sqlite, PersistentStore,
 
 namespace {
 
+using nlockd::testutil::TempDir;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using testutil::MakeRegistration;
 using testutil::Sync;
-using testutil::TempDir;
 
 // Runs sql on the database file directly, as an operator (or a bug) might.
 void RawExec(const std::string& path, const std::string& sql) {
@@ -64,12 +65,12 @@ Error OpenError(const std::string& path, StoreOptions options = {}) {
 
 class SqliteStoreTest : public ::testing::Test {
  protected:
-  TempDir dir_;
-  std::string path_ = (dir_.path() / "nlockd.db").string();
+  TempDir dir_{"sqlite-store"};
+  std::string path_ = dir_.path() + "/nlockd.db";
 };
 
 TEST_F(SqliteStoreTest, CreatesParentDirectories) {
-  const std::string path = (dir_.path() / "a" / "b" / "nlockd.db").string();
+  const std::string path = dir_.path() + "/a/b/nlockd.db";
   SqliteStore store(path, StoreOptions{});
   EXPECT_TRUE(std::filesystem::exists(path));
 }
@@ -136,7 +137,9 @@ TEST_F(SqliteStoreTest, RefusesADatabaseWithDamagedPagesWhenAlwaysChecking) {
 }
 
 TEST_F(SqliteStoreTest, RefusesAPathItCannotOpen) {
-  const std::string path = dir_.path().string();  // a directory
+  // A directory, inside the test's own so that the lock file beside it goes with it.
+  const std::string path = dir_.path() + "/a-directory";
+  std::filesystem::create_directory(path);
   const Error e = OpenError(path);
   EXPECT_EQ(e.kind(), ErrorKind::kFailed);
   EXPECT_THAT(e.what(), HasSubstr(path));

@@ -17,6 +17,7 @@
 #include "store/memory/memory_store.hpp"
 #include "store/postgres/pg_store.hpp"
 #include "store/sqlite/sqlite_store.hpp"
+#include "testutil/temp_dir.hpp"
 
 namespace nlockd::store::testutil {
 
@@ -31,17 +32,6 @@ void Sync(const std::function<void(Done)>& start) {
     }
   });
   result.get();
-}
-
-TempDir::TempDir() {
-  std::string pattern = (std::filesystem::temp_directory_path() / "nlockd-store.XXXXXX").string();
-  NLOCKD_ASSERT(mkdtemp(pattern.data()) != nullptr, "mkdtemp failed");
-  path_ = pattern;
-}
-
-TempDir::~TempDir() {
-  std::error_code ignored;
-  std::filesystem::remove_all(path_, ignored);
 }
 
 std::optional<std::string> PgTestUri() {
@@ -108,8 +98,8 @@ class SqliteBackend final : public TestBackend {
   std::string uri() const override { return "sqlite:" + path(); }
 
  private:
-  std::string path() const { return (dir_.path() / "var" / "nlockd.db").string(); }
-  TempDir dir_;
+  std::string path() const { return dir_.path() + "/var/nlockd.db"; }
+  nlockd::testutil::TempDir dir_{"store"};
 };
 
 // SQLite behind the lock log, as OpenStore("sqlite:...") builds it.
@@ -124,8 +114,8 @@ class LoggedSqliteBackend final : public TestBackend {
   std::string uri() const override { return "sqlite:" + path(); }
 
  private:
-  std::string path() const { return (dir_.path() / "var" / "nlockd.db").string(); }
-  TempDir dir_;
+  std::string path() const { return dir_.path() + "/var/nlockd.db"; }
+  nlockd::testutil::TempDir dir_{"store"};
 };
 
 class PgBackend final : public TestBackend {

@@ -4,7 +4,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -20,19 +19,6 @@ namespace nlockd::store::testutil {
 
 // Starts a write with its Done and blocks until it has run; rethrows its failure.
 void Sync(const std::function<void(Done)>& start);
-
-// A fresh directory under the system temp dir, removed with everything in it at destruction.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
 
 // A wall clock for StoreOptions::wall_clock that tests move by hand. Thread-safe.
 class FakeWallClock {
