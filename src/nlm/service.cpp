@@ -350,10 +350,11 @@ asio::awaitable<nlm4_res> NlmService::Lock(const rpc::CallContext& context, nlm4
 }
 
 asio::awaitable<nlm4_res> NlmService::MonitorThenLock(LockChange change, int32_t state) {
-  if (!co_await EnsureMonitored(*change.context, change.request.owner.host.value(),
-                                change.request.host_label, state)) {
-    co_return nlm4_res{std::move(change.cookie), NLM4_DENIED_NOLOCKS};
-  }
+  // The awaited value is named before it is tested: with the co_await in the if's condition,
+  // GCC 12's build trapped (SIGILL) when the coroutine resumed.
+  const bool monitored = co_await EnsureMonitored(
+      *change.context, change.request.owner.host.value(), change.request.host_label, state);
+  if (!monitored) co_return nlm4_res{std::move(change.cookie), NLM4_DENIED_NOLOCKS};
   co_return co_await ChangeOwnerState(std::move(change));
 }
 

@@ -172,8 +172,10 @@ TEST_F(CallerNameKeyTest, ANameInAnotherCaseIsTheSameHost) {
   // The lock table keys the host by its name folded as SameHostName matches names: the same
   // client sending "Client-A" and then "client-a" is one host, its own locks do not conflict.
   const auto a = From("192.0.2.1");
-  ASSERT_EQ(Lock(a, LockUnder(3, "Client-A", 1, 0)).stat, NLM4_GRANTED);
-  ASSERT_EQ(Lock(a, LockUnder(3, "client-a", 1, 5)).stat, NLM4_GRANTED);
+  nlm4_lockargs first = LockUnder(3, "Client-A", 1, 0), second = LockUnder(3, "client-a", 1, 5);
+  first.alock.oh = second.alock.oh = "1@client-a";  // One process of the client: one handle.
+  ASSERT_EQ(Lock(a, first).stat, NLM4_GRANTED);
+  ASSERT_EQ(Lock(a, second).stat, NLM4_GRANTED);
   EXPECT_EQ(OwnerLocks(locks_, "client-a@192.0.2.1"), "X [0,14]");
   EXPECT_EQ(locks_.hosts().size(), 1u);
   EXPECT_EQ(monitor_.requests.size(), 1u) << "monitored once";
