@@ -207,6 +207,17 @@ TEST(LockService, ServesNlmNullOnSocketsTheHostBound) {
   service.Shutdown();
 }
 
+TEST(LockService, ReleaseHostFindsTheHostWhateverTheCaseOfItsName) {
+  LockService service(MemoryOptions());
+  service.Start();
+  ASSERT_EQ(LockFor(service, "Client-A.example").result, LockResult::kGranted);
+  std::promise<size_t> released;
+  service.ReleaseHost("CLIENT-a.EXAMPLE", [&released](size_t locks) { released.set_value(locks); });
+  EXPECT_EQ(released.get_future().get(), 1u);
+  EXPECT_EQ(LockFor(service, "someone-else").result, LockResult::kGranted) << "the lock is gone";
+  service.Shutdown();
+}
+
 TEST(LockService, TwoServicesInOneProcessKeepTheirOwnLocks) {
   LockService a(MemoryOptions());
   LockService b(MemoryOptions());

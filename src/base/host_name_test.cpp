@@ -3,6 +3,7 @@
 
 #include <clocale>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -17,6 +18,17 @@ TEST(HostName, CaseOfAsciiLettersDoesNotMatter) {
   EXPECT_FALSE(SameHostName("client", "client-a"));
   EXPECT_TRUE(SameHostName("192.0.2.1", "192.0.2.1"));
   EXPECT_FALSE(SameHostName("192.0.2.1", "192.0.2.10"));
+}
+
+TEST(HostName, FoldedNamesAreEqualExactlyWhenTheNamesMatch) {
+  const std::vector<std::string> names = {"client-a", "Client-A", "CLIENT-A", "client-b",
+                                          "client",   "",         "FE80::1",  "fe80::1",
+                                          "h\xC9st",  "h\xE9st",  "@",        "`"};
+  for (const std::string& a : names) {
+    for (const std::string& b : names) {
+      EXPECT_EQ(SameHostName(a, b), FoldHostName(a) == FoldHostName(b)) << a << " vs " << b;
+    }
+  }
 }
 
 TEST(HostName, BytesOutsideAsciiAreComparedAsTheyAreWhateverTheLocale) {

@@ -95,6 +95,13 @@ void LockManager::AddLockCounts(OwnerId owner, const TableDelta& delta) {
   awaiting_locks_ = static_cast<size_t>(static_cast<int64_t>(awaiting_locks_) + delta.awaiting);
 }
 
+void LockManager::AddShareCounts(OwnerId owner, const ShareTable::Delta& delta) {
+  HostInfo& info = *HostOf(owner).info;
+  info.shares = static_cast<uint64_t>(static_cast<int64_t>(info.shares) + delta.entries);
+  shares_ = static_cast<size_t>(static_cast<int64_t>(shares_) + delta.entries);
+  awaiting_shares_ = static_cast<size_t>(static_cast<int64_t>(awaiting_shares_) + delta.awaiting);
+}
+
 void LockManager::ReleaseFileIfEmpty(FileState& file) {
   if (file.idle || !file.Empty()) return;
   file.idle = true;
@@ -110,6 +117,17 @@ HostInfo* LockManager::TouchHost(const LockOwner& owner, std::optional<OwnerId> 
   HostInfo* info = id ? HostOf(*id).info : hosts_.Find(owner.host);
   if (info != nullptr) hosts_.Touch(*info);
   return info;
+}
+
+std::optional<LockManager::RangeCall> LockManager::OpenRangeCall(const FileKey& file_key,
+                                                                 const LockOwner& lock_owner,
+                                                                 uint64_t offset, uint64_t length,
+                                                                 Grants& grants) {
+  CheckGrace(grants);
+  const std::optional<ByteRange> range = ByteRange::FromOffsetLength(offset, length);
+  if (!range) return std::nullopt;
+  const std::optional<OwnerId> owner = FindOwner(lock_owner);
+  return RangeCall{*range, FindFile(file_key), owner, TouchHost(lock_owner, owner)};
 }
 
 void LockManager::NoteHost(HostInfo& host, std::optional<int32_t> nsm_state,
@@ -218,36 +236,33 @@ bool LockManager::ConflictsWithAwaiting(const FileState* file, std::optional<Own
 
 LockOutcome LockManager::Lock(const LockRequest& request) {
   LockOutcome out;
-  CheckGrace(out.grants);
-  const std::optional<ByteRange> range =
-      ByteRange::FromOffsetLength(request.offset, request.length);
-  if (!range) {
+  const std::optional<RangeCall> call =
+      OpenRangeCall(request.file, request.owner, request.offset, request.length, out.grants);
+  if (!call) {
     out.status = LockStatus::kInvalidRange;
     return out;
   }
-  FileState* file = FindFile(request.file);
-  const std::optional<OwnerId> owner = FindOwner(request.owner);
-  HostInfo* host = TouchHost(request.owner, owner);
+  const auto [range, file, owner, host] = *call;
 
   // A reclaim of a lock its owner still holds changes nothing and is granted even outside
   // grace: after SM_SIMU_CRASH (a restart notification without a restart) clients reclaim
   // what nlockd never lost. Any other reclaim outside grace is refused, as Linux lockd does.
   if (request.reclaim && !grace_.IsActive() && owner && file != nullptr &&
-      file->locks.Holds(*owner, *range, request.type, false)) {
+      file->locks.Holds(*owner, range, request.type, false)) {
     out.status = LockStatus::kGranted;
     return out;
   }
   if (request.reclaim
           ? !grace_.IsActive()
           : grace_.IsActive() && (grace_.mode() == GraceMode::kClassic ||
-                                  ConflictsWithAwaiting(file, owner, *range, request.type))) {
+                                  ConflictsWithAwaiting(file, owner, range, request.type))) {
     out.status = LockStatus::kDeniedGrace;
     return out;
   }
 
   const LockEntry* conflict =
       file == nullptr ? nullptr
-                      : file->locks.FindConflict(owner.value_or(NoOwner()), *range, request.type);
+                      : file->locks.FindConflict(owner.value_or(NoOwner()), range, request.type);
   const bool was_active = host != nullptr && host->HoldsState();
 
   if (conflict != nullptr) {
@@ -259,8 +274,8 @@ LockOutcome LockManager::Lock(const LockRequest& request) {
     out.status = LockStatus::kBlocked;
     // An owner that is not known yet holds nothing, so nobody waits for it: no cycle.
     if (owner) {
-      auto queued = file->waiters.Find(*owner, *range, request.type, Waiter::State::kQueued);
-      if (WouldDeadlock(*file, *owner, *range, request.type)) {
+      auto queued = file->waiters.Find(*owner, range, request.type, Waiter::State::kQueued);
+      if (WouldDeadlock(*file, *owner, range, request.type)) {
         out.status = LockStatus::kDenied;
         out.deadlock = true;
         if (queued != file->waiters.end()) {
@@ -290,7 +305,7 @@ LockOutcome LockManager::Lock(const LockRequest& request) {
     }
     const WaiterId id(next_waiter_id_++);
     auto it = file->waiters.Append(
-        Waiter{id, ref->id, *range, request.type, Waiter::State::kQueued, clock_.Now(), {}, {}});
+        Waiter{id, ref->id, range, request.type, Waiter::State::kQueued, clock_.Now(), {}, {}});
     waiter_index_.emplace(id.value(), WaiterLocation{file, it});
     wait_for_.Add(*it, file->locks);
     HostInfo& info = *HostOf(ref->id).info;
@@ -308,7 +323,7 @@ LockOutcome LockManager::Lock(const LockRequest& request) {
                         (host != nullptr && host->locks >= options_.max_locks_per_host);
   // At the limit, a lock the owner already holds (a retransmission) is still answered.
   if (at_limit &&
-      !(owner && file != nullptr && file->locks.Holds(*owner, *range, request.type, false))) {
+      !(owner && file != nullptr && file->locks.Holds(*owner, range, request.type, false))) {
     out.status = LockStatus::kNoResources;
     return out;
   }
@@ -319,14 +334,14 @@ LockOutcome LockManager::Lock(const LockRequest& request) {
     return out;
   }
   FileState& target = UseFile(file, request.file);
-  const TableDelta delta = target.locks.Lock(ref->id, *range, request.type, false);
+  const TableDelta delta = target.locks.Lock(ref->id, range, request.type, false);
   AddLockCounts(ref->id, delta);
   int64_t records = delta.entries;
   // The owner's own LOCK decides these bytes from now on, whatever its pending grants there
   // become; and the client holds the lock now whatever happened to a GRANTED callback for it.
   if (!target.waiters.empty()) {
-    SettleOwnerGrants(target, ref->id, *range);
-    if (auto settled = SettlePendingGrant(target, ref->id, *range, request.type)) {
+    SettleOwnerGrants(target, ref->id, range);
+    if (auto settled = SettlePendingGrant(target, ref->id, range, request.type)) {
       --records;
       out.waiters_removed.push_back(*settled);
     }
@@ -342,24 +357,21 @@ LockOutcome LockManager::Lock(const LockRequest& request) {
 
 TestOutcome LockManager::Test(const LockRequest& request) {
   TestOutcome out;
-  CheckGrace(out.grants);
-  const std::optional<ByteRange> range =
-      ByteRange::FromOffsetLength(request.offset, request.length);
-  if (!range) {
+  const std::optional<RangeCall> call =
+      OpenRangeCall(request.file, request.owner, request.offset, request.length, out.grants);
+  if (!call) {
     out.status = LockStatus::kInvalidRange;
     return out;
   }
-  const FileState* file = FindFile(request.file);
-  const std::optional<OwnerId> owner = FindOwner(request.owner);
-  TouchHost(request.owner, owner);
+  const auto [range, file, owner, host] = *call;
   if (grace_.IsActive() && (grace_.mode() == GraceMode::kClassic ||
-                            ConflictsWithAwaiting(file, owner, *range, request.type))) {
+                            ConflictsWithAwaiting(file, owner, range, request.type))) {
     out.status = LockStatus::kDeniedGrace;
     return out;
   }
   const LockEntry* conflict =
       file == nullptr ? nullptr
-                      : file->locks.FindConflict(owner.value_or(NoOwner()), *range, request.type);
+                      : file->locks.FindConflict(owner.value_or(NoOwner()), range, request.type);
   if (conflict != nullptr) {
     out.status = LockStatus::kDenied;
     out.holder = Holder{owners_.owner(conflict->owner), conflict->type, conflict->range};
@@ -370,15 +382,13 @@ TestOutcome LockManager::Test(const LockRequest& request) {
 UnlockOutcome LockManager::Unlock(const FileKey& file_key, const LockOwner& lock_owner,
                                   uint64_t offset, uint64_t length) {
   UnlockOutcome out;
-  CheckGrace(out.grants);
-  const std::optional<ByteRange> range = ByteRange::FromOffsetLength(offset, length);
-  if (!range) {
+  const std::optional<RangeCall> call =
+      OpenRangeCall(file_key, lock_owner, offset, length, out.grants);
+  if (!call) {
     out.status = LockStatus::kInvalidRange;
     return out;
   }
-  FileState* file = FindFile(file_key);
-  const std::optional<OwnerId> owner = FindOwner(lock_owner);
-  TouchHost(lock_owner, owner);
+  const auto [range, file, owner, host] = *call;
   if (file == nullptr || !owner) return out;
 
   // UNLOCK also cancels the owner's blocks over the range (as Linux lockd), and settles
@@ -386,7 +396,7 @@ UnlockOutcome LockManager::Unlock(const FileKey& file_key, const LockOwner& lock
   int64_t records = 0;
   for (auto it = file->waiters.begin(); it != file->waiters.end();) {
     auto next = std::next(it);
-    if (it->owner == *owner && it->range.Overlaps(*range)) {
+    if (it->owner == *owner && it->range.Overlaps(range)) {
       if (it->state == Waiter::State::kQueued) {
         ++out.waiters_cancelled;
       } else {
@@ -398,7 +408,7 @@ UnlockOutcome LockManager::Unlock(const FileKey& file_key, const LockOwner& lock
     }
     it = next;
   }
-  records += ReleaseRange(*file, *owner, *range, out.grants);
+  records += ReleaseRange(*file, *owner, range, out.grants);
   Account(*file, *owner, records);
   ReleaseFileIfEmpty(*file);
   return out;
@@ -406,19 +416,16 @@ UnlockOutcome LockManager::Unlock(const FileKey& file_key, const LockOwner& lock
 
 CancelOutcome LockManager::Cancel(const LockRequest& request) {
   CancelOutcome out;
-  CheckGrace(out.grants);
-  const std::optional<ByteRange> range =
-      ByteRange::FromOffsetLength(request.offset, request.length);
-  if (!range) {
+  const std::optional<RangeCall> call =
+      OpenRangeCall(request.file, request.owner, request.offset, request.length, out.grants);
+  if (!call) {
     out.result = CancelResult::kInvalidRange;
     return out;
   }
-  FileState* file = FindFile(request.file);
-  const std::optional<OwnerId> owner = FindOwner(request.owner);
-  TouchHost(request.owner, owner);
+  const auto [range, file, owner, host] = *call;
   if (file == nullptr || !owner) return out;
 
-  auto it = file->waiters.Find(*owner, *range, request.type, Waiter::State::kQueued);
+  auto it = file->waiters.Find(*owner, range, request.type, Waiter::State::kQueued);
   if (it != file->waiters.end()) {
     // A queued waiter holds nothing and blocks no one: removing it frees nothing.
     out.waiters_removed.push_back(it->id);
@@ -428,7 +435,7 @@ CancelOutcome LockManager::Cancel(const LockRequest& request) {
     out.result = CancelResult::kCancelled;
     return out;
   }
-  it = file->waiters.Find(*owner, *range, request.type, Waiter::State::kGranted);
+  it = file->waiters.Find(*owner, range, request.type, Waiter::State::kGranted);
   if (it == file->waiters.end()) return out;
   // CANCEL of a block that was already granted (not yet acknowledged) undoes the grant.
   out.waiters_removed.push_back(it->id);
@@ -522,11 +529,8 @@ ShareOutcome LockManager::Share(const ShareRequest& request) {
   FileState& target = UseFile(file, request.file);
   const ShareTable::Delta delta =
       target.shares.Set(ShareEntry{ref->id, request.access, request.deny, false});
-  HostInfo& info = *HostOf(ref->id).info;
-  info.shares = static_cast<uint64_t>(static_cast<int64_t>(info.shares) + delta.entries);
-  shares_ = static_cast<size_t>(static_cast<int64_t>(shares_) + delta.entries);
-  awaiting_shares_ = static_cast<size_t>(static_cast<int64_t>(awaiting_shares_) + delta.awaiting);
-  NoteHost(info, std::nullopt, request.host_label, request.host_address);
+  AddShareCounts(ref->id, delta);
+  NoteHost(*HostOf(ref->id).info, std::nullopt, request.host_label, request.host_address);
   Account(target, ref->id, delta.entries);
   out.host_added = ref->host_added;
   out.host_activated = !was_active;
@@ -542,10 +546,7 @@ UnshareOutcome LockManager::Unshare(const FileKey& file_key, const LockOwner& lo
   if (file == nullptr || !owner) return out;
   const ShareTable::Delta delta = file->shares.Remove(*owner);
   if (delta.entries == 0) return out;
-  HostInfo& info = *HostOf(*owner).info;
-  --info.shares;
-  --shares_;
-  awaiting_shares_ = static_cast<size_t>(static_cast<int64_t>(awaiting_shares_) + delta.awaiting);
+  AddShareCounts(*owner, delta);
   Account(*file, *owner, -1);
   ReleaseFileIfEmpty(*file);
   out.removed = true;

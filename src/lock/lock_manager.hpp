@@ -258,12 +258,24 @@ class LockManager {
   // owner's last use; then ReleaseFileIfEmpty(file) once, which may destroy `file`.
   void Account(FileState& file, OwnerId owner, int64_t records);
   void AddLockCounts(OwnerId owner, const TableDelta& delta);
+  void AddShareCounts(OwnerId owner, const ShareTable::Delta& delta);
   // Marks an empty file idle. Idle records are kept so that a file locked and unlocked in a loop
   // costs no allocation, up to max(kMinIdleFiles, files in use); past that all are freed (an
   // amortized O(1) sweep), which bounds what a client cycling through file handles can pin.
   void ReleaseFileIfEmpty(FileState& file);
   // Marks the owner's host as seen now; returns it (nullptr if unknown).
   HostInfo* TouchHost(const LockOwner& owner, std::optional<OwnerId> id);
+  // The opening of a call on a byte range (LOCK, TEST, UNLOCK, CANCEL): checks grace (its
+  // grants to `grants`), then finds the file, the owner and its host, and touches the host.
+  // nullopt if offset and length make no range (they overflow).
+  struct RangeCall {
+    ByteRange range;
+    FileState* file;               // nullptr: nobody holds or waits for anything on it.
+    std::optional<OwnerId> owner;  // nullopt: unknown owner.
+    HostInfo* host;                // nullptr: unknown host.
+  };
+  std::optional<RangeCall> OpenRangeCall(const FileKey& file, const LockOwner& owner,
+                                         uint64_t offset, uint64_t length, Grants& grants);
   void NoteHost(HostInfo& host, std::optional<int32_t> nsm_state, const std::string& label,
                 const std::string& address);
 

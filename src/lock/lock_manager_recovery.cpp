@@ -196,10 +196,7 @@ LoadOutcome LockManager::LoadRestored(std::span<const RestoredLock> locks,
     FileState& target = UseFile(file, share.file);
     const ShareTable::Delta delta =
         target.shares.Set(ShareEntry{ref->id, share.access, share.deny, true});
-    HostInfo& info = *HostOf(ref->id).info;
-    info.shares = static_cast<uint64_t>(static_cast<int64_t>(info.shares) + delta.entries);
-    shares_ = static_cast<size_t>(static_cast<int64_t>(shares_) + delta.entries);
-    awaiting_shares_ = static_cast<size_t>(static_cast<int64_t>(awaiting_shares_) + delta.awaiting);
+    AddShareCounts(ref->id, delta);
     Account(target, ref->id, delta.entries);
     ++out.shares;
   }

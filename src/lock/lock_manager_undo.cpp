@@ -296,10 +296,7 @@ RestoreOutcome LockManager::RestoreShare(const PriorShare& prior) {
   } else {
     delta = file->shares.Remove(*owner);
   }
-  HostInfo& info = *HostOf(*owner).info;
-  info.shares = static_cast<uint64_t>(static_cast<int64_t>(info.shares) + delta.entries);
-  shares_ = static_cast<size_t>(static_cast<int64_t>(shares_) + delta.entries);
-  awaiting_shares_ = static_cast<size_t>(static_cast<int64_t>(awaiting_shares_) + delta.awaiting);
+  AddShareCounts(*owner, delta);
   Account(*file, *owner, delta.entries);
   ReleaseFileIfEmpty(*file);
   return out;

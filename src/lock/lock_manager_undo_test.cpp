@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "lock/lock_manager.hpp"
-#include "lock/test_util.hpp"
+#include "lock/testing/test_util.hpp"
 
 namespace nlockd::lock {
 namespace {

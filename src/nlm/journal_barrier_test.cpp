@@ -11,7 +11,7 @@
 #include <asio/io_context.hpp>
 #include <gtest/gtest.h>
 
-#include "nlm/service_test_fixture.hpp"
+#include "nlm/testing/service_test_fixture.hpp"
 
 namespace nlockd::nlm {
 namespace {

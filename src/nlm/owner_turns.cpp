@@ -73,11 +73,4 @@ void OwnerTurns::Release(size_t slot) {
   next->wake.cancel();
 }
 
-asio::awaitable<OwnerTurns::Turn> OwnerTurns::TakeFor(const lock::FileKey& file,
-                                                      const lock::LockOwner& owner) {
-  const size_t slot = SlotOf(file, owner);
-  if (std::optional<Turn> turn = TryTake(slot)) co_return std::move(*turn);
-  co_return co_await Take(slot);
-}
-
 }  // namespace nlockd::nlm

@@ -60,8 +60,6 @@ class OwnerTurns {
   // Waits for the calls that hold or wait for the slot (first come, first served), then takes
   // it. Throws Error(kFailed) if the wait is cancelled.
   asio::awaitable<Turn> Take(size_t slot);
-  // The turn of `owner` on `file`: TryTake, else Take.
-  asio::awaitable<Turn> TakeFor(const lock::FileKey& file, const lock::LockOwner& owner);
 
   bool held(size_t slot) const { return busy_[slot] != 0; }
 

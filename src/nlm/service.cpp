@@ -8,6 +8,7 @@
 #include <asio/detached.hpp>
 #include <spdlog/spdlog.h>
 
+#include "base/host_name.hpp"
 #include "base/logging.hpp"
 #include "rpc/address.hpp"
 #include "rpc/use_tuple.hpp"
@@ -87,14 +88,15 @@ std::string NlmService::HostKeyFor(const rpc::CallContext& context,
                                    const std::string& caller_name) const {
   std::string peer = PeerOf(context);
   if (options_.host_key != NlmOptions::HostKey::kCallerName || caller_name.empty() ||
-      caller_name == peer) {
+      SameHostName(caller_name, peer)) {
     return peer;
   }
   // The name and the address together, as Linux lockd keys its hosts even when it monitors them
   // by name: another address sending this caller_name is another host, so it can neither
   // unlock, cancel or unshare what this one holds nor be granted a lock as this one. Addresses
-  // hold no '@', so the key names one (name, address) pair.
-  return caller_name + "@" + peer;
+  // hold no '@', so the key names one (name, address) pair. The name is folded as SameHostName
+  // matches names: "Client" and "client" from one address are one host, not two that conflict.
+  return FoldHostName(caller_name) + "@" + peer;
 }
 
 std::string NlmService::MonitorNameFor(const rpc::CallContext& context,
@@ -105,12 +107,20 @@ std::string NlmService::MonitorNameFor(const rpc::CallContext& context,
   return PeerOf(context);
 }
 
+lock::LockOwner NlmService::OwnerOf(std::string host, int32_t svid, std::string oh) {
+  return lock::LockOwner{lock::HostId(std::move(host)), svid, lock::OwnerHandle(std::move(oh))};
+}
+
+lock::LockOwner NlmService::OwnerOf(const rpc::CallContext& context, const std::string& caller_name,
+                                    int32_t svid, std::string oh) const {
+  return OwnerOf(HostKeyFor(context, caller_name), svid, std::move(oh));
+}
+
 lock::LockRequest NlmService::ToRequest(const rpc::CallContext& context, const nlm4_lock& lock,
                                         bool exclusive) const {
   lock::LockRequest request;
   request.file = lock::FileKey(lock.fh);
-  request.owner = lock::LockOwner{lock::HostId(HostKeyFor(context, lock.caller_name)), lock.svid,
-                                  lock::OwnerHandle(lock.oh)};
+  request.owner = OwnerOf(context, lock.caller_name, lock.svid, lock.oh);
   request.offset = lock.l_offset;
   request.length = lock.l_len;
   request.type = exclusive ? lock::LockType::kExclusive : lock::LockType::kShared;
@@ -122,8 +132,7 @@ lock::LockRequest NlmService::TakeLockRequest(const rpc::CallContext& context, s
                                               nlm4_lockargs& args) {
   lock::LockRequest request;
   request.file = lock::FileKey(std::move(args.alock.fh));
-  request.owner = lock::LockOwner{lock::HostId(std::move(host)), args.alock.svid,
-                                  lock::OwnerHandle(std::move(args.alock.oh))};
+  request.owner = OwnerOf(std::move(host), args.alock.svid, std::move(args.alock.oh));
   request.offset = args.alock.l_offset;
   request.length = args.alock.l_len;
   request.type = args.exclusive ? lock::LockType::kExclusive : lock::LockType::kShared;
@@ -155,6 +164,152 @@ lock::LockOutcome NlmService::ApplyLock(const rpc::CallContext& context,
   return outcome;
 }
 
+// --- The changes of an owner's state, and the one routine that runs them ----------------------
+
+namespace {
+
+// What the changes of an owner's byte-range locks share (NlmService::ChangeOwnerState): the
+// request (file, owner, range), the reply's cookie, and what the owner held over the range
+// before the change, to undo it.
+struct RangeChange {
+  using Result = nlm4_res;
+  lock::LockRequest request;
+  std::string cookie;
+  std::optional<lock::PriorLocks> prior;
+
+  const lock::FileKey& file() const { return request.file; }
+  const lock::LockOwner& owner() const { return request.owner; }
+  void Snapshot(lock::LockManager& locks) {
+    prior = locks.SnapshotLocks(request.file, request.owner, request.offset, request.length);
+  }
+  JournalEntry Entry() const {
+    return JournalEntry::Locks(request.file, request.owner, RangeOf(request));
+  }
+  Result Answer(nlm4_stats stat) { return nlm4_res{std::move(cookie), stat}; }
+};
+
+// The same for an owner's share reservation on a file.
+struct ReservationChange {
+  using Result = nlm4_shareres;
+  lock::ShareRequest request;
+  std::string cookie;
+  std::optional<lock::PriorShare> prior;
+
+  const lock::FileKey& file() const { return request.file; }
+  const lock::LockOwner& owner() const { return request.owner; }
+  void Snapshot(lock::LockManager& locks) {
+    prior = locks.SnapshotShare(request.file, request.owner);
+  }
+  JournalEntry Entry() const { return JournalEntry::Share(request.file, request.owner); }
+  Result Answer(nlm4_stats stat) { return nlm4_shareres{std::move(cookie), stat, 0}; }
+};
+
+}  // namespace
+
+// LOCK and NM_LOCK. A lock that cannot be written is not granted (fail closed, as Linux lockd
+// and NFS-Ganesha): DENIED_NOLOCKS, unless the call was a downgrade whose released part another
+// owner holds now; then the lock as granted is the state everyone saw, and it stands.
+struct NlmService::LockChange : RangeChange {
+  const rpc::CallContext* context = nullptr;
+
+  Applied Apply(NlmService& nlm) {
+    lock::LockOutcome outcome = nlm.ApplyLock(*context, request);
+    const bool granted = outcome.status == LockStatus::kGranted;
+    return Applied{ToWire(outcome), granted, granted, std::move(outcome.grants)};
+  }
+  nlm4_stats Undo(NlmService& nlm, nlm4_stats stat) {
+    return nlm.UndoUnwritten(*prior, Entry(), "lock", stat, NLM4_DENIED_NOLOCKS);
+  }
+};
+
+// UNLOCK. A release that cannot be written is undone: answering GRANTED would let a restart
+// bring the locks back with nobody to reclaim them. The answer is the one clients send their
+// UNLOCK again for (Linux retries an UNLOCK refused with DENIED_GRACE_PERIOD, having already
+// dropped the lock locally; DENIED_NOLOCKS would end its attempts and leave the lock held here
+// for good). The waiters it granted lose their grants first, so that the owner's locks can come
+// back.
+struct NlmService::UnlockChange : RangeChange {
+  Applied Apply(NlmService& nlm) {
+    lock::UnlockOutcome outcome =
+        nlm.locks_.Unlock(request.file, request.owner, request.offset, request.length);
+    nlm.ForgetWaiters(outcome.waiters_removed);
+    const bool unlocked = outcome.status == LockStatus::kGranted;
+    return Applied{ToWire(outcome.status), unlocked, unlocked, std::move(outcome.grants)};
+  }
+  nlm4_stats Undo(NlmService& nlm, nlm4_stats stat) {
+    return nlm.UndoUnwritten(*prior, Entry(), "unlock", stat, NLM4_DENIED_GRACE_PERIOD);
+  }
+};
+
+// CANCEL. Journaled only when it undid an unacknowledged grant; never undone (nothing to
+// snapshot): undoing it would give the client a lock it no longer knows about.
+struct NlmService::CancelChange : RangeChange {
+  void Snapshot(lock::LockManager& /*locks*/) {}
+  Applied Apply(NlmService& nlm) {
+    lock::CancelOutcome outcome = nlm.locks_.Cancel(request);
+    nlm.ForgetWaiters(outcome.waiters_removed);
+    // Cancelling what is not queued is not an error to the client: it was granted or gone.
+    const nlm4_stats stat =
+        outcome.result == lock::CancelResult::kInvalidRange ? NLM4_FBIG : NLM4_GRANTED;
+    return Applied{stat, outcome.result == lock::CancelResult::kGrantUndone, false,
+                   std::move(outcome.grants)};
+  }
+  static nlm4_stats Undo(NlmService& /*nlm*/, nlm4_stats stat) { return stat; }
+};
+
+// SHARE. Fail closed, as for LOCK: the owner's reservation goes back to what it was (none, or
+// the one this call replaced), unless another owner already uses what the call gave up.
+struct NlmService::ShareChange : ReservationChange {
+  Applied Apply(NlmService& nlm) {
+    lock::ShareOutcome outcome = nlm.locks_.Share(request);
+    const bool granted = outcome.status == LockStatus::kGranted;
+    return Applied{ToWire(outcome.status), granted, granted, std::move(outcome.grants)};
+  }
+  nlm4_stats Undo(NlmService& nlm, nlm4_stats stat) {
+    return nlm.UndoUnwritten(*prior, Entry(), "share", stat, NLM4_DENIED_NOLOCKS);
+  }
+};
+
+// UNSHARE: always journaled (the persisted rows follow the table even when nothing was held);
+// as for UNLOCK, a removal that cannot be written is undone and the client told to try again.
+struct NlmService::UnshareChange : ReservationChange {
+  Applied Apply(NlmService& nlm) {
+    lock::UnshareOutcome outcome = nlm.locks_.Unshare(request.file, request.owner);
+    return Applied{NLM4_GRANTED, true, outcome.removed, std::move(outcome.grants)};
+  }
+  nlm4_stats Undo(NlmService& nlm, nlm4_stats stat) {
+    return nlm.UndoUnwritten(*prior, Entry(), "unshare", stat, NLM4_DENIED_GRACE_PERIOD);
+  }
+};
+
+template <typename Change>
+asio::awaitable<typename Change::Result> NlmService::ChangeOwnerState(Change change) {
+  std::optional<OwnerTurns::Turn> turn;
+  if (journal_ != nullptr) {
+    const size_t slot = OwnerTurns::SlotOf(change.file(), change.owner());
+    turn = turns_.TryTake(slot);
+    if (!turn) turn = co_await turns_.Take(slot);
+    change.Snapshot(locks_);
+  }
+  Applied applied = change.Apply(*this);
+  // The entry is made here only when it is written, and again for an undo (rare), rather than
+  // kept for every call.
+  std::optional<JournalEntry> entry;
+  if (applied.write && journal_ != nullptr) entry = change.Entry();
+  const JournalBarrier::Ticket ticket = JoinJournal(std::move(entry), applied.grants);
+  const bool persisted = co_await AwaitJournal(ticket);
+  FinishGrants(std::move(applied.grants), persisted);
+  if (!persisted && applied.undo) applied.stat = change.Undo(*this, applied.stat);
+  co_return change.Answer(applied.stat);
+}
+
+template <typename Change>
+typename Change::Result NlmService::ChangeOwnerStateNow(Change& change) {
+  Applied applied = change.Apply(*this);
+  FinishGrants(std::move(applied.grants), true);
+  return change.Answer(applied.stat);
+}
+
 // --- Procedures -------------------------------------------------------------------------------
 
 std::optional<nlm4_testres> NlmService::TryTest(const rpc::CallContext& context,
@@ -178,58 +333,33 @@ std::optional<nlm4_res> NlmService::TryLock(const rpc::CallContext& context, nlm
   if (journal_ != nullptr) return std::nullopt;
   std::string host = HostKeyFor(context, args.alock.caller_name);
   if (monitor && !monitored_.contains(host)) return std::nullopt;
-  lock::LockRequest request = TakeLockRequest(context, std::move(host), args);
-  lock::LockOutcome outcome = ApplyLock(context, request);
-  FinishGrants(std::move(outcome.grants), true);
-  return nlm4_res{std::move(args.cookie), ToWire(outcome)};
+  LockChange change{{TakeLockRequest(context, std::move(host), args), std::move(args.cookie), {}},
+                    &context};
+  return ChangeOwnerStateNow(change);
 }
 
 asio::awaitable<nlm4_res> NlmService::Lock(const rpc::CallContext& context, nlm4_lockargs args,
                                            bool monitor) {
+  const int32_t state = args.state;
   std::string host = HostKeyFor(context, args.alock.caller_name);
-  if (monitor && !monitored_.contains(host)) {
-    bool ok = co_await EnsureMonitored(context, host, args);
-    if (!ok) co_return nlm4_res{std::move(args.cookie), NLM4_DENIED_NOLOCKS};
-  }
-  lock::LockRequest request = TakeLockRequest(context, std::move(host), args);
-  std::optional<OwnerTurns::Turn> turn;
-  if (journal_ != nullptr) {
-    const size_t slot = OwnerTurns::SlotOf(request.file, request.owner);
-    turn = turns_.TryTake(slot);
-    if (!turn) turn = co_await turns_.Take(slot);
-  }
-  // What the owner held over the range, to undo exactly this call if it cannot be written.
-  std::optional<lock::PriorLocks> prior;
-  if (journal_ != nullptr) {
-    prior = locks_.SnapshotLocks(request.file, request.owner, request.offset, request.length);
-  }
-  lock::LockOutcome outcome = ApplyLock(context, request);
-  nlm4_stats stat = ToWire(outcome);
-  const bool granted = outcome.status == LockStatus::kGranted;
-  // The entry is made again for an undo (rare) rather than copied here for every call.
-  const auto own = [&request] {
-    return JournalEntry::Locks(request.file, request.owner, RangeOf(request));
-  };
-  std::optional<JournalEntry> entry;
-  if (granted && journal_ != nullptr) entry = own();
-  const JournalBarrier::Ticket ticket = JoinJournal(std::move(entry), outcome.grants);
-  const bool persisted = co_await AwaitJournal(ticket);
-  FinishGrants(std::move(outcome.grants), persisted);
-  if (!persisted && granted && prior) {
-    // Fail closed (Linux lockd, NFS-Ganesha): a lock the store does not know is not granted.
-    // Unless the call was a downgrade whose released part another owner holds now: then the
-    // lock as granted is the state everyone saw, and it stands.
-    const bool undone = UndoUnwritten(*prior, own());
-    if (undone) stat = NLM4_DENIED_NOLOCKS;
-    spdlog::warn("nlm lock host={} caller={} not persisted; answering {}",
-                 LogValue(request.owner.host.value()), LogValue(request.host_label),
-                 undone ? "DENIED_NOLOCKS" : "GRANTED (another owner holds what it released)");
-  }
-  co_return nlm4_res{std::move(args.cookie), stat};
+  const bool monitored = !monitor || monitored_.contains(host);
+  LockChange change{{TakeLockRequest(context, std::move(host), args), std::move(args.cookie), {}},
+                    &context};
+  if (!monitored) return MonitorThenLock(std::move(change), state);
+  return ChangeOwnerState(std::move(change));
+}
+
+asio::awaitable<nlm4_res> NlmService::MonitorThenLock(LockChange change, int32_t state) {
+  // The awaited value is named before it is tested: with the co_await in the if's condition,
+  // GCC 12's build trapped (SIGILL) when the coroutine resumed.
+  const bool monitored = co_await EnsureMonitored(
+      *change.context, change.request.owner.host.value(), change.request.host_label, state);
+  if (!monitored) co_return nlm4_res{std::move(change.cookie), NLM4_DENIED_NOLOCKS};
+  co_return co_await ChangeOwnerState(std::move(change));
 }
 
 asio::awaitable<bool> NlmService::EnsureMonitored(const rpc::CallContext& context, std::string host,
-                                                  nlm4_lockargs args) {
+                                                  std::string caller_name, int32_t state) {
   auto in_flight = monitoring_.find(host);
   if (in_flight != monitoring_.end()) {
     // Another first lock of this host is monitoring it: one durable write per host.
@@ -240,8 +370,8 @@ asio::awaitable<bool> NlmService::EnsureMonitored(const rpc::CallContext& contex
   auto done =
       std::make_shared<asio::steady_timer>(executor_, asio::steady_timer::time_point::max());
   monitoring_.emplace(host, done);
-  MonitorRequest request{MonitorNameFor(context, args.alock.caller_name), args.alock.caller_name,
-                         context.peer_address, args.state};
+  MonitorRequest request{MonitorNameFor(context, caller_name), caller_name, context.peer_address,
+                         state};
   bool ok = false;
   try {
     ok = co_await monitor_.Monitor(std::move(request));
@@ -263,93 +393,40 @@ asio::awaitable<bool> NlmService::EnsureMonitored(const rpc::CallContext& contex
     ++stats_.monitor_failures;
     callback_log_.Log(spdlog::level::warn,
                       "nlm monitoring host={} caller={} failed; answering DENIED_NOLOCKS",
-                      LogValue(host), LogValue(args.alock.caller_name));
+                      LogValue(host), LogValue(caller_name));
   }
   done->cancel();
   co_return ok;
 }
 
+NlmService::UnlockChange NlmService::TakeUnlock(const rpc::CallContext& context,
+                                                nlm4_unlockargs& args) const {
+  UnlockChange change;
+  change.request.file = lock::FileKey(std::move(args.alock.fh));
+  change.request.owner =
+      OwnerOf(context, args.alock.caller_name, args.alock.svid, std::move(args.alock.oh));
+  change.request.offset = args.alock.l_offset;
+  change.request.length = args.alock.l_len;
+  change.cookie = std::move(args.cookie);
+  return change;
+}
+
 asio::awaitable<nlm4_res> NlmService::Cancel(const rpc::CallContext& context, nlm4_cancargs args) {
-  lock::LockRequest request = ToRequest(context, args.alock, args.exclusive);
-  request.block = args.block;
-  const std::optional<OwnerTurns::Turn> turn = co_await OwnerTurn(request.file, request.owner);
-  lock::CancelOutcome outcome = locks_.Cancel(request);
-  ForgetWaiters(outcome.waiters_removed);
-  std::vector<JournalEntry> own;
-  if (outcome.result == lock::CancelResult::kGrantUndone) {
-    own.push_back(JournalEntry::Locks(request.file, request.owner, RangeOf(request)));
-  }
-  co_await JournalCall(std::move(own), std::move(outcome.grants));
-  // Cancelling what is not queued is not an error to the client: it was granted or gone.
-  nlm4_stats stat = outcome.result == lock::CancelResult::kInvalidRange ? NLM4_FBIG : NLM4_GRANTED;
-  co_return nlm4_res{std::move(args.cookie), stat};
-}
-
-NlmService::Unlocked NlmService::TakeUnlock(const rpc::CallContext& context,
-                                            nlm4_unlockargs& args) const {
-  return Unlocked{lock::FileKey(std::move(args.alock.fh)),
-                  lock::LockOwner{lock::HostId(HostKeyFor(context, args.alock.caller_name)),
-                                  args.alock.svid, lock::OwnerHandle(std::move(args.alock.oh))},
-                  {}};
-}
-
-void NlmService::ApplyUnlock(Unlocked& unlocked, const nlm4_unlockargs& args) {
-  unlocked.outcome =
-      locks_.Unlock(unlocked.file, unlocked.owner, args.alock.l_offset, args.alock.l_len);
-  ForgetWaiters(unlocked.outcome.waiters_removed);
+  CancelChange change{{ToRequest(context, args.alock, args.exclusive), std::move(args.cookie), {}}};
+  change.request.block = args.block;
+  return ChangeOwnerState(std::move(change));
 }
 
 std::optional<nlm4_res> NlmService::TryUnlock(const rpc::CallContext& context,
                                               nlm4_unlockargs& args) {
   if (journal_ != nullptr) return std::nullopt;
-  Unlocked unlocked = TakeUnlock(context, args);
-  ApplyUnlock(unlocked, args);
-  FinishGrants(std::move(unlocked.outcome.grants), true);
-  return nlm4_res{std::move(args.cookie), ToWire(unlocked.outcome.status)};
+  UnlockChange change = TakeUnlock(context, args);
+  return ChangeOwnerStateNow(change);
 }
 
 asio::awaitable<nlm4_res> NlmService::Unlock(const rpc::CallContext& context,
                                              nlm4_unlockargs args) {
-  Unlocked unlocked = TakeUnlock(context, args);
-  std::optional<OwnerTurns::Turn> turn;
-  if (journal_ != nullptr) {
-    const size_t slot = OwnerTurns::SlotOf(unlocked.file, unlocked.owner);
-    turn = turns_.TryTake(slot);
-    if (!turn) turn = co_await turns_.Take(slot);
-  }
-  std::optional<lock::PriorLocks> prior;
-  if (journal_ != nullptr) {
-    prior =
-        locks_.SnapshotLocks(unlocked.file, unlocked.owner, args.alock.l_offset, args.alock.l_len);
-  }
-  ApplyUnlock(unlocked, args);
-  nlm4_stats stat = ToWire(unlocked.outcome.status);
-  const bool unlocked_ok = unlocked.outcome.status == LockStatus::kGranted;
-  const auto own = [&unlocked, &args] {
-    return JournalEntry::Locks(
-        unlocked.file, unlocked.owner,
-        lock::ByteRange::FromOffsetLength(args.alock.l_offset, args.alock.l_len));
-  };
-  // The waiters it granted lose their grants first if it is not written, so that the owner's
-  // locks can come back.
-  std::optional<JournalEntry> entry;
-  if (unlocked_ok && journal_ != nullptr) entry = own();
-  const JournalBarrier::Ticket ticket = JoinJournal(std::move(entry), unlocked.outcome.grants);
-  const bool persisted = co_await AwaitJournal(ticket);
-  FinishGrants(std::move(unlocked.outcome.grants), persisted);
-  if (!persisted && prior) {
-    // The store still holds the locks: answering GRANTED would let a restart bring them back
-    // with nobody to reclaim them. The owner keeps them, and the answer is the one clients
-    // send their UNLOCK again for (Linux retries an UNLOCK refused with DENIED_GRACE_PERIOD,
-    // having already dropped the lock locally; DENIED_NOLOCKS would end its attempts and leave
-    // the lock held here for good).
-    const bool undone = UndoUnwritten(*prior, own());
-    if (undone) stat = NLM4_DENIED_GRACE_PERIOD;
-    spdlog::warn(
-        "nlm unlock host={} not persisted; answering {}", LogValue(unlocked.owner.host.value()),
-        undone ? "DENIED_GRACE_PERIOD (try again)" : "GRANTED (another owner holds the range now)");
-  }
-  co_return nlm4_res{std::move(args.cookie), stat};
+  return ChangeOwnerState(TakeUnlock(context, args));
 }
 
 nlm4_res NlmService::Granted(const nlm4_testargs& args) {
@@ -359,61 +436,25 @@ nlm4_res NlmService::Granted(const nlm4_testargs& args) {
 
 asio::awaitable<nlm4_shareres> NlmService::Share(const rpc::CallContext& context,
                                                  nlm4_shareargs args) {
-  std::string host = HostKeyFor(context, args.share.caller_name);
-  lock::ShareRequest request;
-  request.file = lock::FileKey(args.share.fh);
-  request.owner = lock::LockOwner{lock::HostId(host), 0, lock::OwnerHandle(args.share.oh)};
-  request.access = ToAccess(args.share.access);
-  request.deny = ToDeny(args.share.mode);
-  request.reclaim = args.reclaim;
-  request.host_label = args.share.caller_name;
-  request.host_address = PeerOf(context);
-  const std::optional<OwnerTurns::Turn> turn = co_await OwnerTurn(request.file, request.owner);
-  std::optional<lock::PriorShare> prior;
-  if (journal_ != nullptr) prior = locks_.SnapshotShare(request.file, request.owner);
-  lock::ShareOutcome outcome = locks_.Share(request);
-  nlm4_stats stat = ToWire(outcome.status);
-  const bool granted = outcome.status == LockStatus::kGranted;
-  const JournalEntry own = JournalEntry::Share(request.file, request.owner);
-  std::optional<JournalEntry> entry;
-  if (granted) entry = own;
-  const JournalBarrier::Ticket ticket = JoinJournal(std::move(entry), outcome.grants);
-  const bool persisted = co_await AwaitJournal(ticket);
-  FinishGrants(std::move(outcome.grants), persisted);
-  if (!persisted && granted && prior) {
-    // Fail closed, as for LOCK: the owner's reservation goes back to what it was (none, or
-    // the one this call replaced), unless another owner already uses what the call gave up.
-    const bool undone = UndoUnwritten(*prior, own);
-    if (undone) stat = NLM4_DENIED_NOLOCKS;
-    spdlog::warn("nlm share host={} caller={} not persisted; answering {}",
-                 LogValue(request.owner.host.value()), LogValue(request.host_label),
-                 undone ? "DENIED_NOLOCKS" : "GRANTED (not undoable)");
-  }
-  co_return nlm4_shareres{std::move(args.cookie), stat, 0};
+  ShareChange change;
+  change.request.file = lock::FileKey(std::move(args.share.fh));
+  change.request.owner = OwnerOf(context, args.share.caller_name, 0, std::move(args.share.oh));
+  change.request.access = ToAccess(args.share.access);
+  change.request.deny = ToDeny(args.share.mode);
+  change.request.reclaim = args.reclaim;
+  change.request.host_label = std::move(args.share.caller_name);
+  change.request.host_address = PeerOf(context);
+  change.cookie = std::move(args.cookie);
+  return ChangeOwnerState(std::move(change));
 }
 
 asio::awaitable<nlm4_shareres> NlmService::Unshare(const rpc::CallContext& context,
                                                    nlm4_shareargs args) {
-  lock::FileKey file(args.share.fh);
-  lock::LockOwner owner{lock::HostId(HostKeyFor(context, args.share.caller_name)), 0,
-                        lock::OwnerHandle(args.share.oh)};
-  const std::optional<OwnerTurns::Turn> turn = co_await OwnerTurn(file, owner);
-  std::optional<lock::PriorShare> prior;
-  if (journal_ != nullptr) prior = locks_.SnapshotShare(file, owner);
-  lock::UnshareOutcome outcome = locks_.Unshare(file, owner);
-  nlm4_stats stat = NLM4_GRANTED;
-  const JournalEntry own = JournalEntry::Share(file, owner);
-  std::vector<JournalEntry> entries;
-  entries.push_back(own);
-  const bool persisted = co_await JournalCall(std::move(entries), std::move(outcome.grants));
-  if (!persisted && prior && prior->share) {
-    // As for UNLOCK: the reservation stays, and the client is told to try again.
-    const bool undone = UndoUnwritten(*prior, own);
-    if (undone) stat = NLM4_DENIED_GRACE_PERIOD;
-    spdlog::warn("nlm unshare host={} not persisted; answering {}", LogValue(owner.host.value()),
-                 undone ? "DENIED_GRACE_PERIOD (try again)" : "GRANTED (not undoable)");
-  }
-  co_return nlm4_shareres{std::move(args.cookie), stat, 0};
+  UnshareChange change;
+  change.request.file = lock::FileKey(std::move(args.share.fh));
+  change.request.owner = OwnerOf(context, args.share.caller_name, 0, std::move(args.share.oh));
+  change.cookie = std::move(args.cookie);
+  return ChangeOwnerState(std::move(change));
 }
 
 void NlmService::GrantedRes(const rpc::CallContext& context, const nlm4_res& res) {

@@ -183,12 +183,6 @@ class NlmService {
     bool gone = false;  // The grant was taken back (CANCEL, UNLOCK, FREE_ALL): stop calling.
   };
 
-  struct Unlocked {
-    lock::FileKey file;
-    lock::LockOwner owner;
-    lock::UnlockOutcome outcome;
-  };
-
   // Decode, call, encode: the glue between the dispatcher and the methods above. `now` is a
   // Try form (or one that always returns nullopt); `later` the coroutine form.
   template <typename Args, typename Result, typename Now, typename Later>
@@ -203,10 +197,25 @@ class NlmService {
   asio::awaitable<rpc::HandlerStatus> ServeMsg(const rpc::CallContext& context, xdr::Decoder& in,
                                                uint32_t res_procedure, Method method);
 
-  // The lock table's host of a call: the address, or "caller_name@address" (HostKey).
+  // Handlers of the procedure table (Register): a call answered in its reply (Serve), or by a
+  // _RES call (ServeMsg); a call that only tells us something (`method` takes its arguments).
+  template <typename Args, typename Result, typename Now, typename Later>
+  rpc::Dispatcher::Handler Answering(Now now, Later later);
+  template <typename Args, typename Result, typename Method>
+  rpc::Dispatcher::Handler AnsweringByRes(uint32_t res_procedure, Method method);
+  template <typename Args>
+  rpc::Dispatcher::Handler Taking(void (NlmService::*method)(const rpc::CallContext&, const Args&));
+
+  // The lock table's host of a call: the address, or "caller_name@address" with the name
+  // folded (FoldHostName), so that one host is one key whatever case its caller_name comes in.
   std::string HostKeyFor(const rpc::CallContext& context, const std::string& caller_name) const;
   // The name the status monitor watches for that host: the address, or the caller_name.
   std::string MonitorNameFor(const rpc::CallContext& context, const std::string& caller_name) const;
+  // The lock owner (host, svid, oh) of a call, `host` its HostKeyFor; SHARE and UNSHARE have
+  // svid 0.
+  static lock::LockOwner OwnerOf(std::string host, int32_t svid, std::string oh);
+  lock::LockOwner OwnerOf(const rpc::CallContext& context, const std::string& caller_name,
+                          int32_t svid, std::string oh) const;
   lock::LockRequest ToRequest(const rpc::CallContext& context, const nlm4_lock& lock,
                               bool exclusive) const;
   // The LOCK request, its strings moved out of `args`; the host is bound to the caller's
@@ -215,34 +224,61 @@ class NlmService {
                                     nlm4_lockargs& args);
   // Asks the lock manager; keeps or forgets the waiter record.
   lock::LockOutcome ApplyLock(const rpc::CallContext& context, const lock::LockRequest& request);
-  // The owner and file of an UNLOCK, its strings moved out of `args`.
-  Unlocked TakeUnlock(const rpc::CallContext& context, nlm4_unlockargs& args) const;
-  void ApplyUnlock(Unlocked& unlocked, const nlm4_unlockargs& args);
   asio::awaitable<bool> EnsureMonitored(const rpc::CallContext& context, std::string host,
-                                        nlm4_lockargs args);
+                                        std::string caller_name, int32_t state);
 
-  // With a journal, the owner's turn on the file (OwnerTurns): an earlier call of the owner,
-  // still awaiting its write, may undo itself, and this call changes the state only after
-  // that. nullopt without a journal.
-  asio::awaitable<std::optional<OwnerTurns::Turn>> OwnerTurn(const lock::FileKey& file,
-                                                             const lock::LockOwner& owner);
-  // Journals a call's own `entries` and the grants it made, in that order, before the call is
-  // answered; then announces the grants, or revokes them if the write failed. True if written
-  // (at once with no journal or nothing to write).
-  asio::awaitable<bool> JournalCall(std::vector<JournalEntry> entries, lock::Grants grants);
-  // The same for LOCK, UNLOCK and SHARE, without a coroutine of their own: JoinJournal puts the
-  // call's `own` entry and its grants' into the open batch (JournalBarrier), AwaitJournal waits for
-  // that batch's write (an empty ticket, with no journal or nothing to write, is written at once).
-  // The caller keeps the ticket until the wait is over, then finishes the grants.
+  // The change a state-changing call (LOCK, NM_LOCK, UNLOCK, CANCEL, SHARE, UNSHARE) makes to
+  // one owner's state on one file, as ChangeOwnerState runs it. Each provides:
+  //   file(), owner()               whose turn it takes;
+  //   Snapshot(locks)               with a journal: keeps what the owner holds, for Undo;
+  //   Apply(service) -> Applied     makes the change;
+  //   Entry()                       the journal entry that names it;
+  //   Undo(service, stat) -> stat   puts back the snapshot (UndoUnwritten), the new answer;
+  //   Answer(stat) -> Result        the reply.
+  struct Applied {
+    nlm4_stats stat = NLM4_GRANTED;
+    bool write = false;   // The owner's state changed: journal Entry() before the answer.
+    bool undo = false;    // If that write fails, Undo (fail closed).
+    lock::Grants grants;  // Waiters the change granted: journaled after Entry().
+  };
+  struct LockChange;
+  struct UnlockChange;
+  struct CancelChange;
+  struct ShareChange;
+  struct UnshareChange;
+  // LOCK of a host not monitored yet (the first, or one forgotten): monitors it, then locks.
+  asio::awaitable<nlm4_res> MonitorThenLock(LockChange change, int32_t state);
+  // The owner and range of an UNLOCK, its strings moved out of `args`.
+  UnlockChange TakeUnlock(const rpc::CallContext& context, nlm4_unlockargs& args) const;
+  // The one way a call changes an owner's state (docs/architecture.md, journal-before-answer):
+  // with a journal, takes the owner's turn on the file (OwnerTurns; an earlier call of the owner
+  // still awaiting its write may undo itself, and this one changes the state only after that)
+  // and snapshots; applies; journals the change and its grants in the turn's batch
+  // (JoinJournal, AwaitJournal) before the answer; then announces the grants, or revokes them
+  // and undoes the change if the write failed. Without a journal it answers at once.
+  template <typename Change>
+  asio::awaitable<typename Change::Result> ChangeOwnerState(Change change);
+  // The same without a journal, without a coroutine frame (the Try forms).
+  // REQUIRES: no journal is set.
+  template <typename Change>
+  typename Change::Result ChangeOwnerStateNow(Change& change);
+
+  // The one form of write-and-wait: JoinJournal puts a call's `own` entries and its grants'
+  // into the turn's batch (JournalBarrier), AwaitJournal waits for that batch's write (an empty
+  // ticket, with no journal or nothing to write, is written at once). The caller keeps the
+  // ticket until the wait is over, then finishes the grants.
   JournalBarrier::Ticket JoinJournal(std::optional<JournalEntry> own, const lock::Grants& grants);
+  JournalBarrier::Ticket JoinJournal(std::vector<JournalEntry> own, const lock::Grants& grants);
   asio::awaitable<bool> AwaitJournal(const JournalBarrier::Ticket& ticket);
   asio::awaitable<bool> LeadJournal(std::shared_ptr<JournalBarrier::Batch> batch);
   // A call that changed the owner's state could not be written: puts back what the owner held
   // before it (`prior`), journals that in the background (`entry` names the owner and file)
-  // and serves the waiters it frees. False when another owner holds what the call gave up, so
-  // that the call stands.
-  bool UndoUnwritten(const lock::PriorLocks& prior, const JournalEntry& entry);
-  bool UndoUnwritten(const lock::PriorShare& prior, const JournalEntry& entry);
+  // and serves the waiters it frees. Returns the answer: `refusal` once undone, else `stat` (the
+  // call stands: another owner holds what it gave up). `procedure` names it in the log.
+  nlm4_stats UndoUnwritten(const lock::PriorLocks& prior, const JournalEntry& entry,
+                           const char* procedure, nlm4_stats stat, nlm4_stats refusal);
+  nlm4_stats UndoUnwritten(const lock::PriorShare& prior, const JournalEntry& entry,
+                           const char* procedure, nlm4_stats stat, nlm4_stats refusal);
   // Takes back a grant nobody will hold (refused, unanswered, not written, or nobody to call)
   // and journals that, and the waiters it frees, in the background.
   void RevokeUnaccepted(const lock::WaiterGrant& grant);

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "nlm/service.hpp"
-#include "nlm/service_test_fixture.hpp"
+#include "nlm/testing/service_test_fixture.hpp"
 
 namespace nlockd::nlm {
 namespace {

@@ -49,7 +49,8 @@ asio::awaitable<void> NlmService::FreeAll(const rpc::CallContext& context, nlm4_
   std::vector<JournalEntry> entries;
   lock::Grants grants;
   for (const auto& host : hosts) ReleaseHost(host, released, entries, grants);
-  co_await JournalCall(std::move(entries), std::move(grants));
+  const JournalBarrier::Ticket ticket = JoinJournal(std::move(entries), grants);
+  FinishGrants(std::move(grants), co_await AwaitJournal(ticket));
 }
 
 void NlmService::SmNotify(const rpc::CallContext& context, const nlm_sm_status& args) {

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "nlm/service.hpp"
-#include "nlm/service_test_fixture.hpp"
+#include "nlm/testing/service_test_fixture.hpp"
 #include "testutil/captured_log.hpp"
 
 namespace nlockd::nlm {
@@ -166,6 +166,30 @@ TEST_F(CallerNameKeyTest, FreeAllReleasesTheNameFromTheCallersAddressOnly) {
   RunCoroutine(io_, service_->FreeAll(From("192.0.2.1"), nlm4_notify{"client-a", 5}));
   EXPECT_EQ(OwnerLocks(locks_, "client-a@192.0.2.1"), "");
   EXPECT_EQ(OwnerLocks(locks_, "client-a@192.0.2.9"), "X [20,29]");
+}
+
+TEST_F(CallerNameKeyTest, ANameInAnotherCaseIsTheSameHost) {
+  // The lock table keys the host by its name folded as SameHostName matches names: the same
+  // client sending "Client-A" and then "client-a" is one host, its own locks do not conflict.
+  const auto a = From("192.0.2.1");
+  nlm4_lockargs first = LockUnder(3, "Client-A", 1, 0), second = LockUnder(3, "client-a", 1, 5);
+  first.alock.oh = second.alock.oh = "1@client-a";  // One process of the client: one handle.
+  ASSERT_EQ(Lock(a, first).stat, NLM4_GRANTED);
+  ASSERT_EQ(Lock(a, second).stat, NLM4_GRANTED);
+  EXPECT_EQ(OwnerLocks(locks_, "client-a@192.0.2.1"), "X [0,14]");
+  EXPECT_EQ(locks_.hosts().size(), 1u);
+  EXPECT_EQ(monitor_.requests.size(), 1u) << "monitored once";
+}
+
+TEST_F(CallerNameKeyTest, FreeAllAndReleaseFindTheHostWhateverTheCaseOfTheName) {
+  const auto a = From("192.0.2.1");
+  ASSERT_EQ(Lock(a, LockUnder(3, "Client-A", 1, 0)).stat, NLM4_GRANTED);
+  RunCoroutine(io_, service_->FreeAll(a, nlm4_notify{"CLIENT-a", 5}));
+  EXPECT_EQ(locks_.Counts().locks, 0u);
+  ASSERT_EQ(Lock(a, LockUnder(5, "client-a", 1, 0)).stat, NLM4_GRANTED);
+  EXPECT_EQ(service_->ReleaseHosts("CLIENT-A").locks, 1u);
+  EXPECT_EQ(locks_.Counts().locks, 0u);
+  EXPECT_EQ(service_->stats().hosts_released, 2u);
 }
 
 TEST_F(NlmServiceTest, RefusedCallsFromTheNetworkLogTenLinesThenOneASecond) {

@@ -6,6 +6,7 @@
 #include <asio/detached.hpp>
 #include <spdlog/spdlog.h>
 
+#include "base/logging.hpp"
 #include "nlm/service.hpp"
 
 namespace nlockd::nlm {
@@ -20,24 +21,18 @@ void AppendGrantEntries(std::vector<JournalEntry>& entries, const lock::Grants& 
 
 asio::awaitable<bool> Written() { co_return true; }
 
+// The answer to a call whose change could not be written: `refusal` if the change was undone;
+// else the call stands (another owner holds what it gave up) with its own answer.
+nlm4_stats AnswerUnwritten(const char* procedure, const JournalEntry& entry, bool undone,
+                           nlm4_stats stat, nlm4_stats refusal) {
+  const nlm4_stats answer = undone ? refusal : stat;
+  spdlog::warn("nlm {} host={} not persisted; answering {}{}", procedure,
+               LogValue(entry.owner.host.value()), ToString(answer),
+               undone ? "" : " (another owner holds what it gave up)");
+  return answer;
+}
+
 }  // namespace
-
-asio::awaitable<std::optional<OwnerTurns::Turn>> NlmService::OwnerTurn(
-    const lock::FileKey& file, const lock::LockOwner& owner) {
-  if (journal_ == nullptr) co_return std::nullopt;
-  co_return co_await turns_.TakeFor(file, owner);
-}
-
-asio::awaitable<bool> NlmService::JournalCall(std::vector<JournalEntry> entries,
-                                              lock::Grants grants) {
-  bool persisted = true;
-  if (journal_ != nullptr) {
-    AppendGrantEntries(entries, grants);
-    persisted = co_await Persist(std::move(entries));
-  }
-  FinishGrants(std::move(grants), persisted);
-  co_return persisted;
-}
 
 JournalBarrier::Ticket NlmService::JoinJournal(std::optional<JournalEntry> own,
                                                const lock::Grants& grants) {
@@ -52,6 +47,14 @@ JournalBarrier::Ticket NlmService::JoinJournal(std::optional<JournalEntry> own,
   return barrier_->Join(entries);
 }
 
+JournalBarrier::Ticket NlmService::JoinJournal(std::vector<JournalEntry> own,
+                                               const lock::Grants& grants) {
+  if (!barrier_) return {};
+  AppendGrantEntries(own, grants);
+  if (own.empty()) return {};
+  return barrier_->Join(own);
+}
+
 asio::awaitable<bool> NlmService::AwaitJournal(const JournalBarrier::Ticket& ticket) {
   if (!ticket.batch) return Written();
   if (ticket.leads) return LeadJournal(ticket.batch);
@@ -64,16 +67,18 @@ asio::awaitable<bool> NlmService::LeadJournal(std::shared_ptr<JournalBarrier::Ba
   co_return ok;
 }
 
-bool NlmService::UndoUnwritten(const lock::PriorLocks& prior, const JournalEntry& entry) {
+nlm4_stats NlmService::UndoUnwritten(const lock::PriorLocks& prior, const JournalEntry& entry,
+                                     const char* procedure, nlm4_stats stat, nlm4_stats refusal) {
   lock::RestoreOutcome undo = locks_.RestoreLocks(prior);
   PersistInBackground({entry}, std::move(undo.grants));
-  return undo.restored;
+  return AnswerUnwritten(procedure, entry, undo.restored, stat, refusal);
 }
 
-bool NlmService::UndoUnwritten(const lock::PriorShare& prior, const JournalEntry& entry) {
+nlm4_stats NlmService::UndoUnwritten(const lock::PriorShare& prior, const JournalEntry& entry,
+                                     const char* procedure, nlm4_stats stat, nlm4_stats refusal) {
   lock::RestoreOutcome undo = locks_.RestoreShare(prior);
   PersistInBackground({entry}, std::move(undo.grants));
-  return undo.restored;
+  return AnswerUnwritten(procedure, entry, undo.restored, stat, refusal);
 }
 
 void NlmService::RevokeUnaccepted(const lock::WaiterGrant& grant) {

@@ -8,7 +8,7 @@
 
 #include "lock/grace_period.hpp"
 #include "nlm/service.hpp"
-#include "nlm/service_test_fixture.hpp"
+#include "nlm/testing/service_test_fixture.hpp"
 #include "rpc/dispatcher.hpp"
 #include "rpc/message.hpp"
 #include "testutil/run_coroutine.hpp"

@@ -86,14 +86,48 @@ asio::awaitable<rpc::HandlerStatus> NullProc(const rpc::CallContext&, xdr::Decod
   co_return rpc::HandlerStatus::kSuccess;
 }
 
+// One row of the procedure table.
+struct Procedure {
+  uint32_t number;
+  const char* name;
+  rpc::Dispatcher::Handler handler;
+  // Changes state: retransmissions are answered from the reply cache.
+  bool cached = false;
+  uint32_t since = NLM_VERS;  // The first version that has it.
+};
+
 }  // namespace
+
+template <typename Args, typename Result, typename Now, typename Later>
+rpc::Dispatcher::Handler NlmService::Answering(Now now, Later later) {
+  return [this, now, later](const rpc::CallContext& c, xdr::Decoder& in, xdr::Encoder& out) {
+    return Serve<Args, Result>(c, in, out, now, later);
+  };
+}
+
+template <typename Args, typename Result, typename Method>
+rpc::Dispatcher::Handler NlmService::AnsweringByRes(uint32_t res_procedure, Method method) {
+  return [this, res_procedure, method](const rpc::CallContext& c, xdr::Decoder& in, xdr::Encoder&) {
+    return ServeMsg<Args, Result>(c, in, res_procedure, method);
+  };
+}
+
+template <typename Args>
+rpc::Dispatcher::Handler NlmService::Taking(void (NlmService::*method)(const rpc::CallContext&,
+                                                                       const Args&)) {
+  return [this, method](const rpc::CallContext& c, xdr::Decoder& in,
+                        xdr::Encoder&) -> asio::awaitable<rpc::HandlerStatus> {
+    Args args;
+    if (!Decode(in, c.version, args)) return Ready(rpc::HandlerStatus::kGarbageArgs);
+    (this->*method)(c, args);
+    return Ready(rpc::HandlerStatus::kSuccess);
+  };
+}
 
 void NlmService::Register(rpc::Dispatcher& dispatcher) {
   using rpc::CallContext;
-  using rpc::HandlerStatus;
-  // Procedures that change state answer retransmissions from the reply cache.
-  const rpc::ProcedureOptions cached{.cache_replies = true};
-
+  // The coroutine forms, and the Try forms that answer without one when they can (see
+  // NlmService::TryLock). _MSG calls take the coroutine forms.
   auto test = [this](const CallContext& c, nlm4_testargs a) { return Test(c, std::move(a)); };
   auto lock = [this](const CallContext& c, nlm4_lockargs a) { return Lock(c, std::move(a), true); };
   auto nm_lock = [this](const CallContext& c, nlm4_lockargs a) {
@@ -102,7 +136,10 @@ void NlmService::Register(rpc::Dispatcher& dispatcher) {
   auto cancel = [this](const CallContext& c, nlm4_cancargs a) { return Cancel(c, std::move(a)); };
   auto unlock = [this](const CallContext& c, nlm4_unlockargs a) { return Unlock(c, std::move(a)); };
   auto granted = [this](const CallContext&, nlm4_testargs a) { return Ready(Granted(a)); };
-  // The Try forms (see NlmService::TryLock).
+  auto share = [this](const CallContext& c, nlm4_shareargs a) { return Share(c, std::move(a)); };
+  auto unshare = [this](const CallContext& c, nlm4_shareargs a) {
+    return Unshare(c, std::move(a));
+  };
   auto test_now = [this](const CallContext& c, nlm4_testargs& a) { return TryTest(c, a); };
   auto lock_now = [this](const CallContext& c, nlm4_lockargs& a) { return TryLock(c, a, true); };
   auto nm_lock_now = [this](const CallContext& c, nlm4_lockargs& a) {
@@ -112,125 +149,51 @@ void NlmService::Register(rpc::Dispatcher& dispatcher) {
   auto granted_now = [this](const CallContext&, nlm4_testargs& a) {
     return std::optional<nlm4_res>(Granted(a));
   };
-  const NotNow<nlm4_res> never_now;  // CANCEL: always the coroutine form.
+  const NotNow<nlm4_res> never_now;
   const NotNow<nlm4_shareres> never_now_share;
-  auto share = [this](const CallContext& c, nlm4_shareargs a) { return Share(c, std::move(a)); };
-  auto unshare = [this](const CallContext& c, nlm4_shareargs a) {
-    return Unshare(c, std::move(a));
+  auto free_all = [this](const CallContext& c, xdr::Decoder& in,
+                         xdr::Encoder&) -> asio::awaitable<rpc::HandlerStatus> {
+    nlm4_notify notify;
+    if (!Decode(in, c.version, notify)) return Ready(rpc::HandlerStatus::kGarbageArgs);
+    return Done(FreeAll(c, std::move(notify)));
   };
 
+  const Procedure procedures[] = {
+      {NLM_NULL, "NULL", NullProc},
+      {NLM_TEST, "TEST", Answering<nlm4_testargs, nlm4_testres>(test_now, test)},
+      {NLM_LOCK, "LOCK", Answering<nlm4_lockargs, nlm4_res>(lock_now, lock), true},
+      {NLM_CANCEL, "CANCEL", Answering<nlm4_cancargs, nlm4_res>(never_now, cancel), true},
+      {NLM_UNLOCK, "UNLOCK", Answering<nlm4_unlockargs, nlm4_res>(unlock_now, unlock), true},
+      {NLM_GRANTED, "GRANTED", Answering<nlm4_testargs, nlm4_res>(granted_now, granted)},
+      {NLM_TEST_MSG, "TEST_MSG", AnsweringByRes<nlm4_testargs, nlm4_testres>(NLM_TEST_RES, test)},
+      {NLM_LOCK_MSG, "LOCK_MSG", AnsweringByRes<nlm4_lockargs, nlm4_res>(NLM_LOCK_RES, lock), true},
+      {NLM_CANCEL_MSG, "CANCEL_MSG",
+       AnsweringByRes<nlm4_cancargs, nlm4_res>(NLM_CANCEL_RES, cancel), true},
+      {NLM_UNLOCK_MSG, "UNLOCK_MSG",
+       AnsweringByRes<nlm4_unlockargs, nlm4_res>(NLM_UNLOCK_RES, unlock), true},
+      {NLM_GRANTED_MSG, "GRANTED_MSG",
+       AnsweringByRes<nlm4_testargs, nlm4_res>(NLM_GRANTED_RES, granted)},
+      // _RES calls answer _MSG calls we made; only GRANTED_RES carries news for us.
+      {NLM_TEST_RES, "RES", NullProc},
+      {NLM_LOCK_RES, "RES", NullProc},
+      {NLM_CANCEL_RES, "RES", NullProc},
+      {NLM_UNLOCK_RES, "RES", NullProc},
+      {NLM_GRANTED_RES, "GRANTED_RES", Taking<nlm4_res>(&NlmService::GrantedRes)},
+      {NLM_SM_NOTIFY, "SM_NOTIFY", Taking<nlm_sm_status>(&NlmService::SmNotify)},
+      {NLM_SHARE, "SHARE", Answering<nlm4_shareargs, nlm4_shareres>(never_now_share, share), true,
+       NLM_VERSX},
+      {NLM_UNSHARE, "UNSHARE", Answering<nlm4_shareargs, nlm4_shareres>(never_now_share, unshare),
+       true, NLM_VERSX},
+      {NLM_NM_LOCK, "NM_LOCK", Answering<nlm4_lockargs, nlm4_res>(nm_lock_now, nm_lock), true,
+       NLM_VERSX},
+      {NLM_FREE_ALL, "FREE_ALL", free_all, true, NLM_VERSX},
+  };
   for (uint32_t version : {NLM_VERS, NLM_VERSX, NLM4_VERS}) {
-    dispatcher.Register(NLM_PROG, version, NLM_NULL, "NULL", NullProc);
-    dispatcher.Register(
-        NLM_PROG, version, NLM_TEST, "TEST",
-        [this, test_now, test](const CallContext& c, xdr::Decoder& in, xdr::Encoder& out) {
-          return Serve<nlm4_testargs, nlm4_testres>(c, in, out, test_now, test);
-        });
-    dispatcher.Register(
-        NLM_PROG, version, NLM_LOCK, "LOCK",
-        [this, lock_now, lock](const CallContext& c, xdr::Decoder& in, xdr::Encoder& out) {
-          return Serve<nlm4_lockargs, nlm4_res>(c, in, out, lock_now, lock);
-        },
-        cached);
-    dispatcher.Register(
-        NLM_PROG, version, NLM_CANCEL, "CANCEL",
-        [this, never_now, cancel](const CallContext& c, xdr::Decoder& in, xdr::Encoder& out) {
-          return Serve<nlm4_cancargs, nlm4_res>(c, in, out, never_now, cancel);
-        },
-        cached);
-    dispatcher.Register(
-        NLM_PROG, version, NLM_UNLOCK, "UNLOCK",
-        [this, unlock_now, unlock](const CallContext& c, xdr::Decoder& in, xdr::Encoder& out) {
-          return Serve<nlm4_unlockargs, nlm4_res>(c, in, out, unlock_now, unlock);
-        },
-        cached);
-    dispatcher.Register(
-        NLM_PROG, version, NLM_GRANTED, "GRANTED",
-        [this, granted_now, granted](const CallContext& c, xdr::Decoder& in, xdr::Encoder& out) {
-          return Serve<nlm4_testargs, nlm4_res>(c, in, out, granted_now, granted);
-        });
-
-    dispatcher.Register(NLM_PROG, version, NLM_TEST_MSG, "TEST_MSG",
-                        [this, test](const CallContext& c, xdr::Decoder& in, xdr::Encoder&) {
-                          return ServeMsg<nlm4_testargs, nlm4_testres>(c, in, NLM_TEST_RES, test);
-                        });
-    dispatcher.Register(
-        NLM_PROG, version, NLM_LOCK_MSG, "LOCK_MSG",
-        [this, lock](const CallContext& c, xdr::Decoder& in, xdr::Encoder&) {
-          return ServeMsg<nlm4_lockargs, nlm4_res>(c, in, NLM_LOCK_RES, lock);
-        },
-        cached);
-    dispatcher.Register(
-        NLM_PROG, version, NLM_CANCEL_MSG, "CANCEL_MSG",
-        [this, cancel](const CallContext& c, xdr::Decoder& in, xdr::Encoder&) {
-          return ServeMsg<nlm4_cancargs, nlm4_res>(c, in, NLM_CANCEL_RES, cancel);
-        },
-        cached);
-    dispatcher.Register(
-        NLM_PROG, version, NLM_UNLOCK_MSG, "UNLOCK_MSG",
-        [this, unlock](const CallContext& c, xdr::Decoder& in, xdr::Encoder&) {
-          return ServeMsg<nlm4_unlockargs, nlm4_res>(c, in, NLM_UNLOCK_RES, unlock);
-        },
-        cached);
-    dispatcher.Register(NLM_PROG, version, NLM_GRANTED_MSG, "GRANTED_MSG",
-                        [this, granted](const CallContext& c, xdr::Decoder& in, xdr::Encoder&) {
-                          return ServeMsg<nlm4_testargs, nlm4_res>(c, in, NLM_GRANTED_RES, granted);
-                        });
-
-    // _RES calls answer _MSG calls we made; only GRANTED_RES carries news for us.
-    for (uint32_t res : {NLM_TEST_RES, NLM_LOCK_RES, NLM_CANCEL_RES, NLM_UNLOCK_RES}) {
-      dispatcher.Register(NLM_PROG, version, res, "RES", NullProc);
+    for (const Procedure& procedure : procedures) {
+      if (version < procedure.since) continue;
+      dispatcher.Register(NLM_PROG, version, procedure.number, procedure.name, procedure.handler,
+                          rpc::ProcedureOptions{.cache_replies = procedure.cached});
     }
-    dispatcher.Register(NLM_PROG, version, NLM_GRANTED_RES, "GRANTED_RES",
-                        [this](const CallContext& c, xdr::Decoder& in,
-                               xdr::Encoder&) -> asio::awaitable<HandlerStatus> {
-                          nlm4_res res;
-                          if (!Decode(in, c.version, res)) {
-                            return Ready(HandlerStatus::kGarbageArgs);
-                          }
-                          GrantedRes(c, res);
-                          return Ready(HandlerStatus::kSuccess);
-                        });
-    dispatcher.Register(NLM_PROG, version, NLM_SM_NOTIFY, "SM_NOTIFY",
-                        [this](const CallContext& c, xdr::Decoder& in,
-                               xdr::Encoder&) -> asio::awaitable<HandlerStatus> {
-                          nlm_sm_status status;
-                          if (!Decode(in, c.version, status)) {
-                            return Ready(HandlerStatus::kGarbageArgs);
-                          }
-                          SmNotify(c, status);
-                          return Ready(HandlerStatus::kSuccess);
-                        });
-    if (version == NLM_VERS) continue;  // SHARE and friends came with version 3.
-
-    dispatcher.Register(
-        NLM_PROG, version, NLM_SHARE, "SHARE",
-        [this, never_now_share, share](const CallContext& c, xdr::Decoder& in, xdr::Encoder& out) {
-          return Serve<nlm4_shareargs, nlm4_shareres>(c, in, out, never_now_share, share);
-        },
-        cached);
-    dispatcher.Register(
-        NLM_PROG, version, NLM_UNSHARE, "UNSHARE",
-        [this, never_now_share, unshare](const CallContext& c, xdr::Decoder& in,
-                                         xdr::Encoder& out) {
-          return Serve<nlm4_shareargs, nlm4_shareres>(c, in, out, never_now_share, unshare);
-        },
-        cached);
-    dispatcher.Register(
-        NLM_PROG, version, NLM_NM_LOCK, "NM_LOCK",
-        [this, nm_lock_now, nm_lock](const CallContext& c, xdr::Decoder& in, xdr::Encoder& out) {
-          return Serve<nlm4_lockargs, nlm4_res>(c, in, out, nm_lock_now, nm_lock);
-        },
-        cached);
-    dispatcher.Register(
-        NLM_PROG, version, NLM_FREE_ALL, "FREE_ALL",
-        [this](const CallContext& c, xdr::Decoder& in,
-               xdr::Encoder&) -> asio::awaitable<HandlerStatus> {
-          nlm4_notify notify;
-          if (!Decode(in, c.version, notify)) return Ready(HandlerStatus::kGarbageArgs);
-          return Done(FreeAll(c, std::move(notify)));
-        },
-        cached);
   }
 }
 

@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "nlm/service_test_fixture.hpp"
+#include "nlm/testing/service_test_fixture.hpp"
 #include "testutil/run_coroutine.hpp"
 
 namespace nlockd::nlm {

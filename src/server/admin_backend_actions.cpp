@@ -38,8 +38,9 @@ void AdminBackend::DeleteRegistration(const std::string& id) {
 admin::ReleaseResult AdminBackend::ReleaseHost(const std::string& name) {
   auto released = OnExecutor([this, name]() -> std::optional<admin::ReleaseResult> {
     // The reboot path: releases every host `name` names (its key, or its caller_name label,
-    // matched as NLM matches names: "client1" releases "client1@192.0.2.7" under host_key
-    // caller_name), journals it, and sends the GRANTED callbacks of the waiters it serves.
+    // matched by SameHostName as FREE_ALL and the status callback match: "Client1" releases
+    // "client1@192.0.2.7" under host_key caller_name), journals it, and sends the GRANTED
+    // callbacks of the waiters it serves.
     const nlm::HostsReleased outcome = parts_.nlm.ReleaseHosts(name);
     if (outcome.hosts == 0) return std::nullopt;
     admin::ReleaseResult result;

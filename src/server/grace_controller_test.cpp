@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "base/clock.hpp"
-#include "lock/test_util.hpp"
+#include "lock/testing/test_util.hpp"
 #include "server/lock_journal_store.hpp"
 #include "store/open_store.hpp"
 #include "testutil/run_coroutine.hpp"

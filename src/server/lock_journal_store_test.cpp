@@ -14,7 +14,7 @@
 
 #include "base/clock.hpp"
 #include "base/error.hpp"
-#include "lock/test_util.hpp"
+#include "lock/testing/test_util.hpp"
 #include "server/recovery.hpp"
 #include "store/open_store.hpp"
 #include "store/testing/write_only_store.hpp"

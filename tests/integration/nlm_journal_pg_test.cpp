@@ -10,7 +10,7 @@
 
 #include <gtest/gtest.h>
 
-#include "nlm/service_test_fixture.hpp"
+#include "nlm/testing/service_test_fixture.hpp"
 #include "server/lock_journal_store.hpp"
 #include "store/open_store.hpp"
 #include "store/testing/store_test_util.hpp"

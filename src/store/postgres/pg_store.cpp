@@ -96,14 +96,14 @@ PgStore::PgStore(const std::string& conninfo, StoreOptions options,
     if (fenced()) EnsureLeaseSchema(lease.conn());
     RecordRun(lease.conn());
   }
-  committer_ = std::make_unique<GroupCommitter>(
+  StartCommitter(
       [this](std::span<const QueuedWrite> batch, Durability durability) {
         CommitBatch(batch, durability);
       },
       GroupCommitOptions{options_.group_commit, options_.max_batch, options_.max_queued});
 }
 
-PgStore::~PgStore() { committer_.reset(); }
+PgStore::~PgStore() { StopCommitter(); }
 
 PgStep PgStore::FenceStep() const {
   return PgStep{nullptr, "SELECT nlockd_fence($1, $2)", fence_params_, {}};
@@ -146,16 +146,12 @@ void PgStore::RecordRun(PgConn& conn) {
     storage_epoch_ = ReadStorageEpoch(conn);
     const RunStart start =
         BeginRun(previous, CurrentBootId(options_), storage_epoch_, options_.keeps_lock_table);
-    const std::vector<SqlValue> params{SqlValue::Text(options_.node_id),
-                                       SqlValue::Int64(start.record.state),
-                                       SqlValue::Text(start.record.boot_id),
-                                       SqlValue::Int32(start.record.locks_complete ? 1 : 0),
-                                       SqlValue::Int64(ToMicros(WallNow(options_))),
-                                       SqlValue::Text(start.record.storage_epoch)};
+    const std::vector<SqlValue> params =
+        WriteRunParams(options_.node_id, start.record, WallNow(options_));
     conn.ForEachRow(PgStep{nullptr, Statement(Stmt::kWriteRun).sql, params, {}},
                     [](const SqlRow&) {});
     conn.Exec("COMMIT");  // synchronous_commit is on: durable when answered
-    startup_ = start.info;
+    set_startup(start.info);
   } catch (...) {
     RollbackQuietly(conn);
     throw;
@@ -221,8 +217,6 @@ void PgStore::EnsurePrepared(PgConn& conn) {
   }
   conn.set_prepared();
 }
-
-void PgStore::Submit(WriteOp op, Done done) { committer_->Submit(std::move(op), std::move(done)); }
 
 void PgStore::CommitBatch(std::span<const QueuedWrite> batch, Durability durability) {
   const auto now = WallNow(options_);

@@ -12,6 +12,7 @@
 #include "store/postgres/pg_holder.hpp"
 #include "store/postgres/pg_pool.hpp"
 #include "store/postgres/pg_session_limits.hpp"
+#include "store/sql/committed_store.hpp"
 #include "store/sql/group_commit.hpp"
 #include "store/sql/migrations.hpp"
 #include "store/store.hpp"
@@ -24,7 +25,7 @@ namespace nlockd::store {
 // goes out as one pipelined transaction), the synchronous reads borrow the others. When the
 // server goes away, writes wait (reconnecting with backoff) up to pg_retry_for and are then
 // replayed whole: a write is acknowledged only after its COMMIT was answered.
-class PgStore final : public Store {
+class PgStore final : public CommittedStore {
  public:
   // Connects, takes the node (PgHolder: one process per node; with options.fence_epoch the
   // caller holds the service's PgLease instead and every write checks it), migrates and durably
@@ -36,18 +37,9 @@ class PgStore final : public Store {
   // Commits every queued write (waiting up to pg_retry_for for the server), then closes.
   ~PgStore() override;
 
-  const StartupInfo& startup() const override { return startup_; }
   LoadedState LoadAll() override;
   StoreCounts Counts() override;
   std::vector<StateChange> StateHistory() override;
-
-  GroupCommitter::Stats writer_stats() const { return committer_->stats(); }
-  void SetCommitObserver(CommitObserver observer) override {
-    committer_->SetObserver(std::move(observer));
-  }
-
- protected:
-  void Submit(WriteOp op, Done done) override;
 
  private:
   bool fenced() const { return options_.fence_epoch != 0; }
@@ -73,7 +65,6 @@ class PgStore final : public Store {
   void ReadRows(PgConn& conn, Stmt stmt, const std::function<void(const SqlRow&)>& on_row) const;
 
   const StoreOptions options_;
-  StartupInfo startup_;
   PgPool pool_;
   // The arguments of nlockd_fence() (service, epoch) when fenced().
   const std::vector<SqlValue> fence_params_;
@@ -85,8 +76,6 @@ class PgStore final : public Store {
   std::optional<PgPool::Lease> writer_lease_;
   std::string storage_epoch_;
   std::vector<SqlCommand> commands_;
-
-  std::unique_ptr<GroupCommitter> committer_;  // last: its thread stops before the rest goes
 };
 
 }  // namespace nlockd::store

@@ -171,6 +171,13 @@ void AppendCommands(const WriteOp& op, const std::string& node,
   std::visit(CommandBuilder{node, ToMicros(now), out}, op);
 }
 
+std::vector<SqlValue> WriteRunParams(const std::string& node, const RunRecord& record,
+                                     std::chrono::system_clock::time_point now) {
+  return {SqlValue::Text(node),           SqlValue::Int64(record.state),
+          SqlValue::Text(record.boot_id), SqlValue::Int32(record.locks_complete ? 1 : 0),
+          SqlValue::Int64(ToMicros(now)), SqlValue::Text(record.storage_epoch)};
+}
+
 int64_t ToMicros(std::chrono::system_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
 }

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "store/run_record.hpp"
 #include "store/sql/statements.hpp"
 #include "store/write_op.hpp"
 
@@ -35,6 +36,10 @@ struct SqlCommand {
 // run exactly these, so they share one meaning of every write.
 void AppendCommands(const WriteOp& op, const std::string& node,
                     std::chrono::system_clock::time_point now, std::vector<SqlCommand>& out);
+
+// The parameters of kWriteRun: the run record `record` of `node`, started at `now`.
+std::vector<SqlValue> WriteRunParams(const std::string& node, const RunRecord& record,
+                                     std::chrono::system_clock::time_point now);
 
 // Microseconds since the Unix epoch, the stored form of a time.
 int64_t ToMicros(std::chrono::system_clock::time_point t);

@@ -127,14 +127,14 @@ SqliteStore::SqliteStore(std::string path, StoreOptions options,
   Migrate(*writer_.db, migrations);
   RecordRun(*writer_.db);
 
-  committer_ = std::make_unique<GroupCommitter>(
+  StartCommitter(
       [this](std::span<const QueuedWrite> batch, Durability durability) {
         CommitBatch(batch, durability);
       },
       GroupCommitOptions{options_.group_commit, options_.max_batch, options_.max_queued});
 }
 
-SqliteStore::~SqliteStore() { committer_.reset(); }
+SqliteStore::~SqliteStore() { StopCommitter(); }
 
 void SqliteStore::Configure(SqliteDb& db) {
   sqlite3_busy_timeout(db.get(), static_cast<int>(options_.sqlite_busy_timeout.count()));
@@ -214,19 +214,15 @@ void SqliteStore::RecordRun(SqliteDb& db) {
   }
   const RunStart start = BeginRun(previous, CurrentBootId(options_), "", options_.keeps_lock_table);
   {
-    const std::vector<SqlValue> params{SqlValue::Text(options_.node_id),
-                                       SqlValue::Int64(start.record.state),
-                                       SqlValue::Text(start.record.boot_id),
-                                       SqlValue::Int32(start.record.locks_complete ? 1 : 0),
-                                       SqlValue::Int64(ToMicros(WallNow(options_))),
-                                       SqlValue::Text(start.record.storage_epoch)};
+    const std::vector<SqlValue> params =
+        WriteRunParams(options_.node_id, start.record, WallNow(options_));
     SqliteStatement write(db, ToSqlitePlaceholders(Statement(Stmt::kWriteRun).sql));
     ResetOnExit reset(write);
     BindAll(write, Stmt::kWriteRun, params);
     write.Step();
   }
   db.Exec("COMMIT");
-  startup_ = start.info;
+  set_startup(start.info);
 }
 
 void SqliteStore::SetSynchronous(SqliteSync level) {
@@ -235,10 +231,6 @@ void SqliteStore::SetSynchronous(SqliteSync level) {
   }
   writer_.db->Exec(fmt::format("PRAGMA synchronous = {}", PragmaValue(level)));
   writer_.synchronous = level;
-}
-
-void SqliteStore::Submit(WriteOp op, Done done) {
-  committer_->Submit(std::move(op), std::move(done));
 }
 
 void SqliteStore::CommitBatch(std::span<const QueuedWrite> batch, Durability durability) {

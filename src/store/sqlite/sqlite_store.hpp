@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "store/sql/committed_store.hpp"
 #include "store/sql/group_commit.hpp"
 #include "store/sql/migrations.hpp"
 #include "store/sqlite/file_holder.hpp"
@@ -23,7 +24,7 @@ namespace nlockd::store {
 // on PATH.lock, taken before the database is opened). Owns three connections: the writer's, used
 // only by the GroupCommitter's thread (after the constructor), and two for the synchronous
 // reads, used by their callers under read_mu_ (LoadAll() scans on both at once).
-class SqliteStore final : public Store {
+class SqliteStore final : public CommittedStore {
  public:
   // Opens (creating the file and its parent directories) and migrates the database at path,
   // checks it, and durably records the start of this run. Throws nlockd::Error(kFailed) with a
@@ -34,18 +35,9 @@ class SqliteStore final : public Store {
   // Commits every queued write, then closes.
   ~SqliteStore() override;
 
-  const StartupInfo& startup() const override { return startup_; }
   LoadedState LoadAll() override;
   StoreCounts Counts() override;
   std::vector<StateChange> StateHistory() override;
-
-  GroupCommitter::Stats writer_stats() const { return committer_->stats(); }
-  void SetCommitObserver(CommitObserver observer) override {
-    committer_->SetObserver(std::move(observer));
-  }
-
- protected:
-  void Submit(WriteOp op, Done done) override;
 
  private:
   // What the writer thread owns.
@@ -84,7 +76,6 @@ class SqliteStore final : public Store {
   const std::string path_;
   const StoreOptions options_;
   std::unique_ptr<FileHolder> holder_;  // before the connections: released after they close
-  StartupInfo startup_;
   Writer writer_;
 
   // Held by the writer thread around each transaction, and by LoadAll() while it opens the
@@ -93,8 +84,6 @@ class SqliteStore final : public Store {
 
   std::mutex read_mu_;             // guards readers_
   std::array<Reader, 2> readers_;  // [1] scans half the locks in parallel in LoadAll()
-
-  std::unique_ptr<GroupCommitter> committer_;  // last: its thread stops before the rest goes
 };
 
 }  // namespace nlockd::store
