@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "nsm/rpc_status_caller.hpp"
 
+#include <asio/cancellation_type.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/this_coro.hpp>
 #include <spdlog/spdlog.h>
@@ -20,6 +21,11 @@ asio::awaitable<bool> RpcStatusCaller::Call(store::MyId target, StatusCallback b
   for (int attempt = 1; attempt <= options_.attempts; ++attempt) {
     if (co_await Attempt(target, args)) co_return true;
     if (attempt == options_.attempts) break;
+    // Cancelled (the service shuts down): no further attempt.
+    if ((co_await asio::this_coro::cancellation_state).cancelled() !=
+        asio::cancellation_type::none) {
+      break;
+    }
     pause.expires_after(options_.retry_delay);
     co_await pause.async_wait(rpc::kUseTuple);
   }

@@ -16,6 +16,7 @@
 #include "base/logging.hpp"
 #include "rpc/address.hpp"
 #include "rpc/use_tuple.hpp"
+#include "rpc/wait_bounds.hpp"
 #include "store/async_write.hpp"
 
 namespace nlockd::nsm {
@@ -98,7 +99,7 @@ NsmService::NsmService(asio::any_io_executor executor, store::Store& store, Stat
       clock_(clock != nullptr ? *clock : steady_clock_),
       options_(std::move(options)),
       registry_(options_.max_registrations),
-      gate_(executor) {}
+      gate_(executor, "nsm") {}
 
 NsmService::~NsmService() { worker_.join(); }
 
@@ -434,10 +435,8 @@ void NsmService::Notify(const rpc::CallContext& context, const stat_chge& args) 
     // background: the common path stays free of lookups.
     if (resolver_ && registry_.peer_count() != 0 && !NormalizedAddressLiteral(args.mon_name) &&
         notify_lookups_ < kMaxNotifyLookups) {
-      if (auto pass = gate_.TryEnter()) {
+      if (gate_.Spawn("SM_NOTIFY name lookup", [&] { return MatchByResolvedName(args, source); })) {
         ++notify_lookups_;
-        asio::co_spawn(executor_, MatchByResolvedName(args, source, std::move(*pass)),
-                       asio::detached);
         return;
       }
     }
@@ -452,10 +451,7 @@ void NsmService::Notify(const rpc::CallContext& context, const stat_chge& args) 
     }
     // A host registered by name: its addresses come from a lookup, in the background.
     if (resolver_ && !NormalizedAddressLiteral(peer.name)) {
-      if (auto pass = gate_.TryEnter()) {
-        asio::co_spawn(executor_, CheckByName(peer.name, args, source, std::move(*pass)),
-                       asio::detached);
-      }
+      gate_.Spawn("monitored host lookup", [&] { return CheckByName(peer.name, args, source); });
       continue;
     }
     RejectAddress(peer.name, args, source);
@@ -480,8 +476,7 @@ void NsmService::RejectAddress(const std::string& peer, const stat_chge& args,
 }
 
 asio::awaitable<void> NsmService::CheckByName(std::string peer_name, stat_chge args,
-                                              std::string source, rpc::TaskGate::Pass pass) {
-  rpc::TaskGate::Pass held = std::move(pass);
+                                              std::string source) {
   // The peer's own name, in the lookups kept apart from those of unmatched notifications.
   std::vector<std::string> addresses =
       co_await resolver_->Resolve(peer_name, LookupFor::kMonitoredHost);
@@ -497,9 +492,7 @@ asio::awaitable<void> NsmService::CheckByName(std::string peer_name, stat_chge a
   }
 }
 
-asio::awaitable<void> NsmService::MatchByResolvedName(stat_chge args, std::string source,
-                                                      rpc::TaskGate::Pass pass) {
-  rpc::TaskGate::Pass held = std::move(pass);
+asio::awaitable<void> NsmService::MatchByResolvedName(stat_chge args, std::string source) {
   std::vector<std::string> addresses;
   try {
     addresses = co_await resolver_->Resolve(args.mon_name, LookupFor::kNotifierName);
@@ -569,10 +562,11 @@ void NsmService::HostRebooted(const Registry::Peer& peer, const stat_chge& args,
                    target.my_prog);
       continue;
     }
-    auto pass = gate_.TryEnter();
-    if (!pass) return;  // Shutting down.
-    asio::co_spawn(executor_, SendCallback(std::move(target), std::move(body), std::move(*pass)),
-                   asio::detached);
+    // Not once shutting down.
+    if (!gate_.Spawn("status callback",
+                     [&] { return SendCallback(std::move(target), std::move(body)); })) {
+      return;
+    }
   }
 }
 
@@ -588,9 +582,7 @@ void NsmService::PersistPeerState(const Registry::Peer& peer, int32_t state) {
   }
 }
 
-asio::awaitable<void> NsmService::SendCallback(store::MyId target, StatusCallback body,
-                                               rpc::TaskGate::Pass pass) {
-  rpc::TaskGate::Pass held = std::move(pass);
+asio::awaitable<void> NsmService::SendCallback(store::MyId target, StatusCallback body) {
   std::string mon_name = body.mon_name;
   bool ok = false;
   try {
@@ -622,11 +614,6 @@ asio::awaitable<bool> NsmService::MonitorLocal(std::string mon_name, asio::ip::a
   co_return true;
 }
 
-asio::awaitable<void> NsmService::Shutdown() {
-  gate_.Close();
-  bool emptied = co_await gate_.WaitEmpty(std::chrono::seconds(6));
-  if (!emptied) spdlog::warn("nsm shutdown: {} status callbacks still in flight", gate_.count());
-  co_return;
-}
+asio::awaitable<void> NsmService::Shutdown() { co_await gate_.CancelAndWait(rpc::kNsmTasksBound); }
 
 }  // namespace nlockd::nsm

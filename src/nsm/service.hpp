@@ -81,8 +81,8 @@ struct NsmStats {
 // The status monitor, NSM program 100024 version 1: one method per procedure over the
 // Registry, with registrations persisted through store::Store before they are acknowledged.
 // Runs on `executor`, which also owns the registry; store completions are posted back to it.
-// The store, callers, receiver and hook must outlive it; every callback it spawns is held by its
-// TaskGate (Shutdown waits for them).
+// The store, callers, receiver and hook must outlive it; every callback and lookup it spawns is
+// held by its TaskGate (Shutdown cancels them and waits).
 class NsmService {
  public:
   // `resolver` (may be null: names are then never resolved) finds the addresses of hosts
@@ -125,7 +125,8 @@ class NsmService {
   // Throws the store's error (the registration is then gone from memory only).
   asio::awaitable<bool> RemoveRegistration(std::string mon_name, store::MyId id);
 
-  // Stops spawning callbacks and waits (bounded) for those in flight.
+  // Stops spawning callbacks and lookups, cancels those in flight and waits for them, at most
+  // rpc::kNsmTasksBound.
   asio::awaitable<void> Shutdown();
 
   // A configuration reload: the caller rules (allowlist, callback programs, the notifier
@@ -156,10 +157,8 @@ class NsmService {
   void RejectAddress(const std::string& peer, const stat_chge& args, const std::string& source);
   // An SM_NOTIFY that matched no peer by name or source address: the peers that have an
   // address of mon_name, resolved (with check_notifier_address, `source` must be one of them).
-  asio::awaitable<void> MatchByResolvedName(stat_chge args, std::string source,
-                                            rpc::TaskGate::Pass pass);
-  asio::awaitable<void> CheckByName(std::string peer_name, stat_chge args, std::string source,
-                                    rpc::TaskGate::Pass pass);
+  asio::awaitable<void> MatchByResolvedName(stat_chge args, std::string source);
+  asio::awaitable<void> CheckByName(std::string peer_name, stat_chge args, std::string source);
   // Validates a registration's names and callback; logs and counts what is wrong.
   bool Valid(const std::string& mon_name, const my_id& id, std::string_view procedure);
   // Persists and applies; false (registry unchanged) on the limit or a store failure.
@@ -167,8 +166,7 @@ class NsmService {
   asio::awaitable<std::exception_ptr> Persist(std::function<void(store::Done)> write);
   asio::awaitable<std::exception_ptr> Persist(std::vector<std::function<void(store::Done)>> writes);
   asio::awaitable<int32_t> BumpStateOffThread();
-  asio::awaitable<void> SendCallback(store::MyId target, StatusCallback body,
-                                     rpc::TaskGate::Pass pass);
+  asio::awaitable<void> SendCallback(store::MyId target, StatusCallback body);
 
   asio::any_io_executor executor_;
   store::Store& store_;
