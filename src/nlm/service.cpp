@@ -12,6 +12,7 @@
 #include "base/logging.hpp"
 #include "rpc/address.hpp"
 #include "rpc/use_tuple.hpp"
+#include "rpc/wait_bounds.hpp"
 
 namespace nlockd::nlm {
 
@@ -78,7 +79,7 @@ NlmService::NlmService(asio::any_io_executor executor, lock::LockManager& locks,
       monitor_(monitor),
       caller_(caller),
       options_(options),
-      gate_(executor),
+      gate_(executor, "nlm"),
       turns_(executor),
       cookies_(options.cookie_key ? *options.cookie_key : RandomKey()) {}
 
@@ -363,12 +364,11 @@ asio::awaitable<bool> NlmService::EnsureMonitored(const rpc::CallContext& contex
   auto in_flight = monitoring_.find(host);
   if (in_flight != monitoring_.end()) {
     // Another first lock of this host is monitoring it: one durable write per host.
-    std::shared_ptr<asio::steady_timer> done = in_flight->second;
-    co_await done->async_wait(rpc::kUseTuple);
+    std::shared_ptr<rpc::Event> done = in_flight->second;
+    co_await done->Wait();
     co_return monitored_.contains(host);
   }
-  auto done =
-      std::make_shared<asio::steady_timer>(executor_, asio::steady_timer::time_point::max());
+  auto done = std::make_shared<rpc::Event>(executor_);
   monitoring_.emplace(host, done);
   MonitorRequest request{MonitorNameFor(context, caller_name), caller_name, context.peer_address,
                          state};
@@ -395,7 +395,7 @@ asio::awaitable<bool> NlmService::EnsureMonitored(const rpc::CallContext& contex
                       "nlm monitoring host={} caller={} failed; answering DENIED_NOLOCKS",
                       LogValue(host), LogValue(caller_name));
   }
-  done->cancel();
+  done->Set();
   co_return ok;
 }
 
@@ -478,26 +478,23 @@ void NlmService::GrantedRes(const rpc::CallContext& context, const nlm4_res& res
     return;
   }
   record.ack->stat = res.stat;
-  record.ack->timer.cancel();
+  record.ack->woken.Set();
 }
 
 // --- _MSG replies -----------------------------------------------------------------------------
 
 void NlmService::SpawnRes(const rpc::CallContext& context, uint32_t procedure,
                           std::vector<uint8_t> body) {
-  auto pass = gate_.TryEnter();
-  if (!pass) return;
   ClientAddress client{context.peer_address, std::nullopt, context.transport,
                        context.local_address};
   if (context.transport == rpc::Transport::kUdp) client.port = context.peer_port;
-  asio::co_spawn(executor_,
-                 SendRes(client, context.version, procedure, std::move(body), std::move(*pass)),
-                 asio::detached);
+  gate_.Spawn("_RES call", [&] {
+    return SendRes(std::move(client), context.version, procedure, std::move(body));
+  });
 }
 
 asio::awaitable<void> NlmService::SendRes(ClientAddress client, uint32_t version,
-                                          uint32_t procedure, std::vector<uint8_t> body,
-                                          rpc::TaskGate::Pass /*pass*/) {
+                                          uint32_t procedure, std::vector<uint8_t> body) {
   rpc::CallResult result =
       co_await caller_.Call(client, version, procedure, std::move(body), options_.res_deadline);
   // `procedure` is one of the five _RES procedures (the ServeMsg callers).
@@ -515,16 +512,11 @@ asio::awaitable<void> NlmService::SendRes(ClientAddress client, uint32_t version
 }
 
 asio::awaitable<void> NlmService::Shutdown() {
-  gate_.Close();
-  for (auto& [id, record] : waiters_) {
-    if (record->ack) record->ack->timer.cancel();
-  }
-  // Woken, a callback or _RES call still finishes the outbound call it is in: wait longer than
-  // its deadline, so that no coroutine resumes into a destroyed service.
+  // Cancelled, a callback or _RES call ends the call or wait it is in. A background journal
+  // write cannot be cancelled: the bound covers it on a healthy store, and a store that hangs
+  // is logged after it.
   const auto longest = std::max(options_.callback_deadline, options_.res_deadline);
-  if (!co_await gate_.WaitEmpty(longest + std::chrono::seconds(1))) {
-    spdlog::error("nlm: {} callbacks still running after shutdown", gate_.count());
-  }
+  co_await gate_.CancelAndWait(longest + rpc::kShutdownMargin);
 }
 
 }  // namespace nlockd::nlm

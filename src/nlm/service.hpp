@@ -24,6 +24,7 @@
 #include "nlm/owner_turns.hpp"
 #include "nlm/wire.hpp"
 #include "rpc/dispatcher.hpp"
+#include "rpc/event.hpp"
 #include "rpc/task_gate.hpp"
 
 namespace nlockd::nlm {
@@ -150,20 +151,21 @@ class NlmService {
   // actions).
   void SendGrants(lock::Grants grants);
 
-  // Stops spawning callbacks, wakes those waiting and waits for them: at most the longer of
-  // callback_deadline and res_deadline, plus a second (an outbound call in progress finishes).
+  // Stops spawning callbacks, cancels those in flight (a callback stops where it is, and its
+  // grant is neither announced nor revoked) and waits for them and for background journal
+  // writes: at most the longer of callback_deadline and res_deadline, plus
+  // rpc::kShutdownMargin.
   asio::awaitable<void> Shutdown();
 
   const NlmStats& stats() const { return stats_; }
   lock::LockManager& locks() { return locks_; }
 
  private:
-  // A callback in flight waits on `timer` for its GRANTED_RES (GrantedRes sets `stat`), or
-  // for its retry delay; cancelling the timer wakes it early.
+  // A callback in flight waits on `woken` for its GRANTED_RES (GrantedRes sets `stat`), or
+  // for its retry delay; setting it wakes the callback early.
   struct GrantAck {
-    explicit GrantAck(asio::any_io_executor executor)
-        : timer(std::move(executor), asio::steady_timer::time_point::max()) {}
-    asio::steady_timer timer;
+    explicit GrantAck(asio::any_io_executor executor) : woken(std::move(executor)) {}
+    rpc::Event woken;
     bool awaiting_res = false;  // A GRANTED_MSG was sent and its GRANTED_RES is awaited.
     std::optional<nlm4_stats> stat;
     bool accepted = false;  // The client accepted the grant; AcceptGrant acknowledged it.
@@ -302,7 +304,7 @@ class NlmService {
   void ForgetHostWaiters(const std::string& host);
   // Marks a record gone: its callback, if one is running, stops at its next step.
   void DropWaiterRecord(uint64_t id);
-  asio::awaitable<void> DeliverGrant(lock::WaiterGrant grant, rpc::TaskGate::Pass pass);
+  asio::awaitable<void> DeliverGrant(lock::WaiterGrant grant);
   // The client accepted the grant of waiter `id` (in GRANTED's reply or a GRANTED_RES): the
   // lock manager settles it now, so that the client holds the lock from this moment, whatever
   // runs before the delivering coroutine resumes (a CANCEL then finds nothing to undo).
@@ -310,7 +312,7 @@ class NlmService {
   // True while the callback of waiter `id` should go on (its grant is still pending).
   bool GrantStillPending(uint64_t id) const;
   asio::awaitable<void> SendRes(ClientAddress client, uint32_t version, uint32_t procedure,
-                                std::vector<uint8_t> body, rpc::TaskGate::Pass pass);
+                                std::vector<uint8_t> body);
   void SpawnRes(const rpc::CallContext& context, uint32_t procedure, std::vector<uint8_t> body);
   // Releases each of these hosts (keys in the lock table) and journals it in the background.
   HostsReleased ReleaseHostKeys(const std::vector<std::string>& hosts);
@@ -331,7 +333,7 @@ class NlmService {
   // bound.
   std::unordered_set<std::string> monitored_;
   // Hosts whose first SM_MON is in flight; later first locks wait on it.
-  std::unordered_map<std::string, std::shared_ptr<asio::steady_timer>> monitoring_;
+  std::unordered_map<std::string, std::shared_ptr<rpc::Event>> monitoring_;
   LockJournal* journal_ = nullptr;
   std::optional<JournalBarrier> barrier_;  // Over journal_, while one is set.
   GrantCookies cookies_;

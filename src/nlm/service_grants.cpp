@@ -63,7 +63,7 @@ void NlmService::DropWaiterRecord(uint64_t id) {
   if (record.ack) {
     // DeliverGrant owns the record now: tell it to stop, and wake it.
     record.gone = true;
-    record.ack->timer.cancel();
+    record.ack->woken.Set();
     return;
   }
   auto count = waiters_per_host_.find(record.host);
@@ -87,8 +87,7 @@ void NlmService::AcceptGrant(uint64_t id) {
 
 // --- GRANTED callbacks ------------------------------------------------------------------------
 
-asio::awaitable<void> NlmService::DeliverGrant(lock::WaiterGrant grant,
-                                               rpc::TaskGate::Pass /*pass*/) {
+asio::awaitable<void> NlmService::DeliverGrant(lock::WaiterGrant grant) {
   const uint64_t id = grant.id.value();
   auto found = waiters_.find(id);
   if (found != waiters_.end() && found->second->ack) co_return;  // Its callback runs already.
@@ -138,8 +137,8 @@ asio::awaitable<void> NlmService::DeliverGrant(lock::WaiterGrant grant,
       // Not after Shutdown() woke the callbacks: a new wait would outlast its drain.
       if (sent.status == rpc::CallStatus::kOk && !ack->stat && GrantStillPending(id) &&
           !gate_.closed()) {
-        ack->timer.expires_after(options_.callback_deadline);
-        co_await ack->timer.async_wait(rpc::kUseTuple);
+        ack->woken.Reset();
+        co_await ack->woken.WaitFor(options_.callback_deadline);
       }
       ack->awaiting_res = false;
       answer = ack->stat;
@@ -161,8 +160,8 @@ asio::awaitable<void> NlmService::DeliverGrant(lock::WaiterGrant grant,
     }
     // No answer, or the client is in its own grace period: try again later.
     if (attempt < options_.callback_attempts) {
-      ack->timer.expires_after(options_.callback_retry_delay);
-      co_await ack->timer.async_wait(rpc::kUseTuple);
+      ack->woken.Reset();
+      co_await ack->woken.WaitFor(options_.callback_retry_delay);
     }
   }
   // Not accepted yet an answer of GRANTED: the grant was taken back before the answer came.

@@ -112,8 +112,11 @@ void NlmService::PersistInBackground(std::vector<JournalEntry> entries, lock::Gr
   }
   AppendGrantEntries(entries, grants);
   if (entries.empty()) return;
-  auto pass = gate_.TryEnter();
-  if (!pass) return;  // Shutting down: the clients re-poll after restart.
+  // Not once shutting down: the clients re-poll after restart. Not spawned through
+  // TaskGate::Spawn: a journal write is never cancelled (its wait would end before the store
+  // answered); the shutdown bound covers it.
+  auto pass = gate_.TryEnter("background journal write");
+  if (!pass) return;
   asio::co_spawn(executor_,
                  PersistThenFinish(std::move(entries), std::move(grants), std::move(*pass)),
                  asio::detached);
@@ -134,9 +137,8 @@ void NlmService::FinishGrants(lock::Grants grants, bool persisted) {
       RevokeUnaccepted(grant);
       continue;
     }
-    auto pass = gate_.TryEnter();
-    if (!pass) return;  // Shutting down: the clients re-poll after restart.
-    asio::co_spawn(executor_, DeliverGrant(std::move(grant), std::move(*pass)), asio::detached);
+    // Not once shutting down: the clients re-poll after restart.
+    if (!gate_.Spawn("GRANTED callback", [&] { return DeliverGrant(std::move(grant)); })) return;
   }
 }
 
