@@ -7,9 +7,10 @@
 #include <unordered_map>
 #include <utility>
 
-#include <asio/co_spawn.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
 #include <asio/ip/address.hpp>
 #include <asio/ip/udp.hpp>
+#include <asio/this_coro.hpp>
 #include <spdlog/spdlog.h>
 
 #include "base/error.hpp"
@@ -29,17 +30,9 @@ namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
+using namespace asio::experimental::awaitable_operators;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-void LogSpawnFailure(std::exception_ptr error) {
-  if (!error) return;
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    spdlog::error("nsm notifier task failed: {}", e.what());
-  }
-}
 
 NotifyScheduleOptions ScheduleOptionsFrom(const NotifierOptions& options) {
   return NotifyScheduleOptions{options.initial_backoff, options.max_backoff,
@@ -69,8 +62,8 @@ Notifier::Notifier(asio::any_io_executor executor, rpc::Client& client, store::S
       clock_(clock),
       options_(options),
       schedule_(ScheduleOptionsFrom(options)),
-      gate_(executor),
-      channel_gate_(executor),
+      gate_(executor, "nsm notifier"),
+      channel_gate_(executor, "nsm notifier channel"),
       channel_(executor, channel_gate_, options.source_port),
       wake_(executor) {
   NLOCKD_REQUIRE(options.max_in_flight > 0 && options.max_open_attempts > 0);
@@ -87,12 +80,9 @@ void Notifier::SetTiming(const NotifierOptions& timing) {
   schedule_.set_options(ScheduleOptionsFrom(options_));
 }
 
-Notifier::~Notifier() {
-  // Coroutines still in flight would touch a destroyed notifier: a lifetime bug of ours, so it
-  // aborts (a destructor must not throw).
-  NLOCKD_ASSERT(gate_.count() == 0 && channel_gate_.count() == 0,
-                "Notifier destroyed before Shutdown() completed");
-}
+// A task that outlived Shutdown()'s bound was logged there; its pass outlives the gates safely,
+// and the executor no longer runs it (see the class comment).
+Notifier::~Notifier() = default;
 
 void Notifier::StartRound(std::string our_name, int32_t state, std::vector<NotifyTarget> targets) {
   if (stopping_) {
@@ -125,13 +115,12 @@ void Notifier::StartRound(std::string our_name, int32_t state, std::vector<Notif
   store_.PutNotifyOwed(std::move(owed), LogStoreFailure("recording hosts owed SM_NOTIFY"));
 
   if (pump_running_) {
-    wake_.cancel();
+    wake_.Set();
     return;
   }
-  auto pass = gate_.TryEnter();
-  NLOCKD_ASSERT(pass.has_value());  // the gate closes only once stopping_ is set
   pump_running_ = true;
-  asio::co_spawn(executor_, Pump(std::move(*pass)), LogSpawnFailure);
+  // The gate closes only once stopping_ is set.
+  NLOCKD_ASSERT(gate_.Spawn("notification pump", [this] { return Pump(); }));
 }
 
 NotifierStats Notifier::stats() const {
@@ -144,35 +133,29 @@ NotifierStats Notifier::stats() const {
 
 asio::awaitable<void> Notifier::Shutdown() {
   stopping_ = true;
-  gate_.Close();
-  wake_.cancel();
-  const bool drained =
-      co_await gate_.WaitEmpty(options_.attempt_deadline + options_.shutdown_grace);
-  if (!drained) {
-    spdlog::warn("nsm notifier: {} tasks still running at shutdown", gate_.count());
-  }
-  // Only now: closing the channel ends the calls in flight, which were allowed to finish.
+  // Cancelled, the pump stops and each attempt ends its call (unanswered: its host stays owed).
+  co_await gate_.CancelAndWait(options_.attempt_deadline + options_.shutdown_grace);
+  // Only now: the attempts' calls read their replies through the channel.
   channel_.Close();
-  channel_gate_.Close();
-  co_await channel_gate_.WaitEmpty(options_.shutdown_grace);
+  co_await channel_gate_.CancelAndWait(options_.shutdown_grace);
   spdlog::info("nsm notifier stopped; {} hosts still owed SM_NOTIFY", schedule_.size());
 }
 
 // Hands out due hosts while fewer than max_in_flight attempts run, then sleeps until the next
-// host is due or an attempt ends or a round starts (wake_ is cancelled). The executor is
-// single-threaded and this loop suspends only on wake_, so no wake-up is lost.
-asio::awaitable<void> Notifier::Pump(rpc::TaskGate::Pass /*held until the pump ends*/) {
+// host is due or an attempt ends or a round starts (wake_ is set). The executor is
+// single-threaded and wake_ stays set until the next turn of this loop, so no news is lost.
+asio::awaitable<void> Notifier::Pump() {
   while (!stopping_) {
+    wake_.Reset();
     const Clock::time_point now = clock_.Now();
     while (HasRoom()) {
       std::optional<NotifyAttempt> attempt = schedule_.PopDue(now);
       if (!attempt) break;
-      auto attempt_pass = gate_.TryEnter();
-      NLOCKD_ASSERT(attempt_pass.has_value());
       ++stats_.attempts;
       ++active_;  // here, not in RunAttempt: co_spawn only posts its start
-      asio::co_spawn(executor_, RunAttempt(std::move(*attempt), std::move(*attempt_pass)),
-                     LogSpawnFailure);
+      const bool spawned = gate_.Spawn(
+          "SM_NOTIFY attempt", [this, &attempt] { return RunAttempt(std::move(*attempt)); });
+      NLOCKD_ASSERT(spawned);  // the gate closes only once stopping_ is set
     }
     if (schedule_.empty()) {
       EndRound();
@@ -182,56 +165,76 @@ asio::awaitable<void> Notifier::Pump(rpc::TaskGate::Pass /*held until the pump e
     if (HasRoom()) {
       if (auto next = schedule_.NextDue()) wait = std::max(Clock::duration(0), *next - now);
     }
-    wake_.expires_after(wait);
-    co_await wake_.async_wait(rpc::kUseTuple);
+    co_await wake_.WaitFor(wait);  // cancelled at shutdown: stopping_ ends the loop
   }
   pump_running_ = false;
 }
 
-asio::awaitable<void> Notifier::RunAttempt(NotifyAttempt attempt,
-                                           rpc::TaskGate::Pass /*held until it ends*/) {
-  // The slot goes back at slot_hold or at the end, whichever is first. The handler is a plain
-  // lambda; after the attempt ends it sees `released` set (or operation_aborted) and does not
-  // touch the Notifier. The pump counted this attempt in active_ when it spawned it.
-  auto released = std::make_shared<bool>(false);
-  asio::steady_timer hold(executor_);
-  HoldSlot(hold, released);
-  AttemptResult result;
+asio::awaitable<void> Notifier::RunAttempt(NotifyAttempt attempt) {
+  // The pump counted this attempt in active_ when it spawned it; HoldSlot gives the slot back
+  // at slot_hold or when the attempt ended, whichever is first. `ended` outlives both.
+  rpc::Event ended(executor_);
   const Clock::time_point started = clock_.Now();
-  try {
-    result = co_await Attempt(attempt);
-  } catch (const std::exception& e) {
-    result.failure = AttemptResult::Failure::kCall;
-    result.detail = e.what();
-  }
-  hold.cancel();
-  if (!*released) {
-    *released = true;
-    --active_;
+  // Named first: g++ 12 double-destroys temporaries in a co_await operand (PR 101367 family).
+  auto run = AttemptThenSet(attempt, ended);
+  auto hold = HoldSlot(ended);
+  AttemptResult result = co_await (std::move(run) && std::move(hold));
+  if (stopping_ && result.failure != AttemptResult::Failure::kNone) {
+    // Cancelled by Shutdown (or failed as it began): the host stays owed, and this is no
+    // failure of the peer's.
+    co_return;
   }
   const NotifyAttemptReport::Outcome outcome = Finish(attempt, result);
   if (on_attempt_) {
     on_attempt_(NotifyAttemptReport{attempt.mon_name, outcome, clock_.Now() - started});
   }
-  wake_.cancel();
+  wake_.Set();
+}
+
+asio::awaitable<Notifier::AttemptResult> Notifier::AttemptThenSet(NotifyAttempt attempt,
+                                                                  rpc::Event& ended) {
+  // A branch of RunAttempt's &&, on a thread of its own: as for TaskGate::Spawn, a cancel ends
+  // the current wait with an error, never with an exception that would skip the clean-up of
+  // the channel's calls.
+  co_await asio::this_coro::throw_if_cancelled(false);
+  AttemptResult result;
+  try {
+    // Asio 1.22 does not pass the gate's cancellation into the && group: the attempt races the
+    // gate's cancelled() event instead, which cancels it.
+    auto call = UnthrowingAttempt(std::move(attempt));  // named first (g++ 12)
+    auto cancelled = gate_.cancelled().Wait();
+    auto outcome = co_await (std::move(call) || std::move(cancelled));
+    if (outcome.index() == 0) {
+      result = std::get<0>(std::move(outcome));
+    } else {
+      result.failure = AttemptResult::Failure::kCall;
+      result.detail = "cancelled at shutdown";
+    }
+  } catch (const std::exception& e) {
+    result.failure = AttemptResult::Failure::kCall;
+    result.detail = e.what();
+  }
+  ended.Set();
+  co_return result;
+}
+
+asio::awaitable<Notifier::AttemptResult> Notifier::UnthrowingAttempt(NotifyAttempt attempt) {
+  co_await asio::this_coro::throw_if_cancelled(false);  // as in AttemptThenSet
+  co_return co_await Attempt(std::move(attempt));
 }
 
 // Gives the attempt's slot back after slot_hold, unless replies wait unread in the channel:
 // then the executor is behind, and freeing slots would only start attempts it cannot serve
 // within their deadlines (the overload that made sm-notify lose replies), so it waits again.
-// `hold` is dereferenced only while *released is false, i.e. while RunAttempt's frame lives.
-void Notifier::HoldSlot(asio::steady_timer& hold, std::shared_ptr<bool> released) {
-  hold.expires_after(options_.slot_hold);
-  hold.async_wait([this, &hold, released](const asio::error_code& ec) {
-    if (ec || *released) return;
-    if (channel_.RepliesQueued()) {
-      HoldSlot(hold, released);
-      return;
-    }
-    *released = true;
-    --active_;
-    wake_.cancel();
-  });
+// Ends at once when the attempt ended.
+asio::awaitable<void> Notifier::HoldSlot(rpc::Event& ended) {
+  co_await asio::this_coro::throw_if_cancelled(false);  // as in AttemptThenSet
+  for (;;) {
+    const bool attempt_ended = co_await ended.WaitFor(options_.slot_hold);
+    if (attempt_ended || ended.IsSet() || stopping_ || !channel_.RepliesQueued()) break;
+  }
+  --active_;
+  wake_.Set();
 }
 
 bool Notifier::HasRoom() const {

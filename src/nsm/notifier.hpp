@@ -13,7 +13,6 @@
 #include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>
 #include <asio/ip/address.hpp>
-#include <asio/steady_timer.hpp>
 
 #include "base/clock.hpp"
 #include "nsm/notify_channel.hpp"
@@ -21,6 +20,7 @@
 #include "nsm/notify_targets.hpp"
 #include "nsm/registry.hpp"
 #include "rpc/call_context.hpp"
+#include "rpc/event.hpp"
 #include "rpc/task_gate.hpp"
 
 namespace nlockd::rpc {
@@ -68,7 +68,8 @@ struct NotifierOptions {
   // Non-zero: the source port of every call (rpcbind and SM_NOTIFY, UDP and TCP), for
   // firewalls (rpc.statd's --outgoing-port).
   uint16_t source_port = 0;
-  // How long Shutdown waits for attempts in flight beyond attempt_deadline.
+  // How long Shutdown waits for attempts beyond attempt_deadline after cancelling them (a
+  // name lookup on Asio's resolver thread cannot be cancelled), and for the receive loops.
   std::chrono::milliseconds shutdown_grace{1000};
 };
 
@@ -107,7 +108,8 @@ struct NotifyAttemptReport {
 // Owns the schedule of hosts owed an SM_NOTIFY and the coroutines that notify them. Runs on
 // `executor`, which must be single-threaded (an io_context run by one thread, or a strand);
 // every callback runs there. executor, client, store and clock must outlive the Notifier.
-// REQUIRES: Shutdown() has completed before the Notifier is destroyed (if a round ever started).
+// REQUIRES: Shutdown() has completed before the Notifier is destroyed (if a round ever started),
+// and the executor runs no handler of it after that.
 class Notifier {
  public:
   Notifier(asio::any_io_executor executor, rpc::Client& client, store::Store& store,
@@ -144,8 +146,9 @@ class Notifier {
   bool RoundActive() const { return round_start_.has_value(); }
   size_t Pending() const { return schedule_.size(); }
 
-  // Stops retries and new attempts, waits for the attempts in flight (at most attempt_deadline
-  // + shutdown_grace). Hosts not answered stay owed in the store for the next start.
+  // Stops retries and new attempts, cancels the attempts in flight and waits for them (at most
+  // attempt_deadline + shutdown_grace). Hosts not answered stay owed in the store for the next
+  // start.
   asio::awaitable<void> Shutdown();
 
  private:
@@ -156,13 +159,17 @@ class Notifier {
     std::string detail;
   };
 
-  asio::awaitable<void> Pump(rpc::TaskGate::Pass pass);
-  asio::awaitable<void> RunAttempt(NotifyAttempt attempt, rpc::TaskGate::Pass pass);
+  asio::awaitable<void> Pump();
+  asio::awaitable<void> RunAttempt(NotifyAttempt attempt);
+  // Attempt(), with an exception as a failed call; sets `ended` when it returns.
+  asio::awaitable<AttemptResult> AttemptThenSet(NotifyAttempt attempt, rpc::Event& ended);
+  // Attempt() on a thread of its own that a cancel does not make throw.
+  asio::awaitable<AttemptResult> UnthrowingAttempt(NotifyAttempt attempt);
   asio::awaitable<AttemptResult> Attempt(NotifyAttempt attempt);
   asio::awaitable<std::optional<uint16_t>> GetPort(asio::ip::address address, uint32_t protocol,
                                                    std::chrono::steady_clock::time_point deadline);
   bool HasRoom() const;
-  void HoldSlot(asio::steady_timer& hold, std::shared_ptr<bool> released);
+  asio::awaitable<void> HoldSlot(rpc::Event& ended);
   NotifyAttemptReport::Outcome Finish(const NotifyAttempt& attempt, const AttemptResult& result);
   void RemoveOwed(const std::string& mon_name);
   void EndRound();
@@ -176,8 +183,8 @@ class Notifier {
   rpc::TaskGate gate_;          // the pump and the attempts
   rpc::TaskGate channel_gate_;  // the channel's receive loops
   NotifyChannel channel_;
-  asio::steady_timer wake_;  // the pump sleeps on it; cancelled when there is news
-  size_t active_ = 0;        // attempts counted against max_in_flight
+  rpc::Event wake_;    // the pump sleeps on it; set when there is news
+  size_t active_ = 0;  // attempts counted against max_in_flight
   bool pump_running_ = false;
   bool stopping_ = false;
   std::optional<Clock::time_point> round_start_;

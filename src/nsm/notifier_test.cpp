@@ -23,6 +23,7 @@
 #include "rpc/server.hpp"
 #include "rpc/use_tuple.hpp"
 #include "store/memory/memory_store.hpp"
+#include "testutil/captured_log.hpp"
 #include "testutil/run_coroutine.hpp"
 
 namespace nlockd::nsm {
@@ -443,6 +444,29 @@ TEST_F(NotifierTest, ShutdownStopsRetriesAndLeavesUnansweredHostsOwed) {
   EXPECT_EQ(notifier_->stats().attempts, attempts);
   notifier_->StartRound("server-a", 29, targets);  // ignored after shutdown
   EXPECT_EQ(notifier_->stats().rounds_started, 1u);
+}
+
+TEST_F(NotifierTest, ShutdownCancelsAttemptsToPeersThatNeverAnswer) {
+  StartPeers(1);
+  StartSilentUdpPeer();
+  StartSilentUdpPeer("127.0.0.102");
+  NotifierOptions options;
+  // Waiting for the attempts instead of cancelling them would take 20 s.
+  options.attempt_deadline = milliseconds(20000);
+  MakeNotifier(options);
+  notifier_->StartRound(
+      "server-a", 27,
+      {NotifyTarget{"silent-udp", "127.0.0.100"}, NotifyTarget{"silent-udp-2", "127.0.0.102"}});
+  ASSERT_TRUE(RunUntil([&] { return notifier_->stats().in_flight == 2; }));
+  io_.run_for(milliseconds(200));  // both are in their calls
+  testutil::CapturedLog log;
+  const auto started = std::chrono::steady_clock::now();
+  testutil::RunCoroutine(io_, notifier_->Shutdown());
+  EXPECT_LT(std::chrono::steady_clock::now() - started, milliseconds(2000));
+  // Cancelled, not failed: both stay owed for the next start, and nothing was left running.
+  EXPECT_EQ(OwedNames(), (std::set<std::string>{"silent-udp", "silent-udp-2"}));
+  EXPECT_EQ(notifier_->stats().failed_attempts, 0u);
+  EXPECT_EQ(log.Count("still running"), 0u) << log.text();
 }
 
 TEST_F(NotifierTest, EmptyRoundEndsAtOnce) {

@@ -8,6 +8,7 @@
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/ip/v6_only.hpp>
+#include <asio/this_coro.hpp>
 #include <spdlog/spdlog.h>
 
 #include "rpc/message.hpp"
@@ -103,6 +104,11 @@ asio::awaitable<rpc::CallResult> NotifyChannel::Call(asio::ip::udp::endpoint pee
     waiter.wake.expires_at(std::min(give_up, now + interval));
     co_await waiter.wake.async_wait(rpc::kUseTuple);
     if (std::chrono::steady_clock::now() >= give_up) break;
+    // Cancelled (the notifier shuts down): no retransmission.
+    if ((co_await asio::this_coro::cancellation_state).cancelled() !=
+        asio::cancellation_type::none) {
+      break;
+    }
     interval *= 2;
   }
   waiters_.erase(xid);
