@@ -84,6 +84,12 @@ class NLOCKD_EXPORT LockService {
   // io_context, serving begins when the host runs it. Throws std::runtime_error if
   // the store cannot be read. REQUIRES: called once, before any other call but the setup ones.
   void Start();
+  // Blocking: waits until rpcbind holds the service's registrations (at once when it makes
+  // none, Options::rpcbind_register off), at most 2 s, the wait the restart notification makes
+  // too; false if that ran out (the registration goes on in the background). After Start(),
+  // with the service's own thread or while the host runs its io_context. nlockd tells systemd
+  // READY=1 after it.
+  bool WaitForRegistrations();
 
   // Shuts down gracefully: stops the listener, finishes calls and callbacks in flight (bounded),
   // unregisters from rpcbind, and records a clean stop in the store. Returns when done.

@@ -320,6 +320,14 @@ void LockService::Start() { impl_->Start(); }
 
 void LockService::Shutdown() { impl_->Shutdown(); }
 
+bool LockService::WaitForRegistrations() {
+  std::promise<bool> registered;
+  asio::co_spawn(
+      impl_->executor(), impl_->core().WaitForRegistrations(),
+      [&registered](std::exception_ptr error, bool done) { registered.set_value(!error && done); });
+  return registered.get_future().get();
+}
+
 void LockService::AsyncShutdown(std::function<void()> done) {
   impl_->AsyncShutdown(std::move(done));
 }

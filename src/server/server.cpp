@@ -19,6 +19,7 @@
 #include "base/error.hpp"
 #include "base/redact.hpp"
 #include "rpc/address.hpp"
+#include "rpc/wait_bounds.hpp"
 #include "server/recovery.hpp"
 #include "store/open_store.hpp"
 
@@ -152,11 +153,6 @@ GraceControllerOptions GraceOptionsFrom(const nlockd::Options& options) {
   return out;
 }
 
-// The restart round waits this long at most for rpcbind to hold our registrations, so that a
-// peer that answers the notification at once (its reclaims, its SM_MON of us) finds us; without
-// rpcbind the registration keeps retrying for a minute, and the round must not wait for that.
-constexpr std::chrono::seconds kRegistrationWaitBeforeRound{2};
-
 // Where rpc.statd keeps the host's NSM state number (nfs-utils' default; a host int32), read
 // on a new store's first start when statd_directory is not set.
 constexpr const char* kStatdStateFile = "/var/lib/nfs/state";
@@ -283,8 +279,8 @@ Core::Core(asio::any_io_executor executor, nlockd::Options options, HaLink ha_li
       admin_backend_(AdminBackendParts{executor_, clock_, locks_, nsm_, notifier_, nlm_, bridge_,
                                        metrics_, options_.name, options_.nlm_granted_msg, &grace_,
                                        HaViewSource(), ha_link_.request_release}),
-      calls_(executor_),
-      tasks_(executor_),
+      calls_(executor_, "calls handed in"),
+      tasks_(executor_, "core"),
       registrations_done_(executor_),
       notify_hold_(executor_) {
   if (!options_.serve_nlm && !options_.serve_nsm) {
@@ -550,11 +546,9 @@ void Core::Serve(int32_t state, store::LoadedState loaded) {
     // run owed.
     spdlog::info("nsm restarted on the same boot: state {} kept, no restart notification", state);
   }
+  if (registrations_pending_ == 0) registrations_done_.Set();
   if (!restart_on_same_boot_ || !owed.empty()) {
-    if (auto pass = tasks_.TryEnter()) {
-      asio::co_spawn(executor_, NotifyWhenReady(std::move(*pass), state, std::move(owed)),
-                     asio::detached);
-    }
+    tasks_.Spawn("restart round", [&] { return NotifyWhenReady(state, std::move(owed)); });
   }
   started_.store(true);
 }
@@ -584,33 +578,26 @@ void Core::StartNotificationRound(int32_t state, std::vector<nsm::NotifyTarget> 
   notifier_.StartRound(options_.name, state, std::move(targets));
 }
 
-// `pass` is held until the round began or shutdown stopped the wait.
-asio::awaitable<void> Core::NotifyWhenReady([[maybe_unused]] rpc::TaskGate::Pass pass,
-                                            int32_t state, std::vector<nsm::NotifyTarget> owed) {
-  if (registrations_pending_ > 0) {
-    registrations_done_.expires_after(kRegistrationWaitBeforeRound);
-    std::error_code cancelled;  // by the last registration, or by shutdown
-    co_await registrations_done_.async_wait(asio::redirect_error(asio::use_awaitable, cancelled));
-    if (stopping_) co_return;
-    if (registrations_pending_ > 0) {
-      spdlog::warn("nsm notifying before rpcbind has our registrations: still trying after {} s",
-                   kRegistrationWaitBeforeRound.count());
-    }
+// A task of tasks_: shutdown cancels its waits.
+asio::awaitable<void> Core::NotifyWhenReady(int32_t state, std::vector<nsm::NotifyTarget> owed) {
+  const bool registered = co_await WaitForRegistrations();
+  if (stopping_) co_return;
+  if (!registered) {
+    spdlog::warn("nsm notifying before rpcbind has our registrations: still trying after {} s",
+                 rpc::kRegistrationWait.count());
   }
   if (restart_on_same_boot_) {
     notifier_.StartRound(options_.name, state, std::move(owed));
     co_return;
   }
-  if (options_.notify_hold.count() > 0 && !hold_released_) {
+  if (options_.notify_hold.count() > 0 && !notify_hold_.IsSet()) {
     spdlog::info(
         "nsm holding the restart notification (state {}) until told to send it (SIGUSR2), at "
         "most {} s",
         state, options_.notify_hold.count());
-    notify_hold_.expires_after(options_.notify_hold);
-    std::error_code cancelled;  // by ReleaseNotificationHold(), or by shutdown
-    co_await notify_hold_.async_wait(asio::redirect_error(asio::use_awaitable, cancelled));
+    const bool released = co_await notify_hold_.WaitFor(options_.notify_hold);
     if (stopping_) co_return;
-    if (!hold_released_) {
+    if (!released) {
       spdlog::warn("nsm nobody said to send the restart notification in {} s: sending it now",
                    options_.notify_hold.count());
     }
@@ -619,17 +606,18 @@ asio::awaitable<void> Core::NotifyWhenReady([[maybe_unused]] rpc::TaskGate::Pass
 }
 
 void Core::ReleaseNotificationHold() {
-  asio::post(executor_, [this] {
-    hold_released_ = true;
-    notify_hold_.cancel();
-  });
+  asio::post(executor_, [this] { notify_hold_.Set(); });
+}
+
+asio::awaitable<bool> Core::WaitForRegistrations() {
+  co_return co_await registrations_done_.WaitFor(rpc::kRegistrationWait);
 }
 
 asio::awaitable<void> Core::RegisterWithRpcbind(std::vector<std::pair<uint32_t, uint32_t>> programs,
                                                 rpc::RpcbindListener listener) {
   co_await rpcbind_.Register(std::move(programs), listener);
   // Registered, refused or given up: the restart round waits no longer for this one.
-  if (--registrations_pending_ == 0) registrations_done_.cancel();
+  if (--registrations_pending_ == 0) registrations_done_.Set();
 }
 
 asio::awaitable<void> Core::ShutDown() {
@@ -638,15 +626,12 @@ asio::awaitable<void> Core::ShutDown() {
   // Admin calls in flight are answered (or refused) before the services stop.
   admin_backend_.Close();
   grace_.Stop();
-  // A round still waiting (for rpcbind, or held) is not begun: hosts owed from an earlier run
+  // Cancel, then wait, owner by owner (docs/architecture.md, "Cancellation and shutdown"). A
+  // round still waiting (for rpcbind, or held) is not begun: hosts owed from an earlier run
   // stay owed in the store, and the next start on a new boot notifies every monitored host.
-  tasks_.Close();
-  registrations_done_.cancel();
-  notify_hold_.cancel();
-  co_await tasks_.WaitEmpty(std::chrono::seconds(1));
+  co_await tasks_.CancelAndWait(rpc::kCoreTasksBound);
   for (const auto& server : rpc_servers_) co_await server->Shutdown();
-  calls_.Close();
-  co_await calls_.WaitEmpty(std::chrono::seconds(10));
+  co_await calls_.CancelAndWait(rpc::kHostCallsBound);
   co_await nlm_.Shutdown();
   co_await grace_.Shutdown();
   co_await nsm_.Shutdown();

@@ -31,6 +31,7 @@
 #include "rpc/call_context.hpp"
 #include "rpc/client.hpp"
 #include "rpc/dispatcher.hpp"
+#include "rpc/event.hpp"
 #include "rpc/reply_cache.hpp"
 #include "rpc/rpcbind.hpp"
 #include "rpc/server.hpp"
@@ -134,6 +135,11 @@ class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
   AdminBackend& admin_backend() { return admin_backend_; }
   admin::Metrics& metrics() { return metrics_; }
 
+  // Completes once rpcbind holds our registrations (or none is made), at most
+  // rpc::kRegistrationWait: the wait the restart round makes too. True if they are done.
+  // Readiness (the daemon's READY=1) follows it. On the executor, after Start().
+  asio::awaitable<bool> WaitForRegistrations();
+
   // Sends the restart notification that Options::notify_hold holds back, now (posted to the
   // executor; any thread; before the round reached its hold, it will not hold). Does nothing
   // once it went out.
@@ -171,8 +177,7 @@ class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
   // The restart round (Serve), once rpcbind holds our registrations (bounded) and, on a new
   // boot with Options::notify_hold, once ReleaseNotificationHold() said so or the hold passed.
   // On the same boot only `owed` is notified, and nothing is held.
-  asio::awaitable<void> NotifyWhenReady(rpc::TaskGate::Pass pass, int32_t state,
-                                        std::vector<nsm::NotifyTarget> owed);
+  asio::awaitable<void> NotifyWhenReady(int32_t state, std::vector<nsm::NotifyTarget> owed);
   asio::awaitable<void> RegisterWithRpcbind(std::vector<std::pair<uint32_t, uint32_t>> programs,
                                             rpc::RpcbindListener listener);
   // The (program, version) pairs `server` serves (every served pair when it names none).
@@ -226,12 +231,11 @@ class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
   // Coroutines of the Core's own (the restart round while it waits), stopped by ShutDown.
   rpc::TaskGate tasks_;
   bool registered_ = false;
-  // rpcbind registrations not yet finished; registrations_done_ is cancelled when none is.
+  // rpcbind registrations not yet finished; registrations_done_ is set when none is.
   int registrations_pending_ = 0;
-  asio::steady_timer registrations_done_;
-  // Options::notify_hold: cancelled by ReleaseNotificationHold().
-  asio::steady_timer notify_hold_;
-  bool hold_released_ = false;
+  rpc::Event registrations_done_;
+  // Options::notify_hold: set by ReleaseNotificationHold().
+  rpc::Event notify_hold_;
   bool restart_on_same_boot_ = false;  // see IsMonitorRestartOnSameBoot()
   // Written by Start() on the caller's thread; read on the executor, where calls handed in
   // before it are refused.

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The real nlockd binary: configuration checks, --version, systemd notifications, SIGHUP.
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -10,8 +12,10 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include <arpa/inet.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -202,6 +206,115 @@ TEST(NlockdDaemon, TellsSystemdReadyStatusWatchdogAndStopping) {
   EXPECT_EQ(daemon.Stop(SIGTERM, seconds(20)), 0) << daemon.output();
   std::string stopping = notify.WaitFor("STOPPING=1", seconds(5));
   EXPECT_FALSE(stopping.empty());
+}
+
+// A portmapper on 127.0.0.1 (UDP) that speaks version 2 only: it refuses rpcbind v3/v4
+// (PROG_MISMATCH), answers GETPORT with 0 (nothing registered) and every SET with TRUE, the
+// first SET after `first_set_delay`, so that registering takes that long.
+class SlowPortmapper {
+ public:
+  explicit SlowPortmapper(std::chrono::milliseconds first_set_delay)
+      : delay_(first_set_delay), fd_(socket(AF_INET, SOCK_DGRAM, 0)) {
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+    socklen_t length = sizeof address;
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length);
+    port_ = ntohs(address.sin_port);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~SlowPortmapper() {
+    stop_ = true;
+    thread_.join();
+    close(fd_);
+  }
+  SlowPortmapper(const SlowPortmapper&) = delete;
+  SlowPortmapper& operator=(const SlowPortmapper&) = delete;
+
+  uint16_t port() const { return port_; }
+  // Distinct SET calls answered so far.
+  int sets_answered() const { return sets_answered_.load(); }
+
+ private:
+  static uint32_t Word(const uint8_t* at) {
+    uint32_t word = 0;
+    std::memcpy(&word, at, 4);
+    return ntohl(word);
+  }
+  static void Put(std::vector<uint8_t>& out, uint32_t word) {
+    word = htonl(word);
+    const auto* bytes = reinterpret_cast<const uint8_t*>(&word);
+    out.insert(out.end(), bytes, bytes + 4);
+  }
+
+  void Serve() {
+    uint8_t call[8192];
+    while (!stop_) {
+      pollfd ready{fd_, POLLIN, 0};
+      if (poll(&ready, 1, 50) <= 0) continue;
+      sockaddr_in from{};
+      socklen_t from_length = sizeof from;
+      const ssize_t n =
+          recvfrom(fd_, call, sizeof call, 0, reinterpret_cast<sockaddr*>(&from), &from_length);
+      if (n < 24) continue;
+      // xid, CALL, rpcvers 2, prog, vers, proc (RFC 5531).
+      const uint32_t version = Word(call + 16);
+      const uint32_t procedure = Word(call + 20);
+      std::vector<uint8_t> reply;
+      Put(reply, Word(call));  // xid
+      Put(reply, 1);           // REPLY
+      Put(reply, 0);           // MSG_ACCEPTED
+      Put(reply, 0);           // verifier AUTH_NONE
+      Put(reply, 0);
+      if (version != 2) {
+        Put(reply, 2);  // PROG_MISMATCH, versions 2 to 2
+        Put(reply, 2);
+        Put(reply, 2);
+      } else {
+        Put(reply, 0);  // SUCCESS
+        const bool set = procedure == 1;
+        if (set && !delayed_) {
+          delayed_ = true;
+          std::this_thread::sleep_for(delay_);
+        }
+        // SET, UNSET: TRUE; GETPORT: port 0; DUMP: an empty list.
+        Put(reply, procedure == 1 || procedure == 2 ? 1 : 0);
+        // Retransmissions of a delayed SET count once.
+        if (set && set_xids_.insert(Word(call)).second) ++sets_answered_;
+      }
+      sendto(fd_, reply.data(), reply.size(), 0, reinterpret_cast<sockaddr*>(&from), from_length);
+    }
+  }
+
+  const std::chrono::milliseconds delay_;
+  const int fd_;
+  uint16_t port_ = 0;
+  bool delayed_ = false;
+  std::set<uint32_t> set_xids_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> sets_answered_{0};
+  std::thread thread_;
+};
+
+TEST(NlockdDaemon, TellsSystemdReadyOnlyOnceRpcbindHoldsItsRegistrations) {
+  // Registering takes a second (within the 2 s that readiness waits at most).
+  SlowPortmapper portmapper(std::chrono::milliseconds(1000));
+  ScratchDir dir;
+  std::string socket_path = dir.path() + "/notify";
+  nlockd::testutil::NotifySocket notify(socket_path);
+  Subprocess daemon({"/usr/bin/env", "NOTIFY_SOCKET=" + socket_path, NLOCKD_BINARY, "--store",
+                     "memory:", "--listen", "127.0.0.1:0", "--admin-listen", "off",
+                     "--rpcbind-host", "127.0.0.1", "--rpcbind-port",
+                     std::to_string(portmapper.port())});
+  std::string ready = notify.WaitFor("READY=1", seconds(20));
+  ASSERT_FALSE(ready.empty()) << daemon.output();
+  // NLM versions 1, 3, 4 and NSM version 1, over TCP and UDP: all eight held when READY=1 came.
+  EXPECT_EQ(portmapper.sets_answered(), 8) << daemon.output();
+  EXPECT_TRUE(
+      daemon.WaitForLine(std::regex("registered 4 programs with rpcbind at 127.0.0.1"), seconds(5)))
+      << daemon.output();
+  EXPECT_EQ(daemon.Stop(SIGTERM, seconds(20)), 0) << daemon.output();
 }
 
 TEST(NlockdDaemon, SighupReloadsLogLevelAndTokenAndNamesKeysNeedingARestart) {

@@ -39,6 +39,12 @@ void SystemdNotifier::Attach(LockService* service) {
 
 void SystemdNotifier::Ready() {
   if (!enabled_) return;
+  {
+    std::lock_guard lock(service_mutex_);
+    if (service_ != nullptr && !service_->WaitForRegistrations()) {
+      spdlog::warn("nlockd ready before rpcbind holds its registrations (still trying)");
+    }
+  }
   Notify("READY=1\nSTATUS=" + StatusLine());
   if (!poller_.joinable()) poller_ = std::thread([this] { Poll(); });
 }

@@ -34,8 +34,10 @@ class SystemdNotifier {
   // The service whose status is reported from now on; null detaches it (the standby's status
   // is reported). Waits for a status read in progress, so the service may be shut down after.
   void Attach(LockService* service);
-  // REQUIRES: the attached service listens and Start() returned, or, with ha, none is attached
-  // (the node waits as standby). Starts the poller the first time.
+  // READY=1, once the attached service's rpcbind registrations are done (at most the 2 s the
+  // restart notification waits for them too). REQUIRES: the attached service listens and
+  // Start() returned, or, with ha, none is attached (the node waits as standby). Starts the
+  // poller the first time.
   void Ready();
   void Reloading();
   // Stops the poller before the service shuts down (its status is no longer read).
