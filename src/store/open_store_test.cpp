@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "store/open_store.hpp"
 
-#include <cstdlib>
 #include <filesystem>
 
 #include <dlfcn.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "base/error.hpp"
 #include "testutil/temp_dir.hpp"
@@ -57,7 +57,7 @@ TEST(OpenStore, SqliteAndMemoryStoresLeaveLibpqUnloaded) {
       {
         OpenStore("memory:", {});
         OpenStore(uri, {});
-        std::exit(LibpqLoaded() ? 1 : 0);
+        _exit(LibpqLoaded() ? 1 : 0);
       },
       ::testing::ExitedWithCode(0), "");
 }

@@ -12,7 +12,8 @@ namespace nlockd::store {
 namespace {
 
 std::string LastDlError() {
-  const char* why = dlerror();
+  // glibc keeps dlerror()'s message per thread.
+  const char* why = dlerror();  // NOLINT(concurrency-mt-unsafe)
   return why != nullptr ? why : "unknown reason";
 }
 

@@ -42,6 +42,8 @@ namespace nlockd::store {
 // (seconds inside a slow VM, where nlockd starts as the status monitor). The members keep
 // libpq's own names, so that the calls read (and grep) as libpq's documentation spells them.
 struct Libpq {
+  // `name` is a function's name, declared as a member of that name: it cannot be parenthesised.
+  // NOLINTNEXTLINE(bugprone-macro-parentheses)
 #define NLOCKD_LIBPQ_MEMBER(name) decltype(&::name) name = nullptr;
   NLOCKD_LIBPQ_FUNCTIONS(NLOCKD_LIBPQ_MEMBER)
 #undef NLOCKD_LIBPQ_MEMBER
