@@ -3,8 +3,10 @@
 
 #include <filesystem>
 
+#include <dlfcn.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "base/error.hpp"
 #include "testutil/temp_dir.hpp"
@@ -15,6 +17,14 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
+
+// Whether libpq is mapped into this process (RTLD_NOLOAD: looked up, never loaded).
+bool LibpqLoaded() {
+  void* library = dlopen("libpq.so.5", RTLD_NOW | RTLD_NOLOAD);
+  if (library == nullptr) return false;
+  dlclose(library);  // the lookup took a reference
+  return true;
+}
 
 Error OpenError(const std::string& uri, StoreOptions options = {}) {
   try {
@@ -37,6 +47,21 @@ TEST(OpenStore, SqliteTakesThePathAfterTheScheme) {
   EXPECT_TRUE(std::filesystem::exists(path));
 }
 
+// libpq and its twenty libraries are loaded only for a PostgreSQL store (postgres/libpq.hpp).
+// In a fresh process (the other tests here open PostgreSQL stores): re-executed, not forked.
+TEST(OpenStore, SqliteAndMemoryStoresLeaveLibpqUnloaded) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  nlockd::testutil::TempDir dir("open-store");
+  const std::string uri = "sqlite:" + dir.path() + "/nlockd.db";
+  EXPECT_EXIT(
+      {
+        OpenStore("memory:", {});
+        OpenStore(uri, {});
+        _exit(LibpqLoaded() ? 1 : 0);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 TEST(OpenStore, AnUnknownSchemeIsAClearError) {
   const Error e = OpenError("mysql://root:secret@db/x");
   EXPECT_EQ(e.kind(), ErrorKind::kFailed);
@@ -52,6 +77,8 @@ TEST(OpenStore, AnUnreachablePostgresIsAClearErrorAtOpen) {
   EXPECT_THAT(e.what(), AllOf(HasSubstr("cannot connect to PostgreSQL"), HasSubstr("127.0.0.1"),
                               HasSubstr("port=1"), Not(HasSubstr("secret"))));
   EXPECT_EQ(OpenError("postgres://127.0.0.1:1/nlockd").kind(), ErrorKind::kDisconnected);
+  // Loaded at run time: this binary does not link it.
+  EXPECT_TRUE(LibpqLoaded());
 }
 
 TEST(OpenStore, AMalformedPostgresUriIsAClearError) {

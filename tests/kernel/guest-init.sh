@@ -6,13 +6,15 @@
 # Parameters come from the kernel command line: nlk.ip=ADDR/PREFIX nlk.hostname=NAME
 # nlk.agent=PATH, nlk.statd=PATH to run that nlockd binary (`--serve nsm`) in place of
 # rpc.statd and sm-notify, and nlk.nfsd=DEVICE to be the kernel NFS server (scenarios 12 to 14):
-# DEVICE's file system is exported, nfsd runs with the status monitor.
+# DEVICE's file system is exported, nfsd runs with the status monitor; nlk.trace=1 to run that
+# nlockd under `strace -f -tt` (written to its state directory, the host's guest-state/ or
+# nfsd-state/) with the dynamic linker's statistics in its log: where its start-up goes.
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 export PYTHONDONTWRITEBYTECODE=1
 # /tmp is the host's, read-only; scratch space is on /run (tmpfs).
 mkdir -p /run/tmp
 export TMPDIR=/run/tmp
-ip="" name="" agent="" statd="" nfsd=""
+ip="" name="" agent="" statd="" nfsd="" trace=""
 for word in $(</proc/cmdline); do
   case "$word" in
     nlk.ip=*) ip="${word#nlk.ip=}" ;;
@@ -20,6 +22,7 @@ for word in $(</proc/cmdline); do
     nlk.agent=*) agent="${word#nlk.agent=}" ;;
     nlk.statd=*) statd="${word#nlk.statd=}" ;;
     nlk.nfsd=*) nfsd="${word#nlk.nfsd=}" ;;
+    nlk.trace=*) trace="${word#nlk.trace=}" ;;
   esac
 done
 
@@ -80,9 +83,15 @@ if [[ -n "$statd" ]]; then
   # On the server, as nlockd-statd's units do: the restart round is held until nfsd runs.
   level=info hold=0
   [[ -n "$nfsd" ]] && level=debug hold=60
+  wrap=""
+  if [[ -n "$trace" ]]; then
+    # One trace per start: the boot and the script's PID name it.
+    wrap="env LD_DEBUG=statistics strace -f -tt -o /var/lib/nfs/nlockd-start.\$(cut -c1-8 \
+/proc/sys/kernel/random/boot_id).\$\$.strace"
+  fi
   cat >/run/nlk-statd <<EOF
 #!/bin/bash
-"$statd" --serve nsm --listen 0.0.0.0:0 --name "$name" \\
+$wrap "$statd" --serve nsm --listen 0.0.0.0:0 --name "$name" \\
   --store sqlite:/var/lib/nfs/nlockd.db --admin-listen 0.0.0.0:9464 \\
   --admin-allow-unauthenticated-remote true --log-level $level --notify-hold $hold \\
   --pid-file /run/nlockd.pid 2>&1 | /run/nlk-log nlockd

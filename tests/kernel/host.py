@@ -404,6 +404,9 @@ class Guest:
             "nlk.agent=" + os.path.join(HERE, "agent.py")]
         if nlockd_statd:
             append.append("nlk.statd=" + rig.args.guest_nlockd)
+            # A measurement, not a test: the guest nlockd's start traced (docs/kernel-rig.md).
+            if os.environ.get("NLOCKD_KERNEL_GUEST_TRACE"):
+                append.append("nlk.trace=1")
         disk = []
         if self.disk:
             # The export's file system, the server's disk: nfsd starts at boot.

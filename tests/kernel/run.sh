@@ -11,6 +11,9 @@
 # 12 to 14; default NLOCKD_BINARY). The test command gives them the Release build, as the
 # package ships it: an ASan build starts seconds slower under QEMU's emulation, and those
 # scenarios time the guest's start against rpc.statd's.
+# NLOCKD_KERNEL_GUEST_TRACE=1 runs the guests' nlockd under strace, with the dynamic linker's
+# statistics in its log, to see where its start-up goes (with NLOCKD_KERNEL_KEEP=1: the traces
+# are in the work directory's guest-state/ and nfsd-state/). A measurement: strace slows it.
 set -euo pipefail
 
 if [[ $# -lt 1 ]]; then

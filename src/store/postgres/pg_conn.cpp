@@ -6,9 +6,9 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <libpq-fe.h>
 
 #include "base/error.hpp"
+#include "store/postgres/libpq.hpp"
 #include "store/postgres/pg_lease.hpp"
 #include "store/store.hpp"
 
@@ -94,11 +94,12 @@ void IgnoreNotice(void* /*arg*/, const char* /*message*/) {}
 
 }  // namespace
 
-void PgResultDeleter::operator()(pg_result* result) const { PQclear(result); }
+void PgResultDeleter::operator()(pg_result* result) const { Pq().PQclear(result); }
 
 int64_t PgRow::Int(int column) const {
-  const auto* bytes = reinterpret_cast<const unsigned char*>(PQgetvalue(result_, row_, column));
-  const int length = PQgetlength(result_, row_, column);
+  const auto* bytes =
+      reinterpret_cast<const unsigned char*>(Pq().PQgetvalue(result_, row_, column));
+  const int length = Pq().PQgetlength(result_, row_, column);
   NLOCKD_ASSERT(length == 2 || length == 4 || length == 8, "not a binary integer column");
   uint64_t bits = 0;
   for (int i = 0; i < length; ++i) {
@@ -111,16 +112,16 @@ int64_t PgRow::Int(int column) const {
 }
 
 std::string_view PgRow::Bytes(int column) const {
-  return {PQgetvalue(result_, row_, column),
-          static_cast<size_t>(PQgetlength(result_, row_, column))};
+  return {Pq().PQgetvalue(result_, row_, column),
+          static_cast<size_t>(Pq().PQgetlength(result_, row_, column))};
 }
 
 std::string DescribePgServer(const std::string& conninfo) {
   char* error = nullptr;
-  PQconninfoOption* options = PQconninfoParse(conninfo.c_str(), &error);
+  PQconninfoOption* options = Pq().PQconninfoParse(conninfo.c_str(), &error);
   if (options == nullptr) {
     const std::string why = Trimmed(error);
-    PQfreemem(error);
+    Pq().PQfreemem(error);
     return fmt::format("(unparsable connection string: {})", why);
   }
   std::string out;
@@ -131,25 +132,25 @@ std::string DescribePgServer(const std::string& conninfo) {
       out += fmt::format("{}{}={}", out.empty() ? "" : " ", key, o->val);
     }
   }
-  PQconninfoFree(options);
+  Pq().PQconninfoFree(options);
   return out.empty() ? "(libpq defaults)" : out;
 }
 
 std::string PgConninfoError(const std::string& conninfo) {
   char* error = nullptr;
-  PQconninfoOption* options = PQconninfoParse(conninfo.c_str(), &error);
+  PQconninfoOption* options = Pq().PQconninfoParse(conninfo.c_str(), &error);
   if (options != nullptr) {
-    PQconninfoFree(options);
+    Pq().PQconninfoFree(options);
     return "";
   }
   std::string why = error != nullptr ? Trimmed(error) : "out of memory";
-  PQfreemem(error);
+  Pq().PQfreemem(error);
   return why;
 }
 
 PgConn::PgConn(const std::string& conninfo, std::chrono::seconds connect_timeout,
                const PgClientTcp& tcp)
-    : server_(DescribePgServer(conninfo)) {
+    : pq_(Pq()), server_(DescribePgServer(conninfo)) {
   const std::string timeout = std::to_string(connect_timeout.count());
   std::vector<const char*> keys{"connect_timeout", "application_name"};
   std::vector<std::string> values{timeout, "nlockd"};
@@ -170,35 +171,36 @@ PgConn::PgConn(const std::string& conninfo, std::chrono::seconds connect_timeout
   for (const std::string& value : values) value_ptrs.push_back(value.c_str());
   keys.push_back(nullptr);
   value_ptrs.push_back(nullptr);
-  conn_ = PQconnectdbParams(keys.data(), value_ptrs.data(), 1);
+  conn_ = pq_.PQconnectdbParams(keys.data(), value_ptrs.data(), 1);
   if (conn_ == nullptr) {
     throw Error(ErrorKind::kOverloaded, "libpq: out of memory");
   }
-  PQsetNoticeProcessor(conn_, IgnoreNotice, nullptr);
-  if (PQstatus(conn_) != CONNECTION_OK) {
-    const std::string message = Trimmed(PQerrorMessage(conn_));
-    PQfinish(conn_);
+  pq_.PQsetNoticeProcessor(conn_, IgnoreNotice, nullptr);
+  if (pq_.PQstatus(conn_) != CONNECTION_OK) {
+    const std::string message = Trimmed(pq_.PQerrorMessage(conn_));
+    pq_.PQfinish(conn_);
     conn_ = nullptr;
     throw Error(ErrorKind::kDisconnected,
                 fmt::format("cannot connect to PostgreSQL at {}: {}", server_, message));
   }
 }
 
-PgConn::~PgConn() { PQfinish(conn_); }
+PgConn::~PgConn() { pq_.PQfinish(conn_); }
 
-bool PgConn::ok() const { return !broken_ && PQstatus(conn_) == CONNECTION_OK; }
+bool PgConn::ok() const { return !broken_ && pq_.PQstatus(conn_) == CONNECTION_OK; }
 
 void PgConn::Fail(const pg_result* result, std::string_view doing) const {
-  const char* state = result != nullptr ? PQresultErrorField(result, PG_DIAG_SQLSTATE) : nullptr;
+  const char* state =
+      result != nullptr ? pq_.PQresultErrorField(result, PG_DIAG_SQLSTATE) : nullptr;
   const std::string sqlstate = state != nullptr ? state : "";
-  const std::string message = Trimmed(result != nullptr && *PQresultErrorMessage(result) != '\0'
-                                          ? PQresultErrorMessage(result)
-                                          : PQerrorMessage(conn_));
+  const std::string message = Trimmed(result != nullptr && *pq_.PQresultErrorMessage(result) != '\0'
+                                          ? pq_.PQresultErrorMessage(result)
+                                          : pq_.PQerrorMessage(conn_));
   if (sqlstate == kFenceSqlState) {
     throw LeaseLost(fmt::format("PostgreSQL at {}: {}", server_, message));
   }
-  const bool lost =
-      PQstatus(conn_) != CONNECTION_OK || sqlstate.starts_with("08") || sqlstate.starts_with("57P");
+  const bool lost = pq_.PQstatus(conn_) != CONNECTION_OK || sqlstate.starts_with("08") ||
+                    sqlstate.starts_with("57P");
   // lock_not_available: a lock stayed taken past lock_timeout.
   const bool busy = !lost && sqlstate == "55P03";
   throw Error(lost   ? ErrorKind::kDisconnected
@@ -209,8 +211,8 @@ void PgConn::Fail(const pg_result* result, std::string_view doing) const {
 }
 
 void PgConn::Exec(const std::string& sql) {
-  PgResult result(PQexec(conn_, sql.c_str()));
-  const ExecStatusType status = PQresultStatus(result.get());
+  PgResult result(pq_.PQexec(conn_, sql.c_str()));
+  const ExecStatusType status = pq_.PQresultStatus(result.get());
   if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
     Fail(result.get(), sql.size() > 60 ? sql.substr(0, 60) + "..." : sql);
   }
@@ -221,8 +223,8 @@ void PgConn::Prepare(const char* name, const char* sql, std::span<const SqlType>
   for (SqlType type : types) {
     oids.push_back(OidOf(type));
   }
-  PgResult result(PQprepare(conn_, name, sql, static_cast<int>(oids.size()), oids.data()));
-  if (PQresultStatus(result.get()) != PGRES_COMMAND_OK) {
+  PgResult result(pq_.PQprepare(conn_, name, sql, static_cast<int>(oids.size()), oids.data()));
+  if (pq_.PQresultStatus(result.get()) != PGRES_COMMAND_OK) {
     Fail(result.get(), fmt::format("preparing {}", name));
   }
 }
@@ -231,10 +233,10 @@ void PgConn::Send(const PgStep& step) {
   const EncodedParams encoded(step.params);
   const int sent =
       step.prepared != nullptr
-          ? PQsendQueryPrepared(conn_, step.prepared, encoded.count(), encoded.values(),
-                                encoded.lengths(), encoded.formats(), 1)
-          : PQsendQueryParams(conn_, step.sql, encoded.count(), encoded.types(), encoded.values(),
-                              encoded.lengths(), encoded.formats(), 1);
+          ? pq_.PQsendQueryPrepared(conn_, step.prepared, encoded.count(), encoded.values(),
+                                    encoded.lengths(), encoded.formats(), 1)
+          : pq_.PQsendQueryParams(conn_, step.sql, encoded.count(), encoded.types(),
+                                  encoded.values(), encoded.lengths(), encoded.formats(), 1);
   if (sent != 1) {
     Fail(nullptr, step.prepared != nullptr ? step.prepared : step.sql);
   }
@@ -243,11 +245,11 @@ void PgConn::Send(const PgStep& step) {
 void PgConn::ForEachRow(const PgStep& step, const std::function<void(const SqlRow&)>& on_row) {
   const char* what = step.prepared != nullptr ? step.prepared : step.sql;
   Send(step);
-  PQsetSingleRowMode(conn_);
+  pq_.PQsetSingleRowMode(conn_);
   std::exception_ptr error;
-  while (pg_result* raw = PQgetResult(conn_)) {
+  while (pg_result* raw = pq_.PQgetResult(conn_)) {
     PgResult result(raw);
-    const ExecStatusType status = PQresultStatus(raw);
+    const ExecStatusType status = pq_.PQresultStatus(raw);
     if (error) {
       continue;  // drain, so the connection can run the next query
     }
@@ -268,10 +270,10 @@ void PgConn::ForEachRow(const PgStep& step, const std::function<void(const SqlRo
 
 void PgConn::ReadQueryResults(const PgStep& step, std::exception_ptr* error) {
   const char* what = step.prepared != nullptr ? step.prepared : step.sql;
-  while (pg_result* raw = PQgetResult(conn_)) {
+  while (pg_result* raw = pq_.PQgetResult(conn_)) {
     PgResult result(raw);
-    const ExecStatusType status = PQresultStatus(raw);
-    if (PQstatus(conn_) != CONNECTION_OK) {
+    const ExecStatusType status = pq_.PQresultStatus(raw);
+    if (pq_.PQstatus(conn_) != CONNECTION_OK) {
       Fail(raw, what);  // nothing more will come
     }
     if (*error || status == PGRES_COMMAND_OK || status == PGRES_PIPELINE_ABORTED) {
@@ -288,25 +290,25 @@ void PgConn::ReadQueryResults(const PgStep& step, std::exception_ptr* error) {
       *error = std::current_exception();
     }
   }
-  if (PQstatus(conn_) != CONNECTION_OK) {
+  if (pq_.PQstatus(conn_) != CONNECTION_OK) {
     Fail(nullptr, what);
   }
 }
 
 void PgConn::ReadPipelineSync() {
-  PgResult result(PQgetResult(conn_));
-  if (PQresultStatus(result.get()) != PGRES_PIPELINE_SYNC) {
-    if (PQstatus(conn_) != CONNECTION_OK) {
+  PgResult result(pq_.PQgetResult(conn_));
+  if (pq_.PQresultStatus(result.get()) != PGRES_PIPELINE_SYNC) {
+    if (pq_.PQstatus(conn_) != CONNECTION_OK) {
       Fail(result.get(), "pipeline sync");
     }
     throw Error(ErrorKind::kFailed,
                 fmt::format("PostgreSQL at {}: pipeline out of step ({})", server_,
-                            PQresStatus(PQresultStatus(result.get()))));
+                            pq_.PQresStatus(pq_.PQresultStatus(result.get()))));
   }
 }
 
 void PgConn::RunPipeline(std::span<const PgStep> steps) {
-  if (PQenterPipelineMode(conn_) != 1) {
+  if (pq_.PQenterPipelineMode(conn_) != 1) {
     Fail(nullptr, "entering pipeline mode");
   }
   std::exception_ptr error;
@@ -318,8 +320,9 @@ void PgConn::RunPipeline(std::span<const PgStep> steps) {
         const PgStep& step = steps[i];
         Send(step);
       }
-      const int requested = end == steps.size() ? PQpipelineSync(conn_) : PQsendFlushRequest(conn_);
-      if (requested != 1 || PQflush(conn_) != 0) {
+      const int requested =
+          end == steps.size() ? pq_.PQpipelineSync(conn_) : pq_.PQsendFlushRequest(conn_);
+      if (requested != 1 || pq_.PQflush(conn_) != 0) {
         Fail(nullptr, "sending a pipeline");
       }
       for (size_t i = next; i < end; ++i) {
@@ -328,12 +331,12 @@ void PgConn::RunPipeline(std::span<const PgStep> steps) {
       next = end;
     }
     if (next < steps.size()) {  // stopped early after a failure: end the pipeline now
-      if (PQpipelineSync(conn_) != 1 || PQflush(conn_) != 0) {
+      if (pq_.PQpipelineSync(conn_) != 1 || pq_.PQflush(conn_) != 0) {
         Fail(nullptr, "sending a pipeline sync");
       }
     }
     ReadPipelineSync();
-    if (PQexitPipelineMode(conn_) != 1) {
+    if (pq_.PQexitPipelineMode(conn_) != 1) {
       Fail(nullptr, "leaving pipeline mode");
     }
   } catch (...) {

@@ -16,6 +16,8 @@ struct pg_result;
 
 namespace nlockd::store {
 
+struct Libpq;
+
 // Owns a PGresult.
 struct PgResultDeleter {
   void operator()(pg_result* result) const;
@@ -46,6 +48,7 @@ struct PgStep {
 // "host=... port=... dbname=... user=..." for messages: a connection string without secrets.
 std::string DescribePgServer(const std::string& conninfo);
 // Why libpq cannot parse conninfo, or "" if it can.
+// Both load libpq (Pq()), and so throw nlockd::Error(kFailed) when it cannot be loaded.
 std::string PgConninfoError(const std::string& conninfo);
 
 // The client side's TCP limits on a connection (libpq's keepalives_* and tcp_user_timeout), so
@@ -99,6 +102,7 @@ class PgConn {
   void ReadQueryResults(const PgStep& step, std::exception_ptr* error);
   void ReadPipelineSync();
 
+  const Libpq& pq_;
   pg_conn* conn_ = nullptr;
   std::string server_;   // DescribePgServer() of the conninfo
   bool broken_ = false;  // a pipeline failed midway

@@ -7,10 +7,10 @@
 #include <utility>
 
 #include <fmt/format.h>
-#include <libpq-fe.h>
 #include <spdlog/spdlog.h>
 
 #include "base/error.hpp"
+#include "store/postgres/libpq.hpp"
 #include "store/postgres/pg_lease.hpp"
 #include "store/postgres/pg_session_limits.hpp"
 #include "store/run_record.hpp"
@@ -239,7 +239,7 @@ void PgStore::CommitBatch(std::span<const QueuedWrite> batch, Durability durabil
     PgStep step{Statement(command.stmt).name, nullptr, command.params, {}};
     if (command.returned_state != nullptr) {
       step.on_rows = [out = command.returned_state](const pg_result* result) {
-        NLOCKD_ASSERT(PQntuples(result) == 1, "the node's run record is missing");
+        NLOCKD_ASSERT(Pq().PQntuples(result) == 1, "the node's run record is missing");
         *out = DecodeInt32(PgRow(result, 0).Int(0), "node_state.state");
       };
     }

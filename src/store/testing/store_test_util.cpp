@@ -9,12 +9,12 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <libpq-fe.h>
 #include <unistd.h>
 
 #include "base/error.hpp"
 #include "store/log/logged_store.hpp"
 #include "store/memory/memory_store.hpp"
+#include "store/postgres/pg_conn.hpp"
 #include "store/postgres/pg_store.hpp"
 #include "store/sqlite/sqlite_store.hpp"
 #include "testutil/temp_dir.hpp"
@@ -49,19 +49,10 @@ std::string UniqueNodeId(const std::string& prefix) {
 }
 
 void PgExec(const std::string& uri, const std::string& sql) {
-  PGconn* conn = PQconnectdb(uri.c_str());
-  const bool connected = PQstatus(conn) == CONNECTION_OK;
-  std::string error = connected ? "" : PQerrorMessage(conn);
-  if (connected) {
-    PGresult* result = PQexec(conn, sql.c_str());
-    if (PQresultStatus(result) != PGRES_COMMAND_OK && PQresultStatus(result) != PGRES_TUPLES_OK) {
-      error = PQresultErrorMessage(result);
-    }
-    PQclear(result);
-  }
-  PQfinish(conn);
-  if (!error.empty()) {
-    throw Error(ErrorKind::kFailed, fmt::format("PgExec({}): {}", sql, error));
+  try {
+    PgConn(uri, std::chrono::seconds(5)).Exec(sql);
+  } catch (const Error& e) {
+    throw Error(ErrorKind::kFailed, fmt::format("PgExec({}): {}", sql, e.what()));
   }
 }
 
