@@ -270,9 +270,9 @@ class LockManager {
   // nullopt if offset and length make no range (they overflow).
   struct RangeCall {
     ByteRange range;
-    FileState* file;               // nullptr: nobody holds or waits for anything on it.
+    FileState* file = nullptr;     // nullptr: nobody holds or waits for anything on it.
     std::optional<OwnerId> owner;  // nullopt: unknown owner.
-    HostInfo* host;                // nullptr: unknown host.
+    HostInfo* host = nullptr;      // nullptr: unknown host.
   };
   std::optional<RangeCall> OpenRangeCall(const FileKey& file, const LockOwner& owner,
                                          uint64_t offset, uint64_t length, Grants& grants);
