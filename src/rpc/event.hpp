@@ -33,7 +33,7 @@ class Event {
 
  private:
   struct Waiter {
-    asio::steady_timer* timer;
+    asio::steady_timer* timer = nullptr;
     bool fired = false;
   };
 
