@@ -66,10 +66,22 @@ struct JournalEntry {
 // (OwnerTurns), so that an undo never overwrites it.
 //
 // With no journal set (NlmService::set_journal), nothing is persisted and nothing is awaited.
+//
+// A journal whose store acknowledges a write within the call (the lock log appends it) also
+// writes inline: RecordInline has the same meaning as Record, and NLM answers a call without
+// suspending it (no coroutine, no batch, no trip through the executor).
 class LockJournal {
  public:
   virtual ~LockJournal() = default;
   virtual asio::awaitable<bool> Record(std::vector<JournalEntry> entries) = 0;
+
+  // Whether RecordInline may be called.
+  virtual bool records_inline() const { return false; }
+  // Record, done before it returns. REQUIRES: records_inline(); no kHostReleased entry.
+  virtual bool RecordInline(std::vector<JournalEntry> entries) {
+    (void)entries;
+    return false;
+  }
 };
 
 }  // namespace nlockd::nlm

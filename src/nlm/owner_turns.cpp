@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "base/error.hpp"
@@ -28,13 +29,18 @@ OwnerTurns::OwnerTurns(asio::any_io_executor executor)
     : executor_(std::move(executor)), busy_(kSlots, 0) {}
 
 size_t OwnerTurns::SlotOf(const lock::FileKey& file, const lock::LockOwner& owner) {
-  const std::hash<std::string> hash;
-  size_t h = hash(file.value());
+  return SlotOf(file.value(), owner.host.value(), owner.svid, owner.oh.value());
+}
+
+size_t OwnerTurns::SlotOf(std::string_view file, std::string_view host, int32_t svid,
+                          std::string_view oh) {
+  const std::hash<std::string_view> hash;
+  size_t h = hash(file);
   // boost::hash_combine's mixing step.
   const auto mix = [&h](size_t v) { h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); };
-  mix(hash(owner.host.value()));
-  mix(static_cast<size_t>(static_cast<uint32_t>(owner.svid)));
-  mix(hash(owner.oh.value()));
+  mix(hash(host));
+  mix(static_cast<size_t>(static_cast<uint32_t>(svid)));
+  mix(hash(oh));
   return h % kSlots;
 }
 

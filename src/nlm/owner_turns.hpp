@@ -6,6 +6,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -54,6 +55,10 @@ class OwnerTurns {
   OwnerTurns& operator=(const OwnerTurns&) = delete;
 
   static size_t SlotOf(const lock::FileKey& file, const lock::LockOwner& owner);
+  // The same from the parts of the key (a call's arguments, before they become a FileKey and
+  // a LockOwner).
+  static size_t SlotOf(std::string_view file, std::string_view host, int32_t svid,
+                       std::string_view oh);
 
   // The slot's turn if nobody holds it (no call of the owner is in flight), else nullopt.
   std::optional<Turn> TryTake(size_t slot);

@@ -306,8 +306,19 @@ asio::awaitable<typename Change::Result> NlmService::ChangeOwnerState(Change cha
 
 template <typename Change>
 typename Change::Result NlmService::ChangeOwnerStateNow(Change& change) {
+  if (journal_ == nullptr) {
+    Applied applied = change.Apply(*this);
+    FinishGrants(std::move(applied.grants), true);
+    return change.Answer(applied.stat);
+  }
+  change.Snapshot(locks_);
   Applied applied = change.Apply(*this);
-  FinishGrants(std::move(applied.grants), true);
+  std::vector<JournalEntry> entries;
+  if (applied.write) entries.push_back(change.Entry());
+  AppendGrantEntries(entries, applied.grants);
+  const bool persisted = RecordNow(std::move(entries));
+  FinishGrants(std::move(applied.grants), persisted);
+  if (!persisted && applied.undo) applied.stat = change.Undo(*this, applied.stat);
   return change.Answer(applied.stat);
 }
 
@@ -331,9 +342,13 @@ asio::awaitable<nlm4_testres> NlmService::Test(const rpc::CallContext& context,
 
 std::optional<nlm4_res> NlmService::TryLock(const rpc::CallContext& context, nlm4_lockargs& args,
                                             bool monitor) {
-  if (journal_ != nullptr) return std::nullopt;
   std::string host = HostKeyFor(context, args.alock.caller_name);
   if (monitor && !monitored_.contains(host)) return std::nullopt;
+  std::optional<OwnerTurns::Turn> turn;
+  if (journal_ != nullptr) {
+    turn = TakeTurnNow(args.alock.fh, host, args.alock.svid, args.alock.oh);
+    if (!turn) return std::nullopt;
+  }
   LockChange change{{TakeLockRequest(context, std::move(host), args), std::move(args.cookie), {}},
                     &context};
   return ChangeOwnerStateNow(change);
@@ -419,7 +434,12 @@ asio::awaitable<nlm4_res> NlmService::Cancel(const rpc::CallContext& context, nl
 
 std::optional<nlm4_res> NlmService::TryUnlock(const rpc::CallContext& context,
                                               nlm4_unlockargs& args) {
-  if (journal_ != nullptr) return std::nullopt;
+  std::optional<OwnerTurns::Turn> turn;
+  if (journal_ != nullptr) {
+    turn = TakeTurnNow(args.alock.fh, HostKeyFor(context, args.alock.caller_name), args.alock.svid,
+                       args.alock.oh);
+    if (!turn) return std::nullopt;
+  }
   UnlockChange change = TakeUnlock(context, args);
   return ChangeOwnerStateNow(change);
 }

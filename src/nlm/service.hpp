@@ -120,9 +120,9 @@ class NlmService {
 
   // Procedures. `version` selects result codes; `context` identifies the caller.
   // The Try forms answer at once when nothing needs awaiting (the host is monitored already,
-  // no journal is set): one coroutine frame less per call. They return nullopt, having
-  // changed nothing, when the coroutine form must run; they may move from `args` only when
-  // they answer.
+  // and no journal is set or it records inline): one coroutine frame less per call. They return
+  // nullopt, having changed nothing, when the coroutine form must run; they may move from `args`
+  // only when they answer.
   std::optional<nlm4_testres> TryTest(const rpc::CallContext& context, nlm4_testargs& args);
   std::optional<nlm4_res> TryLock(const rpc::CallContext& context, nlm4_lockargs& args,
                                   bool monitor);
@@ -260,10 +260,19 @@ class NlmService {
   // and undoes the change if the write failed. Without a journal it answers at once.
   template <typename Change>
   asio::awaitable<typename Change::Result> ChangeOwnerState(Change change);
-  // The same without a journal, without a coroutine frame (the Try forms).
-  // REQUIRES: no journal is set.
+  // The same without a coroutine frame (the Try forms): without a journal, or with one that
+  // records inline (LockJournal::records_inline), the change written by RecordNow.
+  // REQUIRES: no journal, or the owner's turn taken by TakeTurnNow and held until it returns.
   template <typename Change>
   typename Change::Result ChangeOwnerStateNow(Change& change);
+  // Whether a Try form may answer the call of this owner on this file now: nullopt when the
+  // journal does not record inline or an earlier call of the owner holds its turn (the
+  // coroutine form waits for it); else the turn, taken. REQUIRES: a journal is set.
+  std::optional<OwnerTurns::Turn> TakeTurnNow(std::string_view file, std::string_view host,
+                                              int32_t svid, std::string_view oh);
+  // Records `entries` inline (LockJournal::RecordInline): true once written or when there is
+  // nothing to write, false if the journal failed.
+  bool RecordNow(std::vector<JournalEntry> entries);
 
   // The one form of write-and-wait: JoinJournal puts a call's `own` entries and its grants'
   // into the turn's batch (JournalBarrier), AwaitJournal waits for that batch's write (an empty
@@ -272,6 +281,8 @@ class NlmService {
   JournalBarrier::Ticket JoinJournal(std::optional<JournalEntry> own, const lock::Grants& grants);
   JournalBarrier::Ticket JoinJournal(std::vector<JournalEntry> own, const lock::Grants& grants);
   asio::awaitable<bool> AwaitJournal(const JournalBarrier::Ticket& ticket);
+  // Adds the entries that persist `grants` (each waiter's locks near its range).
+  static void AppendGrantEntries(std::vector<JournalEntry>& entries, const lock::Grants& grants);
   asio::awaitable<bool> LeadJournal(std::shared_ptr<JournalBarrier::Batch> batch);
   // A call that changed the owner's state could not be written: puts back what the owner held
   // before it (`prior`), journals that in the background (`entry` names the owner and file)

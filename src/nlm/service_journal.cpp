@@ -11,13 +11,14 @@
 
 namespace nlockd::nlm {
 
-namespace {
-
-void AppendGrantEntries(std::vector<JournalEntry>& entries, const lock::Grants& grants) {
+void NlmService::AppendGrantEntries(std::vector<JournalEntry>& entries,
+                                    const lock::Grants& grants) {
   for (const auto& grant : grants) {
     entries.push_back(JournalEntry::Locks(grant.file, grant.owner, grant.range));
   }
 }
+
+namespace {
 
 asio::awaitable<bool> Written() { co_return true; }
 
@@ -98,6 +99,25 @@ asio::awaitable<bool> NlmService::Persist(std::vector<JournalEntry> entries) {
   }
   if (!ok) ++stats_.journal_failures;
   co_return ok;
+}
+
+std::optional<OwnerTurns::Turn> NlmService::TakeTurnNow(std::string_view file,
+                                                        std::string_view host, int32_t svid,
+                                                        std::string_view oh) {
+  if (!journal_->records_inline()) return std::nullopt;
+  return turns_.TryTake(OwnerTurns::SlotOf(file, host, svid, oh));
+}
+
+bool NlmService::RecordNow(std::vector<JournalEntry> entries) {
+  if (entries.empty()) return true;
+  bool ok = false;
+  try {
+    ok = journal_->RecordInline(std::move(entries));
+  } catch (const std::exception& e) {
+    spdlog::error("nlm lock journal failed: {}", e.what());
+  }
+  if (!ok) ++stats_.journal_failures;
+  return ok;
 }
 
 void NlmService::SendGrants(lock::Grants grants) {

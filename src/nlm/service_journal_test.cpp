@@ -314,5 +314,96 @@ TEST_F(NlmJournalTest, AHostRebootAndGraceEndGrantsAreRecordedBeforeTheirCallbac
   EXPECT_EQ(Render(journal_.batches), "locks f=g h=h svid=3");
 }
 
+// Over a journal that records inline (the lock log), LOCK and UNLOCK of a monitored host are
+// answered without a coroutine (the Try forms), their change written before the answer.
+class NlmInlineJournalTest : public NlmJournalTest {
+ protected:
+  NlmInlineJournalTest() { journal_.writes_inline = true; }
+
+  // LOCKs `args` through the coroutine form once, so that its host is monitored.
+  void Monitor(const rpc::CallContext& context, const nlm4_lockargs& args) {
+    nlm4_lockargs first = args;
+    first.alock.l_offset = 1000;
+    ASSERT_EQ(JLock(context, first).stat, NLM4_GRANTED);
+    journal_.batches.clear();
+  }
+};
+
+TEST_F(NlmInlineJournalTest, LockAndUnlockAreWrittenInlineBeforeTheirAnswer) {
+  auto a = From("192.0.2.1");
+  nlm4_lockargs args = LockArgs("client-a", 1, 0, 10);
+  Monitor(a, args);
+  nlm4_lockargs lock = args;
+  std::optional<nlm4_res> res = service_->TryLock(a, lock, true);
+  ASSERT_TRUE(res) << "answered inline";
+  EXPECT_EQ(res->stat, NLM4_GRANTED);
+  EXPECT_EQ(Render(journal_.batches), "locks f=file1 h=192.0.2.1 svid=1");
+
+  nlm4_unlockargs unlock{args.cookie, args.alock};
+  res = service_->TryUnlock(a, unlock);
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->stat, NLM4_GRANTED);
+  EXPECT_EQ(Render(journal_.batches),
+            "locks f=file1 h=192.0.2.1 svid=1 | locks f=file1 h=192.0.2.1 svid=1");
+  EXPECT_EQ(OwnerLocks(locks_, "192.0.2.1"), "X [1000,1009]");
+}
+
+TEST_F(NlmInlineJournalTest, AFailedInlineWriteFailsClosedAsTheCoroutineFormDoes) {
+  auto a = From("192.0.2.1");
+  nlm4_lockargs args = LockArgs("client-a", 1, 0, 10);
+  Monitor(a, args);
+  journal_.succeed = false;
+  nlm4_lockargs lock = args;
+  std::optional<nlm4_res> res = service_->TryLock(a, lock, true);
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->stat, NLM4_DENIED_NOLOCKS);
+  EXPECT_EQ(OwnerLocks(locks_, "192.0.2.1"), "X [1000,1009]") << "the lock is undone";
+
+  journal_.succeed = true;
+  lock = args;
+  ASSERT_EQ(service_->TryLock(a, lock, true)->stat, NLM4_GRANTED);
+  journal_.succeed = false;
+  nlm4_unlockargs unlock{args.cookie, args.alock};
+  res = service_->TryUnlock(a, unlock);
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->stat, NLM4_DENIED_GRACE_PERIOD) << "not written: the client tries again";
+  EXPECT_EQ(OwnerLocks(locks_, "192.0.2.1"), "X [0,9], X [1000,1009]") << "the unlock is undone";
+  RunFor(std::chrono::milliseconds(10));
+  EXPECT_EQ(service_->stats().journal_failures, 4u) << "two calls' writes and their undos'";
+}
+
+TEST_F(NlmInlineJournalTest, AnInlineUnlockWritesTheWaiterItGrantedBeforeTheCallback) {
+  auto a = From("192.0.2.1"), b = From("192.0.2.2");
+  nlm4_lockargs held = LockArgs("client-a", 1, 0, 10);
+  Monitor(a, held);
+  ASSERT_EQ(JLock(a, held).stat, NLM4_GRANTED);
+  ASSERT_EQ(JLock(b, LockArgs("client-b", 2, 0, 10, true)).stat, NLM4_BLOCKED);
+  journal_.batches.clear();
+  caller_.sent.clear();
+  nlm4_unlockargs unlock{held.cookie, held.alock};
+  std::optional<nlm4_res> res = service_->TryUnlock(a, unlock);
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->stat, NLM4_GRANTED);
+  EXPECT_EQ(Render(journal_.batches),
+            "locks f=file1 h=192.0.2.1 svid=1; locks f=file1 h=192.0.2.2 svid=2");
+  EXPECT_TRUE(caller_.sent.empty()) << "the callback runs on the executor, after the write";
+  RunFor(std::chrono::milliseconds(10));
+  ASSERT_GE(caller_.sent.size(), 1u);
+}
+
+TEST_F(NlmInlineJournalTest, AJournalThatCannotWriteInlineLeavesTheCallToTheCoroutineForm) {
+  auto a = From("192.0.2.1");
+  nlm4_lockargs args = LockArgs("client-a", 1, 0, 10);
+  Monitor(a, args);
+  journal_.writes_inline = false;
+  nlm4_lockargs lock = args;
+  EXPECT_FALSE(service_->TryLock(a, lock, true));
+  EXPECT_EQ(lock.alock.fh, args.alock.fh) << "the arguments are left for the coroutine form";
+  nlm4_unlockargs unlock{args.cookie, args.alock};
+  EXPECT_FALSE(service_->TryUnlock(a, unlock));
+  EXPECT_EQ(unlock.alock.oh, args.alock.oh);
+  EXPECT_TRUE(journal_.batches.empty());
+}
+
 }  // namespace
 }  // namespace nlockd::nlm

@@ -195,5 +195,26 @@ TEST_F(NlmOverlappingCallsTest, OtherOwnersAndFilesDoNotWait) {
   EXPECT_EQ(other_file->stat, NLM4_GRANTED);
 }
 
+// An owner whose earlier call still awaits its write: its next call waits its turn in the
+// coroutine form; other owners are answered inline meanwhile.
+TEST_F(NlmOverlappingCallsTest, AnOwnerWithACallInFlightIsNotAnsweredInline) {
+  journal_.writes_inline = true;
+  std::optional<nlm4_res> first;
+  Start(service_->Lock(a_, Args(true), true), &first);
+  ASSERT_EQ(journal_.writes.size(), 1u);
+  nlm4_lockargs again = LockArgs("client-a", 1, 20, 10);
+  EXPECT_FALSE(service_->TryLock(a_, again, true)) << "its turn is taken";
+  nlm4_lockargs other = LockArgs("client-b", 2, 100, 10);
+  // client-b is not monitored yet: NM_LOCK needs no monitoring.
+  std::optional<nlm4_res> answered = service_->TryLock(From("192.0.2.2"), other, false);
+  ASSERT_TRUE(answered);
+  EXPECT_EQ(answered->stat, NLM4_GRANTED);
+  EXPECT_EQ(journal_.inline_writes.size(), 1u);
+  Complete(true);
+  EXPECT_EQ(first->stat, NLM4_GRANTED);
+  again = LockArgs("client-a", 1, 20, 10);
+  EXPECT_TRUE(service_->TryLock(a_, again, true)) << "the turn is free again";
+}
+
 }  // namespace
 }  // namespace nlockd::nlm

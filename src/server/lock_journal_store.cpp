@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "base/describe.hpp"
+#include "base/error.hpp"
 #include "rpc/use_tuple.hpp"
 
 namespace nlockd::server {
@@ -70,6 +71,13 @@ store::LockChange StoreLockJournal::CurrentShare(const lock::FileKey& file,
   return store::RemoveShare{std::move(record)};
 }
 
+std::optional<store::LockChange> StoreLockJournal::ChangeFor(const nlm::JournalEntry& entry) {
+  if (entry.kind == nlm::JournalEntry::Kind::kShare) return CurrentShare(entry.file, entry.owner);
+  if (HoldsRestoredRows(entry)) return std::nullopt;  // The store has these rows already.
+  ForgetRestoredRows(entry);
+  return CurrentLocks(entry);
+}
+
 StoreLockJournal::Plan StoreLockJournal::PlanWrites(const std::vector<nlm::JournalEntry>& entries) {
   Plan plan;
   std::vector<store::LockChange> batch;
@@ -84,12 +92,10 @@ StoreLockJournal::Plan StoreLockJournal::PlanWrites(const std::vector<nlm::Journ
   for (const nlm::JournalEntry& entry : entries) {
     switch (entry.kind) {
       case nlm::JournalEntry::Kind::kLocks:
-        if (HoldsRestoredRows(entry)) break;  // The store has these rows already.
-        ForgetRestoredRows(entry);
-        batch.push_back(CurrentLocks(entry));
-        break;
       case nlm::JournalEntry::Kind::kShare:
-        batch.push_back(CurrentShare(entry.file, entry.owner));
+        if (std::optional<store::LockChange> change = ChangeFor(entry)) {
+          batch.push_back(std::move(*change));
+        }
         break;
       case nlm::JournalEntry::Kind::kHostReleased:
         // Its own write, in order: later entries of the same call may lock again.
@@ -212,6 +218,32 @@ asio::awaitable<bool> StoreLockJournal::Record(std::vector<nlm::JournalEntry> en
     co_await batch->written->async_wait(rpc::kUseTuple);
   }
   co_return batch->ok;
+}
+
+bool StoreLockJournal::RecordInline(std::vector<nlm::JournalEntry> entries) {
+  NLOCKD_REQUIRE(records_inline());
+  std::vector<store::LockChange> changes;
+  changes.reserve(entries.size());
+  for (const nlm::JournalEntry& entry : entries) {
+    NLOCKD_REQUIRE(entry.kind != nlm::JournalEntry::Kind::kHostReleased);
+    if (std::optional<store::LockChange> change = ChangeFor(entry)) {
+      changes.push_back(std::move(*change));
+    }
+  }
+  if (changes.empty()) return true;
+  const size_t count = changes.size();
+  MarkSynced(entries);
+  bool acknowledged = false;
+  std::exception_ptr error;
+  store_.ApplyLockChanges(std::move(changes), [&](std::exception_ptr outcome) {
+    error = std::move(outcome);
+    acknowledged = true;
+  });
+  NLOCKD_ASSERT(acknowledged, "a store that acknowledges at once did not");
+  if (!error) return true;
+  Failed(count, error);
+  MarkUnsynced(entries);
+  return false;
 }
 
 void StoreLockJournal::RememberRestoredLock(const lock::RestoredLock& lock) {

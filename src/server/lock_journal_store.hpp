@@ -41,6 +41,10 @@ class StoreLockJournal final : public nlm::LockJournal {
       : locks_(locks), store_(store) {}
 
   asio::awaitable<bool> Record(std::vector<nlm::JournalEntry> entries) override;
+  // Inline where the store acknowledges lock writes at once (the lock log): a write per call
+  // then costs less than gathering the calls of a turn and resuming them.
+  bool records_inline() const override { return store_.AcknowledgesLockChangesAtOnce(); }
+  bool RecordInline(std::vector<nlm::JournalEntry> entries) override;
 
   // The owners whose restored locks or shares were loaded at start-up. When grace ends (or a
   // host's restored state is dropped) their persisted rows are rewritten from what they hold
@@ -67,6 +71,10 @@ class StoreLockJournal final : public nlm::LockJournal {
   Plan PlanWrites(const std::vector<nlm::JournalEntry>& entries);
 
  private:
+  // The store change that writes a kLocks or kShare entry, or nullopt when the store holds it
+  // already (the owner holds exactly its restored rows).
+  std::optional<store::LockChange> ChangeFor(const nlm::JournalEntry& entry);
+
   // (file, host, svid, oh) of an owner on a file.
   using OwnerKeyView = std::tuple<std::string_view, std::string_view, int32_t, std::string_view>;
   static OwnerKeyView OwnerKey(const nlm::JournalEntry& entry);

@@ -16,9 +16,11 @@
 #include "base/error.hpp"
 #include "lock/testing/test_util.hpp"
 #include "server/recovery.hpp"
+#include "store/log/logged_store.hpp"
 #include "store/open_store.hpp"
 #include "store/testing/write_only_store.hpp"
 #include "testutil/run_coroutine.hpp"
+#include "testutil/temp_dir.hpp"
 
 namespace nlockd::server {
 namespace {
@@ -413,6 +415,76 @@ TEST_F(GroupJournalTest, AfterAFailedWriteTheOwnersNextWriteReplacesAllItsRows) 
   store_.CompleteAll();
   Drain();
   EXPECT_EQ(results_, (std::map<size_t, bool>{{0, false}, {1, true}, {3, true}}));
+}
+
+// A store that acknowledges lock writes within the call, as the lock log does, and fails them
+// while told to.
+class AtOnceStore final : public store::testutil::WriteOnlyStore {
+ public:
+  std::vector<store::WriteOp> ops;
+  std::exception_ptr failure;
+  bool AcknowledgesLockChangesAtOnce() const override { return true; }
+
+ protected:
+  void Submit(store::WriteOp op, store::Done done) override {
+    ops.push_back(std::move(op));
+    done(failure);
+  }
+};
+
+// Where the store acknowledges at once, NLM writes each call inline (RecordInline), without a
+// coroutine; over the lock log the rows are the same as Record writes.
+TEST(InlineJournal, OnlyAStoreThatAcknowledgesAtOnceIsWrittenInline) {
+  ManualClock clock;
+  lock::LockManager locks{clock};
+  std::unique_ptr<store::Store> memory = store::OpenStore("memory:", store::StoreOptions{});
+  EXPECT_FALSE(StoreLockJournal(locks, *memory).records_inline());
+
+  testutil::TempDir dir("inline-journal");
+  store::LoggedStore logged(store::OpenStore("memory:", store::StoreOptions{}),
+                            dir.path() + "/journal");
+  StoreLockJournal journal(locks, logged);
+  ASSERT_TRUE(journal.records_inline());
+  const lock::FileKey file("fh1");
+  const lock::LockOwner owner{lock::HostId("10.0.0.1"), 7, lock::OwnerHandle("7@a")};
+  locks.Lock(Req(file, owner, 0, 10, lock::LockType::kExclusive));
+  locks.Lock(Req(file, owner, 20, 10, lock::LockType::kShared));
+  EXPECT_TRUE(journal.RecordInline({JournalEntry::Locks(file, owner)}));
+  std::vector<store::LockRecord> rows = logged.LoadAll().locks;
+  ASSERT_EQ(rows.size(), 2u);
+  locks.Unlock(file, owner, 0, 10);
+  EXPECT_TRUE(journal.RecordInline(
+      {JournalEntry::Locks(file, owner, lock::ByteRange::FromOffsetLength(0, 10))}));
+  rows = logged.LoadAll().locks;
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].offset, 20u);
+  EXPECT_FALSE(rows[0].exclusive);
+}
+
+TEST(InlineJournal, AFailedInlineWriteIsCountedAndTheOwnersNextWriteReplacesAllItsRows) {
+  ManualClock clock;
+  lock::LockManager locks{clock};
+  AtOnceStore store;
+  StoreLockJournal journal(locks, store);
+  const lock::FileKey file("fh1");
+  const lock::LockOwner owner{lock::HostId("10.0.0.1"), 7, lock::OwnerHandle("7@a")};
+  const auto range = lock::ByteRange::FromOffsetLength(0, 10);
+  locks.Lock(Req(file, owner, 0, 10, lock::LockType::kExclusive));
+  auto within = [&](size_t op) {
+    const auto& changes = std::get<store::LockChangesOp>(store.ops.at(op)).changes;
+    return std::get<store::ReplaceLocks>(changes.at(0)).within.has_value();
+  };
+
+  store.failure = std::make_exception_ptr(Error(ErrorKind::kDisconnected, "disk gone"));
+  EXPECT_FALSE(journal.RecordInline({JournalEntry::Locks(file, owner, range)}));
+  EXPECT_EQ(journal.failures(), 1u);
+  EXPECT_TRUE(within(0)) << "a call's range bounds what is rewritten";
+
+  store.failure = nullptr;
+  EXPECT_TRUE(journal.RecordInline({JournalEntry::Locks(file, owner, range)}));
+  EXPECT_FALSE(within(1)) << "after a failed write, all of the owner's rows";
+  EXPECT_TRUE(journal.RecordInline({JournalEntry::Locks(file, owner, range)}));
+  EXPECT_TRUE(within(2)) << "in sync again";
 }
 
 TEST(DecideGrace, FollowsWhatTheStoreKnows) {

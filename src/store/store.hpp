@@ -135,6 +135,11 @@ class Store {
   // and reports nothing.
   virtual void SetCommitObserver(CommitObserver observer) { (void)observer; }
 
+  // Whether ApplyLockChanges always runs its Done before it returns, on the calling thread (the
+  // lock log acknowledges a write once it is appended): NLM then writes a call's change inline,
+  // without suspending the call.
+  virtual bool AcknowledgesLockChangesAtOnce() const { return false; }
+
  protected:
   Store() = default;
 

@@ -70,16 +70,22 @@ class FakeCaller : public ClientCaller {
 };
 
 // Records what NLM journals, in order; `succeed` decides the answer. `on_record` runs inside
-// Record, so a test can check what was (not yet) answered or sent at that moment.
+// Record, so a test can check what was (not yet) answered or sent at that moment. With
+// `writes_inline` it records inline too (as the journal over the lock log does).
 class RecordingJournal : public LockJournal {
  public:
   asio::awaitable<bool> Record(std::vector<JournalEntry> entries) override {
+    co_return RecordInline(std::move(entries));
+  }
+  bool records_inline() const override { return writes_inline; }
+  bool RecordInline(std::vector<JournalEntry> entries) override {
     batches.push_back(entries);
     if (on_record) on_record(entries);
-    co_return succeed;
+    return succeed;
   }
   std::vector<std::vector<JournalEntry>> batches;
   bool succeed = true;
+  bool writes_inline = false;
   std::function<void(const std::vector<JournalEntry>&)> on_record;
 };
 
@@ -95,6 +101,16 @@ class ManualJournal : public LockJournal {
     bool ok = false;
   };
   explicit ManualJournal(asio::any_io_executor executor) : executor_(std::move(executor)) {}
+
+  // With `writes_inline`, a write NLM makes inline succeeds at once and is kept in `inline_writes`
+  // (the writes of the coroutine forms stay in flight as before).
+  bool records_inline() const override { return writes_inline; }
+  bool RecordInline(std::vector<JournalEntry> entries) override {
+    inline_writes.push_back(std::move(entries));
+    return true;
+  }
+  bool writes_inline = false;
+  std::vector<std::vector<JournalEntry>> inline_writes;
 
   asio::awaitable<bool> Record(std::vector<JournalEntry> entries) override {
     auto write = std::make_shared<Write>(executor_);

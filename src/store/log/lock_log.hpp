@@ -21,8 +21,12 @@ using LoggedOp = std::variant<LockChangesOp, ReleaseHostOp>;
 std::string EncodeLogRecord(const LoggedOp& op);
 
 // Decodes the records of `bytes` in order; stops at the first incomplete or damaged one and
-// sets *valid_bytes (if given) to where the good prefix ends.
-std::vector<LoggedOp> DecodeLogRecords(std::string_view bytes, size_t* valid_bytes = nullptr);
+// sets *valid_bytes (if given) to where the good prefix ends. Records encoded by this process a
+// moment ago, read back from memory, cannot be damaged: kTrust skips their checksums (a CRC-32
+// per record costs about as much as decoding it).
+enum class Checksums : uint8_t { kVerify, kTrust };
+std::vector<LoggedOp> DecodeLogRecords(std::string_view bytes, size_t* valid_bytes = nullptr,
+                                       Checksums checksums = Checksums::kVerify);
 
 // Appends the record of `op` to *out (a buffer reused across records saves an allocation each).
 void EncodeLogRecordTo(const LoggedOp& op, std::string& out);

@@ -113,6 +113,20 @@ TEST(LockLog, ADamagedRecordEndsTheLog) {
   EXPECT_EQ(DecodeLogRecords(huge).size(), 1U);
 }
 
+// The hand-on thread reads back records this process encoded in memory: it skips their
+// checksums, and only their checksums.
+TEST(LockLog, TrustedRecordsSkipOnlyTheChecksum) {
+  std::string bytes;
+  for (const LoggedOp& op : SampleOps()) bytes += EncodeLogRecord(op);
+  std::string bad_crc = bytes;
+  bad_crc[4] = static_cast<char>(bad_crc[4] ^ 0x40);  // the first record's CRC field
+  EXPECT_TRUE(DecodeLogRecords(bad_crc).empty());
+  EXPECT_EQ(DecodeLogRecords(bad_crc, nullptr, Checksums::kTrust).size(), SampleOps().size());
+  std::string cut = bytes.substr(0, bytes.size() - 1);
+  EXPECT_EQ(DecodeLogRecords(cut, nullptr, Checksums::kTrust).size(), SampleOps().size() - 1)
+      << "a record cut short still ends the log";
+}
+
 TEST(LockLog, ASegmentHoldsWhatWasAppended) {
   nlockd::testutil::TempDir dir("lock-log");
   const std::string path = dir.path() + "/log.0";

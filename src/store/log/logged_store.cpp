@@ -266,7 +266,7 @@ std::pair<LoggedStore::Gathered, uint64_t> LoggedStore::TakeGatheredLocked() {
 void LoggedStore::ForwardGathered(const Gathered& gathered, uint64_t first_seq) {
   if (gathered.count == 0) return;
   size_t valid = 0;
-  std::vector<LoggedOp> ops = DecodeLogRecords(gathered.records, &valid);
+  std::vector<LoggedOp> ops = DecodeLogRecords(gathered.records, &valid, Checksums::kTrust);
   // Encoded by SubmitLogged a moment ago, in memory: they decode, all of them.
   NLOCKD_ASSERT(ops.size() == gathered.count && valid == gathered.records.size());
   ForwardLogged(std::move(ops), first_seq);

@@ -52,6 +52,8 @@ class LoggedStore final : public Store {
   // backlog, a log that cannot be written); the old observer sees those of every write
   // acknowledged before the call.
   void SetCommitObserver(CommitObserver observer) override;
+  // ApplyLockChanges and ReleaseHost are acknowledged once appended, or failed, within the call.
+  bool AcknowledgesLockChangesAtOnce() const override { return true; }
 
   // The log's files right now (oldest first), for tests and the benchmark.
   std::vector<std::string> SegmentPaths() const;
