@@ -7,7 +7,6 @@
 #include <utility>
 
 #include "base/error.hpp"
-#include "rpc/use_tuple.hpp"
 
 namespace nlockd::nlm {
 
@@ -55,7 +54,7 @@ asio::awaitable<OwnerTurns::Turn> OwnerTurns::Take(size_t slot) {
   if (std::optional<Turn> turn = TryTake(slot)) co_return std::move(*turn);
   auto waiting = std::make_shared<Waiting>(executor_);
   waiting_[slot].push_back(waiting);
-  co_await waiting->wake.async_wait(rpc::kUseTuple);
+  co_await waiting->wake.Wait();
   if (!waiting->handed_over) {
     // Cancelled from outside: leave the line, so that Release never hands the turn to nobody.
     std::deque<std::shared_ptr<Waiting>>& line = waiting_[slot];
@@ -76,7 +75,7 @@ void OwnerTurns::Release(size_t slot) {
   line->second.pop_front();
   if (line->second.empty()) waiting_.erase(line);
   next->handed_over = true;
-  next->wake.cancel();
+  next->wake.Set();
 }
 
 }  // namespace nlockd::nlm

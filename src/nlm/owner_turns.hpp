@@ -12,9 +12,9 @@
 
 #include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>
-#include <asio/steady_timer.hpp>
 
 #include "lock/owner.hpp"
+#include "rpc/event.hpp"
 
 namespace nlockd::nlm {
 
@@ -71,9 +71,8 @@ class OwnerTurns {
  private:
   // A call waiting for a slot; Release hands the turn to the oldest one.
   struct Waiting {
-    explicit Waiting(asio::any_io_executor executor)
-        : wake(std::move(executor), asio::steady_timer::time_point::max()) {}
-    asio::steady_timer wake;  // Cancelled to wake it.
+    explicit Waiting(asio::any_io_executor executor) : wake(std::move(executor)) {}
+    rpc::Event wake;  // Set when the turn is handed over.
     bool handed_over = false;
   };
 

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "nlm/testing/service_test_fixture.hpp"
+#include "rpc/use_tuple.hpp"
 #include "testutil/captured_log.hpp"
 
 namespace nlockd::nlm {

@@ -174,7 +174,7 @@ std::shared_ptr<StoreLockJournal::Batch> StoreLockJournal::WriteBatch(
     }
     // The waiting call made the timer before this could run: a completion that is not inline
     // comes through the executor, after the call's turn.
-    if (batch->written) batch->written->expires_at(asio::steady_timer::time_point::min());
+    if (batch->written) batch->written->Set();
   };
   if (plan.writes.size() != 1) {
     store::AsyncWrite(std::move(plan.writes), asio::bind_executor(executor, std::move(finish)));
@@ -214,8 +214,8 @@ asio::awaitable<bool> StoreLockJournal::Record(std::vector<nlm::JournalEntry> en
   const asio::any_io_executor executor = co_await asio::this_coro::executor;
   std::shared_ptr<Batch> batch = WriteBatch(executor, std::move(entries));
   if (!batch->finished) {
-    batch->written.emplace(executor, asio::steady_timer::time_point::max());
-    co_await batch->written->async_wait(rpc::kUseTuple);
+    batch->written.emplace(executor);
+    co_await batch->written->Wait();
   }
   co_return batch->ok;
 }

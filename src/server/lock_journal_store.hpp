@@ -13,10 +13,10 @@
 
 #include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>
-#include <asio/steady_timer.hpp>
 
 #include "lock/lock_manager.hpp"
 #include "nlm/lock_journal.hpp"
+#include "rpc/event.hpp"
 #include "store/async_write.hpp"
 #include "store/records.hpp"
 #include "store/store.hpp"
@@ -92,10 +92,9 @@ class StoreLockJournal final : public nlm::LockJournal {
   // A batch of lock and share entries being written, and its outcome.
   struct Batch {
     std::vector<nlm::JournalEntry> entries;
-    // Made only when the write is not done on return from WriteBatch (most are: the lock log
-    // acknowledges at once): never expires by itself; set to expire at once when the write is
-    // done, which wakes the call waiting on it.
-    std::optional<asio::steady_timer> written;
+    // Made only when the write is not done on return from WriteBatch (the lock log
+    // acknowledges at once): set when the write is done, which wakes the call waiting on it.
+    std::optional<rpc::Event> written;
     bool ok = false;
     bool finished = false;  // the write completed (ok says how)
   };

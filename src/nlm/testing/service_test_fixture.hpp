@@ -11,12 +11,11 @@
 #include <vector>
 
 #include <asio/io_context.hpp>
-#include <asio/steady_timer.hpp>
 #include <gtest/gtest.h>
 
 #include "base/clock.hpp"
 #include "nlm/service.hpp"
-#include "rpc/use_tuple.hpp"
+#include "rpc/event.hpp"
 #include "testutil/run_coroutine.hpp"
 
 namespace nlockd::nlm::test_support {
@@ -94,10 +93,9 @@ class RecordingJournal : public LockJournal {
 class ManualJournal : public LockJournal {
  public:
   struct Write {
-    explicit Write(asio::any_io_executor executor)
-        : done(std::move(executor), asio::steady_timer::time_point::max()) {}
+    explicit Write(asio::any_io_executor executor) : done(std::move(executor)) {}
     std::vector<JournalEntry> entries;
-    asio::steady_timer done;
+    rpc::Event done;
     bool ok = false;
   };
   explicit ManualJournal(asio::any_io_executor executor) : executor_(std::move(executor)) {}
@@ -116,7 +114,7 @@ class ManualJournal : public LockJournal {
     auto write = std::make_shared<Write>(executor_);
     write->entries = std::move(entries);
     writes.push_back(write);
-    co_await write->done.async_wait(rpc::kUseTuple);
+    co_await write->done.Wait();
     co_return write->ok;
   }
 
@@ -126,7 +124,7 @@ class ManualJournal : public LockJournal {
     std::shared_ptr<Write> write = writes.front();
     writes.erase(writes.begin());
     write->ok = ok;
-    write->done.cancel();
+    write->done.Set();
   }
 
   std::vector<std::shared_ptr<Write>> writes;  // In flight, oldest first.
