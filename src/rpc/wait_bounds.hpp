@@ -15,6 +15,11 @@ namespace nlockd::rpc {
 // (a name lookup on Asio's resolver thread cannot be cancelled).
 inline constexpr std::chrono::seconds kShutdownMargin{1};
 
+// An RPC listener's calls in flight when it shuts down (rpc::Server::Shutdown): a call may wait
+// for a journal write, which a healthy store completes in well under this; past it the
+// connections are closed and the replies lost (the clients retransmit to the next start).
+inline constexpr std::chrono::seconds kRpcDrainBound{10};
+
 // server::Core's own coroutines (the restart round waiting for rpcbind or its hold): they wait
 // on events only, and a cancel ends them at once.
 inline constexpr std::chrono::seconds kCoreTasksBound{1};
