@@ -28,9 +28,9 @@ inline constexpr std::chrono::seconds kCoreTasksBound{1};
 // may wait for a journal write, which a healthy store completes in well under this.
 inline constexpr std::chrono::seconds kHostCallsBound{10};
 
-// A status callback's deadline (nsm::RpcStatusCallerOptions::deadline, 5 s) plus the margin:
-// NsmService's callbacks and lookups.
-inline constexpr std::chrono::seconds kNsmTasksBound{6};
+// Bounds that follow a setting are computed by their owners from their options: NlmService's
+// (its callback deadlines), NsmService's (nsm.callback_timeout), each plus kShutdownMargin, and
+// the notifier's (notify.timeout plus its shutdown_grace).
 
 // How long the restart round, and readiness (READY=1), wait for rpcbind to hold our
 // registrations: a peer that answers the notification at once (its reclaims, its SM_MON of
