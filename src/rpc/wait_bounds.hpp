@@ -20,6 +20,11 @@ inline constexpr std::chrono::seconds kShutdownMargin{1};
 // connections are closed and the replies lost (the clients retransmit to the next start).
 inline constexpr std::chrono::seconds kRpcDrainBound{10};
 
+// GraceController's watcher and store writes (clearing a stale lock table, settling a host's
+// rows, marking the table complete): the watcher stops at once; a write is let finish, and a
+// healthy store completes one in well under this.
+inline constexpr std::chrono::seconds kGraceTasksBound{10};
+
 // server::Core's own coroutines (the restart round waiting for rpcbind or its hold): they wait
 // on events only, and a cancel ends them at once.
 inline constexpr std::chrono::seconds kCoreTasksBound{1};
