@@ -88,6 +88,13 @@ asio::awaitable<rpc::CallResult> NotifyChannel::Call(asio::ip::udp::endpoint pee
 
   Waiter waiter(executor_);
   waiters_[xid] = &waiter;
+  // Every way out takes the waiter away: a return, a co_await that throws because the caller
+  // was cancelled, a frame destroyed unresumed. Left behind, it would dangle (Deliver, Close).
+  struct Leave {
+    std::unordered_map<uint32_t, Waiter*>& waiters;
+    uint32_t xid;
+    ~Leave() { waiters.erase(xid); }
+  } leave{waiters_, xid};
   const auto give_up = std::chrono::steady_clock::now() + deadline;
   auto interval = retry;
   while (!waiter.reply && !closed_) {
@@ -95,7 +102,6 @@ asio::awaitable<rpc::CallResult> NotifyChannel::Call(asio::ip::udp::endpoint pee
         co_await socket->async_send_to(asio::buffer(request), peer, rpc::kUseTuple);
     (void)sent;
     if (send_ec && send_ec != asio::error::would_block) {
-      waiters_.erase(xid);
       co_return Failure(rpc::CallStatus::kUnreachable, send_ec.message());
     }
     if (waiter.reply) break;  // answered while the send was in progress
@@ -111,7 +117,6 @@ asio::awaitable<rpc::CallResult> NotifyChannel::Call(asio::ip::udp::endpoint pee
     }
     interval *= 2;
   }
-  waiters_.erase(xid);
   if (!waiter.reply) {
     co_return Failure(rpc::CallStatus::kTimedOut, "no reply from " + peer.address().to_string() +
                                                       ":" + std::to_string(peer.port()) +

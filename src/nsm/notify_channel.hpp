@@ -42,6 +42,9 @@ class NotifyChannel {
   // Whether replies wait in a socket, unread: the executor is behind.
   bool RepliesQueued() const;
 
+  // Calls waiting for their replies.
+  size_t calls_waiting() const { return waiters_.size(); }
+
   // Closes the sockets; calls in flight end at their deadlines, the receive loops at once.
   void Close();
 

@@ -3,6 +3,8 @@
 
 #include <vector>
 
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/io_context.hpp>
@@ -113,6 +115,28 @@ TEST_F(NotifyChannelTest, CloseEndsCallsInFlightAndRefusesNewOnes) {
       testutil::RunCoroutine(io_, CallWith(channel_, peer_.local_endpoint(), 1, milliseconds(100)));
   EXPECT_EQ(after.status, rpc::CallStatus::kUnreachable);
   EXPECT_EQ(gate_.count(), 0u);  // the receive loop ended
+}
+
+TEST_F(NotifyChannelTest, ACancelledCallEndsAtOnceAndLeavesNoWaiter) {
+  // The request reaching the silent peer cancels its caller (which throws on a cancelled
+  // co_await, Asio's default), while the call waits for its retransmission time.
+  std::vector<uint8_t> request(1024);
+  asio::cancellation_signal cancel;
+  peer_.async_receive(asio::buffer(request), [&](asio::error_code, size_t) {
+    EXPECT_EQ(channel_.calls_waiting(), 1u);
+    cancel.emit(asio::cancellation_type::terminal);
+  });
+  bool done = false;
+  asio::co_spawn(
+      io_, CallWith(channel_, peer_.local_endpoint(), 1, milliseconds(10000)),
+      asio::bind_cancellation_slot(
+          cancel.slot(), [&](const std::exception_ptr&, const rpc::CallResult&) { done = true; }));
+  for (int i = 0; i < 200 && !done; ++i) {
+    if (io_.stopped()) io_.restart();
+    io_.run_for(milliseconds(5));
+  }
+  EXPECT_TRUE(done);
+  EXPECT_EQ(channel_.calls_waiting(), 0u);
 }
 
 // Answers every call with the source port it came from.

@@ -617,6 +617,6 @@ asio::awaitable<bool> NsmService::MonitorLocal(std::string mon_name, asio::ip::a
   co_return true;
 }
 
-asio::awaitable<void> NsmService::Shutdown() { co_await gate_.CancelAndWait(rpc::kNsmTasksBound); }
+asio::awaitable<void> NsmService::Shutdown() { co_await gate_.CancelAndWait(shutdown_bound()); }
 
 }  // namespace nlockd::nsm

@@ -25,6 +25,7 @@
 #include "rpc/call_context.hpp"
 #include "rpc/dispatcher.hpp"
 #include "rpc/task_gate.hpp"
+#include "rpc/wait_bounds.hpp"
 #include "store/store.hpp"
 
 namespace nlockd::nsm {
@@ -53,6 +54,9 @@ struct NsmOptions {
   // serves it, one at a time and at most once per this interval, so that a local user cannot
   // churn the state and flood the monitored hosts with notifications.
   std::chrono::seconds simu_crash_interval{30};
+  // The deadline of a status callback attempt: the StatusCaller's (nsm.callback_timeout).
+  // Shutdown waits for the callbacks in flight this long plus rpc::kShutdownMargin.
+  std::chrono::milliseconds callback_deadline{5000};
 };
 
 // Counters for /metrics. Indexed by procedure number (SM_NULL..SM_NOTIFY).
@@ -126,8 +130,12 @@ class NsmService {
   asio::awaitable<bool> RemoveRegistration(std::string mon_name, store::MyId id);
 
   // Stops spawning callbacks and lookups, cancels those in flight and waits for them, at most
-  // rpc::kNsmTasksBound.
+  // shutdown_bound().
   asio::awaitable<void> Shutdown();
+  // A cancelled callback makes no further attempt, but one under way may run to its deadline.
+  std::chrono::steady_clock::duration shutdown_bound() const {
+    return options_.callback_deadline + rpc::kShutdownMargin;
+  }
 
   // A configuration reload: the caller rules (allowlist, callback programs, the notifier
   // address check, the reserved-port rules) apply to the calls served from now on.

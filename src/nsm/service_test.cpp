@@ -5,11 +5,13 @@
 
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
+#include <asio/this_coro.hpp>
 #include <gtest/gtest.h>
 
 #include "rpc/address.hpp"
 #include "rpc/use_tuple.hpp"
 #include "store/open_store.hpp"
+#include "testutil/captured_log.hpp"
 #include "testutil/run_coroutine.hpp"
 
 namespace nlockd::nsm {
@@ -23,6 +25,20 @@ struct FakeCaller final : StatusCaller {
   }
   std::vector<std::string> calls;
   bool answer = true;
+};
+
+// A callback attempt that a cancel cannot cut short (as one in a name lookup on Asio's
+// resolver thread): it ends after `takes`, whatever happens.
+struct UncancellableCaller final : StatusCaller {
+  asio::awaitable<bool> Call(store::MyId, StatusCallback) override {
+    co_await asio::this_coro::reset_cancellation_state(asio::disable_cancellation());
+    asio::steady_timer timer(co_await asio::this_coro::executor, takes);
+    co_await timer.async_wait(rpc::kUseTuple);
+    ++ended;
+    co_return true;
+  }
+  std::chrono::milliseconds takes{0};
+  int ended = 0;
 };
 
 struct FakeLocal final : LocalStatusReceiver {
@@ -615,6 +631,33 @@ TEST(PrintableName, RefusesControlAndHighBytes) {
   EXPECT_TRUE(PrintableName("host-1.example:~"));
   EXPECT_FALSE(PrintableName(std::string("a\0b", 3)));
   EXPECT_FALSE(PrintableName("caf\xc3\xa9"));
+}
+
+}  // namespace
+}  // namespace nlockd::nsm
+
+namespace nlockd::nsm {
+namespace {
+
+TEST(NsmServiceShutdown, WaitsForACallbackAsLongAsTheCallbackDeadlineAllows) {
+  asio::io_context io;
+  ManualClock clock;
+  auto store = store::OpenStore("memory:", store::StoreOptions{});
+  UncancellableCaller caller;
+  // Longer than the 5 s default, and the callback's attempt takes longer than that.
+  caller.takes = std::chrono::milliseconds(6500);
+  FakeLocal local;
+  NsmOptions options;
+  options.callback_deadline = std::chrono::seconds(8);
+  NsmService service(io.get_executor(), *store, caller, local, options, nullptr, &clock);
+  EXPECT_EQ(service.shutdown_bound(), std::chrono::seconds(8) + rpc::kShutdownMargin);
+  service.Load(store->BumpState(), {});
+  testutil::RunCoroutine(io, service.Mon(From("127.0.0.1"), Mon("10.0.0.5")));
+  service.Notify(From("10.0.0.5"), stat_chge{"10.0.0.5", 7});
+  testutil::CapturedLog log;
+  testutil::RunCoroutine(io, service.Shutdown());
+  EXPECT_EQ(caller.ended, 1);
+  EXPECT_EQ(log.Count("still running"), 0u) << log.text();
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <asio/ip/udp.hpp>
 #include <asio/read.hpp>
 #include <asio/steady_timer.hpp>
+#include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
 #include <spdlog/spdlog.h>
@@ -28,6 +29,15 @@ CallResult Failure(CallStatus status, std::string detail) {
   result.status = status;
   result.detail = std::move(detail);
   return result;
+}
+
+bool Cancelled(const asio::cancellation_state& state) {
+  return state.cancelled() != asio::cancellation_type::none;
+}
+
+CallResult CancelledCall(const CallTarget& target) {
+  return Failure(CallStatus::kTimedOut, "cancelled before a reply from " + target.host + ":" +
+                                            std::to_string(target.port));
 }
 }  // namespace
 
@@ -163,12 +173,21 @@ asio::awaitable<CallResult> Client::Call(CallTarget target, uint32_t program, ui
   request.insert(request.end(), args.begin(), args.end());
   if (target.transport == Transport::kTcp) FinishRecord(request, mark);
 
+  // A cancel of the calling task reaches the call's waits (each branch of || is spawned with
+  // the group's cancellation slot) and ends them with operation_aborted; the result then says
+  // so instead of naming the aborted wait. A task cancelled before it calls sends nothing.
+  const asio::cancellation_state cancellation = co_await asio::this_coro::cancellation_state;
+  if (Cancelled(cancellation)) co_return CancelledCall(target);
   // One timer bounds everything, name resolution included.
   asio::steady_timer deadline(executor_, options.deadline);
   // Named first: g++ 12 double-destroys temporaries in a co_await operand (PR 101367 family).
   auto call = ResolveAndCall(target, xid, std::move(request), options);
   auto timeout = deadline.async_wait(kUseTuple);
   auto outcome = co_await (std::move(call) || std::move(timeout));
+  const bool answered = outcome.index() == 0 && std::get<0>(outcome).status == CallStatus::kOk;
+  if (!answered && Cancelled(cancellation)) {
+    co_return CancelledCall(target);
+  }
   if (outcome.index() == 1) {
     co_return Failure(CallStatus::kTimedOut, "no reply from " + target.host + ":" +
                                                  std::to_string(target.port) + " within " +

@@ -49,7 +49,7 @@ struct CallOptions {
 
 enum class CallStatus {
   kOk,           // SUCCESS; the result is in `body`.
-  kTimedOut,     // No reply within the deadline.
+  kTimedOut,     // No reply within the deadline, or the calling task was cancelled first.
   kUnreachable,  // Name did not resolve, connection refused or reset.
   kRejected,     // MSG_DENIED (RPC_MISMATCH or AUTH_ERROR).
   kNotSuccess,   // MSG_ACCEPTED with PROG_UNAVAIL, PROG_MISMATCH, PROC_UNAVAIL, ...
@@ -67,10 +67,13 @@ struct CallResult {
 
 // Makes ONC RPC calls as coroutines. Each call opens its own socket (callbacks and
 // notifications are rare and go to many hosts, so there is nothing to pool), bound to the
-// source port the call asks for. Runs on the executor given; every call ends by its deadline.
+// source port the call asks for. Runs on the executor given; every call ends by its deadline,
+// or at once when the calling coroutine is cancelled (kTimedOut, its detail saying so).
 class Client {
  public:
   explicit Client(asio::any_io_executor executor);
+
+  const asio::any_io_executor& executor() const { return executor_; }
 
   asio::awaitable<CallResult> Call(CallTarget target, uint32_t program, uint32_t version,
                                    uint32_t procedure, std::vector<uint8_t> args,

@@ -14,6 +14,7 @@
 
 #include "rpc/dispatcher.hpp"
 #include "rpc/server.hpp"
+#include "rpc/task_gate.hpp"
 #include "testutil/run_coroutine.hpp"
 
 namespace nlockd::rpc {
@@ -244,6 +245,49 @@ TEST(Client, UdpRetransmitsUntilAnswered) {
   EXPECT_EQ(unavailable.accept_stat, AcceptStat::kProgUnavail);
   RunCoroutine(io, server.Shutdown());
 }
+
+asio::awaitable<void> CallAndKeep(Client& client, CallTarget target, CallResult& result) {
+  CallOptions options;
+  options.deadline = std::chrono::seconds(10);
+  result = co_await client.Call(std::move(target), 100024, 1, 0, {}, options);
+}
+
+class ClientCancel : public ::testing::TestWithParam<Transport> {};
+
+TEST_P(ClientCancel, ACancelledCallReturnsAtOnceNotAtItsDeadline) {
+  asio::io_context io;
+  Client client(io.get_executor());
+  TaskGate gate(io.get_executor(), "test");
+  // A peer that takes the call and never answers; the request reaching it cancels the gate.
+  asio::ip::udp::socket udp_peer(io, {asio::ip::make_address("127.0.0.1"), 0});
+  asio::ip::tcp::acceptor tcp_peer(io, {asio::ip::make_address("127.0.0.1"), 0});
+  asio::ip::tcp::socket accepted(io);
+  std::vector<uint8_t> request(1024);
+  auto cancel_when_sent = [&gate](asio::error_code, size_t) { gate.Cancel(); };
+  uint16_t port = 0;
+  if (GetParam() == Transport::kUdp) {
+    port = udp_peer.local_endpoint().port();
+    udp_peer.async_receive(asio::buffer(request), cancel_when_sent);
+  } else {
+    port = tcp_peer.local_endpoint().port();
+    tcp_peer.async_accept(accepted, [&](asio::error_code ec) {
+      if (!ec) accepted.async_read_some(asio::buffer(request), cancel_when_sent);
+    });
+  }
+  CallResult result;
+  result.status = CallStatus::kOk;
+  ASSERT_TRUE(gate.Spawn("call", [&] {
+    return CallAndKeep(client, {"127.0.0.1", port, GetParam()}, result);
+  }));
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(RunCoroutine(io, gate.WaitEmpty(std::chrono::seconds(5))));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  EXPECT_EQ(result.status, CallStatus::kTimedOut);
+  EXPECT_NE(result.detail.find("cancelled"), std::string::npos) << result.detail;
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, ClientCancel,
+                         ::testing::Values(Transport::kUdp, Transport::kTcp), TransportName);
 
 }  // namespace
 }  // namespace nlockd::rpc

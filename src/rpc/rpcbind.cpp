@@ -4,9 +4,7 @@
 #include <algorithm>
 #include <charconv>
 
-#include <asio/redirect_error.hpp>
 #include <asio/this_coro.hpp>
-#include <asio/use_awaitable.hpp>
 #include <spdlog/spdlog.h>
 #include <strings.h>
 #include <unistd.h>
@@ -27,6 +25,10 @@ bool SameNetid(std::string_view a, std::string_view b) {
 }
 
 bool IsTcp(std::string_view netid) { return netid.starts_with("tcp"); }
+
+bool Cancelled(const asio::cancellation_state& state) {
+  return state.cancelled() != asio::cancellation_type::none;
+}
 
 uint16_t PortOf(const std::string& universal_address) {
   auto parsed = ParseUniversalAddress(universal_address);
@@ -286,15 +288,14 @@ asio::awaitable<bool> RpcbindRegistration::Register(
     }
   }
 
-  auto executor = co_await asio::this_coro::executor;
-  asio::steady_timer timer(executor);
+  const asio::cancellation_state cancellation = co_await asio::this_coro::cancellation_state;
   ++active_;
   auto started = std::chrono::steady_clock::now();
   std::chrono::milliseconds delay = options_.first_retry;
   bool all = false;
-  for (int attempt_number = 1; !stopping_; ++attempt_number) {
+  for (int attempt_number = 1; !stopping_.IsSet(); ++attempt_number) {
     Attempt attempt = co_await TryOnce(wanted);
-    if (stopping_) break;
+    if (stopping_.IsSet()) break;
     if (attempt.complete) {
       size_t pairs = program_versions.size();
       std::string netid_list;
@@ -329,14 +330,14 @@ asio::awaitable<bool> RpcbindRegistration::Register(
       spdlog::debug("not registered with rpcbind at {}: {} (attempt {})", Where(), attempt.failure,
                     attempt_number);
     }
-    timer.expires_after(delay);
-    waiting_.insert(&timer);
-    asio::error_code ignored;
-    co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
-    waiting_.erase(&timer);
+    // The retry delay, cut short by Unregister(). A cancelled calling task gives up, before
+    // the delay or during it (its calls would end at once, and the retries would spin).
+    if (Cancelled(cancellation)) break;
+    co_await stopping_.WaitFor(delay);
+    if (Cancelled(cancellation)) break;
     delay = std::min(delay * 2, options_.max_retry);
   }
-  if (--active_ == 0 && drained_) drained_->cancel();
+  if (--active_ == 0) drained_.Set();
   co_return all;
 }
 
@@ -516,16 +517,12 @@ void RpcbindRegistration::Remember(const Entry& entry) {
 }
 
 asio::awaitable<void> RpcbindRegistration::Unregister() {
-  stopping_ = true;
-  for (asio::steady_timer* timer : waiting_) timer->cancel();
-  if (active_ > 0) {
-    // A Register() call in the middle of a SET finishes it first, so that it is taken away too.
-    asio::steady_timer drained(co_await asio::this_coro::executor,
-                               asio::steady_timer::time_point::max());
-    drained_ = &drained;
-    asio::error_code ignored;
-    co_await drained.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
-    drained_ = nullptr;
+  stopping_.Set();
+  // A Register() call in the middle of a SET finishes it first, so that it is taken away too
+  // (each call has its deadline).
+  while (active_ > 0) {
+    drained_.Reset();
+    co_await drained_.Wait();
   }
   std::vector<Entry> v4, v2;
   for (auto& entry : registered_) (entry.pmap ? v2 : v4).push_back(entry);

@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -13,9 +12,9 @@
 
 #include <asio/awaitable.hpp>
 #include <asio/ip/address.hpp>
-#include <asio/steady_timer.hpp>
 
 #include "rpc/client.hpp"
+#include "rpc/event.hpp"
 
 // The portmapper (PMAP version 2) and rpcbind (versions 3 and 4), RFC 1833: how peers find our
 // ports and we find theirs.
@@ -215,7 +214,9 @@ class RpcbindRegistration {
         port_(port),
         options_(options),
         rpcb_(client, host_, port, options.call_deadline),
-        pmap_(client, host_, port, options.call_deadline) {}
+        pmap_(client, host_, port, options.call_deadline),
+        stopping_(client.executor()),
+        drained_(client.executor()) {}
 
   // Returns once every pair is registered (true), or once the retries are given up, another
   // process holds a mapping, or Unregister() began (false). May be called once per listener.
@@ -265,10 +266,10 @@ class RpcbindRegistration {
   RpcbClient rpcb_;
   PmapClient pmap_;
   std::vector<Entry> registered_;
-  bool stopping_ = false;
-  int active_ = 0;                         // Register() calls running.
-  std::set<asio::steady_timer*> waiting_;  // Their backoff timers, cancelled by Unregister().
-  asio::steady_timer* drained_ = nullptr;  // Unregister() waits on it for active_ to reach 0.
+  // Set by Unregister(): a Register() call waiting to retry stops at once.
+  Event stopping_;
+  int active_ = 0;  // Register() calls running.
+  Event drained_;   // set when active_ drops to 0
 };
 
 }  // namespace nlockd::rpc

@@ -11,6 +11,7 @@
 
 #include "rpc/dispatcher.hpp"
 #include "rpc/server.hpp"
+#include "rpc/task_gate.hpp"
 #include "testutil/run_coroutine.hpp"
 #include "xdr/decoder.hpp"
 #include "xdr/encoder.hpp"
@@ -350,6 +351,22 @@ TEST_F(RpcbindTest, UnregisterStopsTheRetries) {
                  [&](std::exception_ptr, bool ok) { registered = ok; });
   io_.run_one();
   RunCoroutine(io_, registration.Unregister());
+  EXPECT_EQ(registered, false);
+}
+
+asio::awaitable<void> RegisterInto(RpcbindRegistration& registration,
+                                   std::optional<bool>& registered) {
+  registered = co_await registration.Register(kPrograms, uint16_t{4045});
+}
+
+TEST_F(RpcbindTest, ACancelledRegistrationGivesUpInsteadOfWaitingToRetry) {
+  RpcbindOptions options = FastOptions();
+  options.first_retry = std::chrono::seconds(20);
+  RpcbindRegistration registration(client_, "127.0.0.1", DeadPort(io_), options);
+  TaskGate gate(io_.get_executor(), "test");
+  std::optional<bool> registered;
+  ASSERT_TRUE(gate.Spawn("register", [&] { return RegisterInto(registration, registered); }));
+  EXPECT_TRUE(RunCoroutine(io_, gate.CancelAndWait(std::chrono::seconds(5))));
   EXPECT_EQ(registered, false);
 }
 

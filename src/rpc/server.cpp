@@ -35,8 +35,8 @@ class Server::Connection : public std::enable_shared_from_this<Connection> {
       : server_(server),
         socket_(std::move(socket)),
         pass_(std::move(pass)),
-        signal_(socket_.get_executor(), asio::steady_timer::time_point::max()),
-        replies_ready_(socket_.get_executor(), asio::steady_timer::time_point::max()),
+        signal_(socket_.get_executor()),
+        replies_ready_(socket_.get_executor()),
         idle_timer_(socket_.get_executor()),
         assembler_(RecordLimits{.max_record_size = server_.options_.max_record_size,
                                 .max_fragments = server_.options_.max_fragments_per_record}),
@@ -70,7 +70,7 @@ class Server::Connection : public std::enable_shared_from_this<Connection> {
     asio::error_code ec;
     socket_.close(ec);
     idle_timer_.cancel();
-    replies_ready_.cancel();
+    replies_ready_.Set();
     pending_replies_.clear();
     ReleaseRecord();
     Wake();
@@ -105,23 +105,24 @@ class Server::Connection : public std::enable_shared_from_this<Connection> {
   }
   // Single executor: a waiter checks its condition and starts waiting without suspending in
   // between, so a Wake cannot fall between the two.
+  // A wake before the wait began is stale: the waiter has just checked its condition.
   asio::awaitable<void> WaitForWake() {
-    signal_.expires_at(asio::steady_timer::time_point::max());
-    co_await signal_.async_wait(kUseTuple);
+    signal_.Reset();
+    co_await signal_.Wait();
   }
-  void Wake() { signal_.cancel(); }
+  void Wake() { signal_.Set(); }
   // The writer's own wake-up, so that waking the reader (a call finished) does not wake it.
   asio::awaitable<void> WaitForReplies() {
-    replies_ready_.expires_at(asio::steady_timer::time_point::max());
-    co_await replies_ready_.async_wait(kUseTuple);
+    replies_ready_.Reset();
+    co_await replies_ready_.Wait();
   }
 
   Server& server_;
   asio::ip::tcp::socket socket_;
   TaskGate::Pass pass_;
   CallContext context_;
-  asio::steady_timer signal_;
-  asio::steady_timer replies_ready_;
+  Event signal_;  // the reader's wake-up: a call finished, a reply went out, closed
+  Event replies_ready_;
   asio::steady_timer idle_timer_;
   RecordAssembler assembler_;
   // The last call received complete or reply sent.
@@ -222,7 +223,7 @@ void Server::Connection::QueueReply(std::vector<uint8_t> reply) {
   pending_replies_.push_back(std::move(reply));
   if (!writing_) {
     writing_ = true;
-    replies_ready_.cancel();
+    replies_ready_.Set();
   }
 }
 
@@ -300,7 +301,7 @@ Server::Server(asio::any_io_executor executor, const Dispatcher& dispatcher, Ser
       options_(options),
       acceptor_(executor),
       udp_(executor),
-      gate_(executor),
+      gate_(executor, "rpc listener"),
       read_buffer_(kReadChunk) {}
 
 Server::~Server() {
@@ -387,7 +388,7 @@ void Server::Start() {
 }
 
 asio::awaitable<void> Server::AcceptLoop() {
-  auto loop_pass = gate_.TryEnter();
+  auto loop_pass = gate_.TryEnter("accept loop");
   if (!loop_pass) co_return;
   asio::steady_timer backoff(executor_);
   while (!gate_.closed()) {
@@ -409,7 +410,7 @@ asio::awaitable<void> Server::AcceptLoop() {
       socket.close(ignored);
       continue;
     }
-    auto pass = gate_.TryEnter();
+    auto pass = gate_.TryEnter("tcp connection");
     if (!pass) break;
     ++stats_.connections_accepted;
     asio::error_code ignored;
@@ -511,7 +512,7 @@ bool Server::FloodWarningDue() {
 }
 
 asio::awaitable<void> Server::UdpLoop() {
-  auto loop_pass = gate_.TryEnter();
+  auto loop_pass = gate_.TryEnter("udp loop");
   if (!loop_pass) co_return;
   std::vector<uint8_t> buffer(kMaxDatagram);
   while (!gate_.closed()) {
@@ -532,7 +533,7 @@ asio::awaitable<void> Server::UdpLoop() {
       ++stats_.udp_dropped;
       continue;
     }
-    auto pass = gate_.TryEnter();
+    auto pass = gate_.TryEnter("udp call");
     if (!pass) break;
     ++udp_in_flight_;
     asio::co_spawn(executor_,
@@ -579,22 +580,26 @@ asio::awaitable<void> Server::HandleDatagram(std::vector<uint8_t> datagram,
 }
 
 asio::awaitable<void> Server::Shutdown() {
-  gate_.Close();
+  // Cancel: nothing new is taken. The loops' waits end with the sockets; a connection stops
+  // reading and closes once its calls in flight have answered.
+  gate_.Cancel();
   asio::error_code ignored;
   acceptor_.close(ignored);
   udp_.cancel(ignored);
   for (auto& weak : connections_) {
     if (auto connection = weak.lock()) connection->StopReading();
   }
-  bool drained = co_await gate_.WaitEmpty(options_.drain_timeout);
+  // Then wait. A call in flight is not cancelled: its client would see no reply for an
+  // operation that may have happened. Past the bound the warning names what still runs.
+  const bool drained = co_await gate_.CancelAndWait(options_.drain_timeout);
   if (!drained) {
-    spdlog::warn("rpc shutdown: {} tasks still running after the drain timeout; closing",
-                 gate_.count());
     for (auto& weak : connections_) {
       if (auto connection = weak.lock()) connection->Close();
     }
     udp_.close(ignored);
-    co_await gate_.WaitEmpty(std::chrono::seconds(2));
+    // The connections end as their last call returns (into a closed socket); their calls
+    // belong to services that the caller shuts down next.
+    co_await gate_.WaitEmpty(kShutdownMargin);
   }
   udp_.close(ignored);
   connections_.clear();

@@ -16,6 +16,7 @@
 
 #include "rpc/dispatcher.hpp"
 #include "rpc/task_gate.hpp"
+#include "rpc/wait_bounds.hpp"
 
 namespace nlockd::rpc {
 
@@ -57,8 +58,8 @@ struct ServerOptions {
   // A record begun must be complete within this, whatever else the connection does, so that a
   // slow sender cannot hold a record's memory for long. A 1 MiB record takes a second at 8 Mbit/s.
   std::chrono::steady_clock::duration record_timeout = std::chrono::seconds(30);
-  // How long Shutdown waits for calls in flight.
-  std::chrono::steady_clock::duration drain_timeout = std::chrono::seconds(10);
+  // How long Shutdown waits for calls in flight before it closes their connections.
+  std::chrono::steady_clock::duration drain_timeout = kRpcDrainBound;
   // The dispatcher's programs this listener serves; empty: all of them. Others get
   // PROG_UNAVAIL here.
   std::vector<uint32_t> programs;
@@ -102,8 +103,10 @@ class Server {
   // Starts accepting and receiving. REQUIRES: Listen succeeded.
   void Start();
 
-  // Stops taking new calls, lets the calls in flight finish and send their replies (up to
-  // drain_timeout), then closes every socket.
+  // Cancel, then wait: stops taking new calls (the accept and UDP loops end, connections stop
+  // reading), lets the calls in flight finish and send their replies (up to drain_timeout;
+  // past it, one warning naming what still runs, and their connections are closed), then
+  // closes every socket.
   asio::awaitable<void> Shutdown();
 
   const ServerStats& stats() const { return stats_; }

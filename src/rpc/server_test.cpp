@@ -566,6 +566,29 @@ TEST_F(ServerTest, ShutdownLetsACallInFlightSendItsReply) {
   server_.reset();
 }
 
+TEST_F(ServerTest, ShutdownPastItsBoundWarnsOnceNamingWhatRunsAndClosesTheConnection) {
+  testutil::CapturedLog log;
+  ServerOptions options;
+  options.drain_timeout = std::chrono::milliseconds(100);
+  StartServer(options);
+  RawConnection conn(server_->port());
+  conn.Send(AsRecord(CallMessage(5, 1, 1500)));
+  EXPECT_EQ(ClientCall(Transport::kTcp, 0, std::nullopt).status, CallStatus::kOk);
+  ASSERT_EQ(g_started, 1);
+  std::promise<void> done;
+  asio::co_spawn(io_, server_->Shutdown(), [&](std::exception_ptr) { done.set_value(); });
+  // Past the bound the connection is closed with its call unanswered.
+  EXPECT_FALSE(conn.ReadRecord());
+  done.get_future().wait();
+  EXPECT_EQ(log.Count("rpc listener: 1 tcp connection still running 100 ms after shutdown began"),
+            1u)
+      << log.text();
+  EXPECT_EQ(log.Count("still running"), 1u) << log.text();
+  work_.reset();
+  thread_.join();  // The call ends on its own (its service's shutdown would cancel it).
+  server_.reset();
+}
+
 TEST(ServerPrograms, ListenerServesOnlyItsProgramsOfTheSharedDispatcher) {
   asio::io_context io;
   Dispatcher dispatcher;

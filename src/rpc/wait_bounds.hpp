@@ -15,6 +15,16 @@ namespace nlockd::rpc {
 // (a name lookup on Asio's resolver thread cannot be cancelled).
 inline constexpr std::chrono::seconds kShutdownMargin{1};
 
+// An RPC listener's calls in flight when it shuts down (rpc::Server::Shutdown): a call may wait
+// for a journal write, which a healthy store completes in well under this; past it the
+// connections are closed and the replies lost (the clients retransmit to the next start).
+inline constexpr std::chrono::seconds kRpcDrainBound{10};
+
+// GraceController's watcher and store writes (clearing a stale lock table, settling a host's
+// rows, marking the table complete): the watcher stops at once; a write is let finish, and a
+// healthy store completes one in well under this.
+inline constexpr std::chrono::seconds kGraceTasksBound{10};
+
 // server::Core's own coroutines (the restart round waiting for rpcbind or its hold): they wait
 // on events only, and a cancel ends them at once.
 inline constexpr std::chrono::seconds kCoreTasksBound{1};
@@ -23,9 +33,9 @@ inline constexpr std::chrono::seconds kCoreTasksBound{1};
 // may wait for a journal write, which a healthy store completes in well under this.
 inline constexpr std::chrono::seconds kHostCallsBound{10};
 
-// A status callback's deadline (nsm::RpcStatusCallerOptions::deadline, 5 s) plus the margin:
-// NsmService's callbacks and lookups.
-inline constexpr std::chrono::seconds kNsmTasksBound{6};
+// Bounds that follow a setting are computed by their owners from their options: NlmService's
+// (its callback deadlines), NsmService's (nsm.callback_timeout), each plus kShutdownMargin, and
+// the notifier's (notify.timeout plus its shutdown_grace).
 
 // How long the restart round, and readiness (READY=1), wait for rpcbind to hold our
 // registrations: a peer that answers the notification at once (its reclaims, its SM_MON of

@@ -40,7 +40,7 @@ GraceController::GraceController(asio::any_io_executor executor, const Clock& cl
       store_(store),
       hooks_(std::move(hooks)),
       options_(options),
-      tasks_(executor_) {}
+      tasks_(executor_, "grace") {}
 
 void GraceController::Begin(const GracePlan& plan, const store::LoadedState& loaded) {
   plan_ = plan;
@@ -52,7 +52,7 @@ void GraceController::Begin(const GracePlan& plan, const store::LoadedState& loa
     std::set<std::string> hosts;
     for (const auto& row : loaded.locks) hosts.insert(row.host);
     for (const auto& row : loaded.shares) hosts.insert(row.host);
-    if (auto pass = tasks_.TryEnter()) {
+    if (auto pass = tasks_.TryEnter("stale lock table clear")) {
       asio::co_spawn(executor_, ClearStaleTable({hosts.begin(), hosts.end()}, std::move(*pass)),
                      asio::detached);
     }
@@ -85,7 +85,7 @@ void GraceController::Begin(const GracePlan& plan, const store::LoadedState& loa
       KindName(plan.kind), options_.duration.count(), load.locks, load.shares, awaiting,
       plan.reason);
   timer_.emplace(executor_);
-  if (auto pass = tasks_.TryEnter()) {
+  if (auto pass = tasks_.TryEnter("grace watcher")) {
     asio::co_spawn(executor_, Watch(std::move(*pass)), asio::detached);
   }
   if (events_.started) {
@@ -136,7 +136,7 @@ void GraceController::HostUnreachable(const std::string& mon_name) {
       mon_name, dropped.locks, dropped.shares, dropped.grants.size());
   ServeDropped(dropped);
   if (journal_ == nullptr) return;
-  if (auto pass = tasks_.TryEnter()) {
+  if (auto pass = tasks_.TryEnter("host rows settle")) {
     asio::co_spawn(executor_, SettleHost(std::move(host), std::move(*pass)), asio::detached);
   }
 }
@@ -193,13 +193,10 @@ void GraceController::Stop() {
   if (timer_) timer_->cancel();
 }
 
-asio::awaitable<bool> GraceController::Shutdown(std::chrono::steady_clock::duration timeout) {
+asio::awaitable<bool> GraceController::Shutdown(std::chrono::steady_clock::duration bound) {
   Stop();
-  const bool drained = co_await tasks_.WaitEmpty(timeout);
-  if (!drained) {
-    spdlog::warn("grace: {} store writes still running at shutdown", tasks_.count());
-  }
-  co_return drained;
+  // The passes are taken without a cancellation slot: a store write is not cut short.
+  co_return co_await tasks_.CancelAndWait(bound);
 }
 
 asio::awaitable<void> GraceController::Watch(rpc::TaskGate::Pass /*pass*/) {

@@ -15,6 +15,7 @@
 #include "base/clock.hpp"
 #include "lock/lock_manager.hpp"
 #include "rpc/task_gate.hpp"
+#include "rpc/wait_bounds.hpp"
 #include "server/recovery.hpp"
 #include "store/store.hpp"
 
@@ -109,10 +110,10 @@ class GraceController {
   // Stops the watcher and spawns nothing more. Grace is left as it is: the store keeps the
   // restored rows.
   void Stop();
-  // Stop(), then waits (at most `timeout`) for the coroutines it spawned to finish; false if
-  // some still run (a store write past its retries).
-  asio::awaitable<bool> Shutdown(
-      std::chrono::steady_clock::duration timeout = std::chrono::seconds(10));
+  // Stop(), then cancel and wait (at most `bound`) for the coroutines it spawned: the watcher
+  // ends at once, a store write is let finish (it is not cut short). False, with one warning
+  // naming what still runs, if some do (a store that hangs).
+  asio::awaitable<bool> Shutdown(std::chrono::steady_clock::duration bound = rpc::kGraceTasksBound);
 
   // Ends the window now (the admin API): drops what awaits a reclaim, serves its waiters and
   // reports `ended`; the watcher then settles the store. False if no window is open.

@@ -47,7 +47,7 @@ HaCallout::HaCallout(HaCalloutOptions options, std::function<void(const CalloutR
   if (wake_fd_ < 0) {
     throw Error(ErrorKind::kFailed, fmt::format("ha_callout: eventfd: {}", std::strerror(errno)));
   }
-  thread_ = std::thread([this] { Loop(); });
+  thread_ = std::jthread([this](std::stop_token stop) { Loop(std::move(stop)); });
 }
 
 HaCallout::~HaCallout() {
@@ -70,7 +70,7 @@ void HaCallout::SmNotify(const std::string& mon_name, const std::string& address
 void HaCallout::Enqueue(std::vector<std::string> arguments) {
   {
     std::lock_guard lock(mutex_);
-    if (stopping_) return;
+    if (stop_by_) return;
     if (queue_.size() >= options_.max_queued) {
       // Warned once per hundred drops: the flood that fills the queue would fill the log too.
       if (dropped_++ % 100 == 0) {
@@ -92,25 +92,26 @@ uint64_t HaCallout::dropped() const {
 void HaCallout::Stop(std::chrono::milliseconds wait) {
   {
     std::lock_guard lock(mutex_);
-    if (!stopping_) {
-      stopping_ = true;
-      stop_by_ = std::chrono::steady_clock::now() + wait;
-    }
+    if (!stop_by_) stop_by_ = std::chrono::steady_clock::now() + wait;
   }
-  changed_.notify_one();
-  // A run in progress re-reads its deadline.
-  const uint64_t one = 1;
-  (void)!::write(wake_fd_, &one, sizeof one);
+  // Wakes the wait for an event, and (through the eventfd) a run in progress, which re-reads
+  // its deadline.
+  thread_.request_stop();
   if (thread_.joinable()) thread_.join();
 }
 
-void HaCallout::Loop() {
+void HaCallout::Loop(std::stop_token stop) {
+  const std::stop_callback wake_run(stop, [this] {
+    const uint64_t one = 1;
+    (void)!::write(wake_fd_, &one, sizeof one);
+  });
   for (;;) {
     std::vector<std::string> arguments;
     {
       std::unique_lock lock(mutex_);
-      changed_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty() || (stopping_ && std::chrono::steady_clock::now() >= stop_by_)) {
+      changed_.wait(lock, stop, [this] { return !queue_.empty(); });
+      if (queue_.empty() ||
+          (stop.stop_requested() && std::chrono::steady_clock::now() >= *stop_by_)) {
         if (!queue_.empty()) {
           spdlog::warn("ha_callout stopping: {} events not run", queue_.size());
         }
@@ -119,12 +120,12 @@ void HaCallout::Loop() {
       arguments = std::move(queue_.front());
       queue_.pop_front();
     }
-    CalloutRun run = RunOne(std::move(arguments));
+    CalloutRun run = RunOne(std::move(arguments), stop);
     if (on_run_) on_run_(run);
   }
 }
 
-CalloutRun HaCallout::RunOne(std::vector<std::string> arguments) {
+CalloutRun HaCallout::RunOne(std::vector<std::string> arguments, const std::stop_token& stop) {
   CalloutRun run;
   run.arguments = std::move(arguments);
   std::vector<char*> argv;
@@ -171,7 +172,7 @@ CalloutRun HaCallout::RunOne(std::vector<std::string> arguments) {
   for (;;) {
     {
       std::lock_guard lock(mutex_);
-      if (stopping_) deadline = std::min(deadline, stop_by_);
+      if (stop.stop_requested()) deadline = std::min(deadline, *stop_by_);
     }
     if (std::chrono::steady_clock::now() >= deadline) {
       if (terminated) {

@@ -8,6 +8,8 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
@@ -75,20 +77,22 @@ class HaCallout final : public nsm::MonitorEvents {
 
  private:
   void Enqueue(std::vector<std::string> arguments);
-  void Loop();
-  CalloutRun RunOne(std::vector<std::string> arguments);
+  void Loop(std::stop_token stop);
+  CalloutRun RunOne(std::vector<std::string> arguments, const std::stop_token& stop);
 
   const HaCalloutOptions options_;
   const std::function<void(const CalloutRun&)> on_run_;
   mutable std::mutex mutex_;
-  std::condition_variable changed_;
+  // The thread waits on it with its stop token: Stop()'s stop request is also its wake-up.
+  std::condition_variable_any changed_;
   std::deque<std::vector<std::string>> queue_;  // guarded by mutex_
-  bool stopping_ = false;                       // guarded by mutex_
-  // Set by Stop(): when waiting ends (the run in progress is then killed).
-  std::chrono::steady_clock::time_point stop_by_;  // guarded by mutex_
-  uint64_t dropped_ = 0;                           // guarded by mutex_
-  int wake_fd_ = -1;  // an eventfd: Stop() interrupts the wait for a run
-  std::thread thread_;
+  // Set by Stop(), before it requests the stop: when waiting ends (the run in progress is then
+  // killed).
+  std::optional<std::chrono::steady_clock::time_point> stop_by_;  // guarded by mutex_
+  uint64_t dropped_ = 0;                                          // guarded by mutex_
+  // An eventfd that the stop request writes (a stop_callback), so that a run's poll wakes too.
+  int wake_fd_ = -1;
+  std::jthread thread_;
 };
 
 }  // namespace nlockd::server

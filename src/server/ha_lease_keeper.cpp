@@ -167,8 +167,9 @@ HaLeaseKeeper::HaLeaseKeeper(HaOptions options) : options_(std::move(options)), 
   spdlog::info("ha: took the lease of service '{}' at epoch {} ({} ms)", options_.service, epoch_,
                options_.lease.count());
   Report(HaReport{true, holder_, epoch_});
-  renewer_ = std::thread([this] { RenewLoop(); });
-  deadline_watcher_ = std::thread([this] { WatchDeadline(); });
+  renewer_ = std::jthread([this](std::stop_token stop) { RenewLoop(std::move(stop)); });
+  deadline_watcher_ =
+      std::jthread([this](std::stop_token stop) { WatchDeadline(std::move(stop)); });
 }
 
 bool HaLeaseKeeper::TakeLease() {
@@ -237,25 +238,16 @@ void HaLeaseKeeper::Report(const HaReport& report) const {
   if (options_.on_report) options_.on_report(report);
 }
 
-HaLeaseKeeper::~HaLeaseKeeper() {
-  {
-    std::lock_guard lock(mutex_);
-    stop_ = true;
-  }
-  wake_.notify_all();
-  if (renewer_.joinable()) renewer_.join();
-  if (deadline_watcher_.joinable()) deadline_watcher_.join();
-}
+// The threads' stop requests wake their waits; std::jthread joins them.
+HaLeaseKeeper::~HaLeaseKeeper() = default;
 
 void HaLeaseKeeper::BecameActive() { RunHook(options_.on_active, "ha_on_active"); }
 
 void HaLeaseKeeper::Release() {
-  {
-    std::lock_guard lock(mutex_);
-    if (stop_) return;
-    stop_ = true;
-  }
-  wake_.notify_all();
+  // Made by the first Release() only.
+  const bool first = renewer_.request_stop();
+  deadline_watcher_.request_stop();
+  if (!first) return;
   if (renewer_.joinable()) renewer_.join();
   if (deadline_watcher_.joinable()) deadline_watcher_.join();
   try {
@@ -269,7 +261,7 @@ void HaLeaseKeeper::Release() {
   RunHook(options_.on_standby, "ha_on_standby");
 }
 
-void HaLeaseKeeper::RenewLoop() {
+void HaLeaseKeeper::RenewLoop(std::stop_token stop) {
   const milliseconds every = options_.lease / 3;
   const milliseconds retry = PollEvery(options_.lease);
   Clock::time_point next_renewal = Clock::now() + every;
@@ -282,7 +274,8 @@ void HaLeaseKeeper::RenewLoop() {
     {
       std::unique_lock lock(mutex_);
       const Clock::time_point wake = std::min(next_renewal, Clock::now() + kSessionCheck);
-      if (wake_.wait_until(lock, wake, [this] { return stop_; })) return;
+      wake_.wait_until(lock, stop, wake, [] { return false; });
+      if (stop.stop_requested()) return;
     }
     try {
       if (Clock::now() < next_renewal) {
@@ -316,12 +309,12 @@ void HaLeaseKeeper::StoreLostLease(const std::string& what) {
   FailClosed(fmt::format("a store write was refused: {}", what));
 }
 
-void HaLeaseKeeper::WatchDeadline() {
+void HaLeaseKeeper::WatchDeadline(std::stop_token stop) {
   std::unique_lock lock(mutex_);
   for (;;) {
     // Wakes at the deadline known now; a renewal meanwhile moved it, and the wait goes on.
-    wake_.wait_until(lock, valid_until_, [this] { return stop_ || Clock::now() >= valid_until_; });
-    if (stop_) return;
+    wake_.wait_until(lock, stop, valid_until_, [this] { return Clock::now() >= valid_until_; });
+    if (stop.stop_requested()) return;
     if (Clock::now() >= valid_until_) {
       lock.unlock();
       FailClosed("could not renew the lease before it could expire");

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <stop_token>
 #include <string>
 #include <thread>
 
@@ -78,11 +79,11 @@ class HaLeaseKeeper {
   bool TakeLease();
   // The lease row stayed locked: ends the transaction that holds it if the lease is free.
   void EndStaleTransactions(const std::string& why);
-  void RenewLoop();
+  void RenewLoop(std::stop_token stop);
   void Report(const HaReport& report) const;
   // Ends the process once valid_until_ passes without a renewal, even while a renewal hangs in
   // the database client (a partition): serving must stop before the lease can expire.
-  void WatchDeadline();
+  void WatchDeadline(std::stop_token stop);
   [[noreturn]] void FailClosed(const std::string& why);
 
   const HaOptions options_;
@@ -91,13 +92,14 @@ class HaLeaseKeeper {
   int64_t epoch_ = 0;
 
   std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stop_ = false;  // guarded by mutex_
+  // Both threads wait on it with their stop tokens: Release() (or the destructor) requests the
+  // stop, which is also their wake-up.
+  std::condition_variable_any wake_;
   // The end of the lease by this node's clock, counted from when the request that set it was
   // sent.
   std::chrono::steady_clock::time_point valid_until_;  // guarded by mutex_
-  std::thread renewer_;
-  std::thread deadline_watcher_;
+  std::jthread renewer_;
+  std::jthread deadline_watcher_;
 };
 
 // Runs command with /bin/sh -c without waiting for it (a thread of its own reaps it and logs
