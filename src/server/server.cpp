@@ -128,6 +128,8 @@ nsm::NsmOptions NsmOptionsFrom(const nlockd::Options& options) {
   out.callback_programs = {options.nsm_callback_programs.begin(),
                            options.nsm_callback_programs.end()};
   out.check_notifier_address = options.nsm_check_notifier_address;
+  // Shutdown waits for a status callback this long, plus a margin (NsmService::shutdown_bound).
+  out.callback_deadline = options.nsm_callback_timeout;
   return out;
 }
 
