@@ -10,7 +10,7 @@ build_packages=(
   g++ cmake ninja-build ccache pkg-config
   libasio-dev libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev nlohmann-json3-dev
   libsqlite3-dev libpq-dev prometheus-cpp-dev libcpp-httplib-dev libssl-dev zlib1g-dev libbrotli-dev
-  libsystemd-dev libgoogle-perftools-dev
+  libgoogle-perftools-dev
 )
 test_packages=(
   googletest libgtest-dev libgmock-dev libbenchmark-dev

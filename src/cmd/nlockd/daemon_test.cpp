@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The real nlockd binary: configuration checks, --version, systemd notifications, SIGHUP.
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -206,6 +209,104 @@ TEST(NlockdDaemon, TellsSystemdReadyStatusWatchdogAndStopping) {
   EXPECT_EQ(daemon.Stop(SIGTERM, seconds(20)), 0) << daemon.output();
   std::string stopping = notify.WaitFor("STOPPING=1", seconds(5));
   EXPECT_FALSE(stopping.empty());
+}
+
+// systemd's notification socket in the abstract namespace, as NOTIFY_SOCKET="@name" names it:
+// the name's bytes after a NUL, without one at the end.
+class AbstractNotifySocket {
+ public:
+  AbstractNotifySocket() : fd_(socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0)) {
+    name_ = fmt::format("nlockd-daemon-test-{}-{}", getpid(), reinterpret_cast<uintptr_t>(this));
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    name_.copy(address.sun_path + 1, name_.size());
+    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&address),
+                   static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name_.size())),
+              0)
+        << std::strerror(errno);
+  }
+  ~AbstractNotifySocket() { close(fd_); }
+  AbstractNotifySocket(const AbstractNotifySocket&) = delete;
+  AbstractNotifySocket& operator=(const AbstractNotifySocket&) = delete;
+
+  std::string variable() const { return "NOTIFY_SOCKET=@" + name_; }
+  // The next datagram ("" when none comes within `timeout`).
+  std::string Next(std::chrono::milliseconds timeout) const {
+    pollfd ready{fd_, POLLIN, 0};
+    if (poll(&ready, 1, static_cast<int>(timeout.count())) <= 0) return "";
+    char buffer[4096];
+    const ssize_t n = recv(fd_, buffer, sizeof buffer, 0);
+    return n > 0 ? std::string(buffer, static_cast<size_t>(n)) : "";
+  }
+
+ private:
+  const int fd_;
+  std::string name_;
+};
+
+TEST(NlockdDaemon, TellsSystemdThroughAnAbstractSocket) {
+  AbstractNotifySocket notify;
+  std::vector<std::string> argv{"/usr/bin/env", notify.variable()};
+  for (auto& arg : Daemon({"--grace", "0"})) argv.push_back(arg);
+  Subprocess daemon(argv);
+  std::string ready = notify.Next(std::chrono::milliseconds(20000));
+  EXPECT_NE(ready.find("READY=1\nSTATUS="), std::string::npos) << ready << daemon.output();
+  EXPECT_EQ(daemon.Stop(SIGTERM, seconds(20)), 0) << daemon.output();
+  EXPECT_NE(notify.Next(std::chrono::milliseconds(5000)).find("STOPPING=1"), std::string::npos);
+}
+
+// WATCHDOG_PID names the process systemd watches: a daemon that inherited the variables from
+// another process (a wrapper that forked it) must not ping for that one.
+TEST(NlockdDaemon, PingsTheWatchdogOnlyWhenWatchdogPidNamesItself) {
+  ScratchDir dir;
+  {
+    nlockd::testutil::NotifySocket notify(dir.path() + "/notify");
+    std::vector<std::string> argv{"/usr/bin/env", "NOTIFY_SOCKET=" + dir.path() + "/notify",
+                                  "WATCHDOG_USEC=200000", "WATCHDOG_PID=1"};
+    for (auto& arg : Daemon({"--grace", "0"})) argv.push_back(arg);
+    Subprocess daemon(argv);
+    ASSERT_FALSE(notify.WaitFor("READY=1", seconds(20)).empty()) << daemon.output();
+    // Ten of the pings' 100 ms intervals: none of them may come.
+    EXPECT_EQ(notify.WaitFor("WATCHDOG=1", std::chrono::milliseconds(1000)), "");
+    EXPECT_EQ(daemon.Stop(SIGTERM, seconds(20)), 0) << daemon.output();
+  }
+  {
+    // The shell's pid is the daemon's after the exec.
+    nlockd::testutil::NotifySocket notify(dir.path() + "/notify-own");
+    std::vector<std::string> argv{"/bin/sh",
+                                  "-c",
+                                  "exec /usr/bin/env WATCHDOG_PID=$$ \"$@\"",
+                                  "sh",
+                                  "NOTIFY_SOCKET=" + dir.path() + "/notify-own",
+                                  "WATCHDOG_USEC=200000"};
+    for (auto& arg : Daemon({"--grace", "0"})) argv.push_back(arg);
+    Subprocess daemon(argv);
+    ASSERT_FALSE(notify.WaitFor("READY=1", seconds(20)).empty()) << daemon.output();
+    EXPECT_FALSE(notify.WaitFor("WATCHDOG=1", seconds(5)).empty()) << daemon.output();
+    EXPECT_EQ(daemon.Stop(SIGTERM, seconds(20)), 0) << daemon.output();
+  }
+}
+
+// Malformed variables leave systemd untold (a relative socket path) or without a watchdog (a
+// WATCHDOG_USEC that is not a positive number), and the daemon runs as usual.
+TEST(NlockdDaemon, IgnoresUnusableNotifyVariables) {
+  ScratchDir dir;
+  nlockd::testutil::NotifySocket notify(dir.path() + "/notify");
+  std::vector<std::string> argv{"/usr/bin/env", "NOTIFY_SOCKET=" + dir.path() + "/notify",
+                                "WATCHDOG_USEC=-200000"};
+  for (auto& arg : Daemon({"--grace", "0"})) argv.push_back(arg);
+  Subprocess daemon(argv);
+  ASSERT_FALSE(notify.WaitFor("READY=1", seconds(20)).empty()) << daemon.output();
+  EXPECT_EQ(notify.WaitFor("WATCHDOG=1", std::chrono::milliseconds(1000)), "");
+  EXPECT_EQ(daemon.Stop(SIGTERM, seconds(20)), 0) << daemon.output();
+
+  Subprocess relative({"/usr/bin/env", "NOTIFY_SOCKET=notify", NLOCKD_BINARY, "--store",
+                       "memory:", "--listen", "127.0.0.1:0", "--admin-listen", "off",
+                       "--rpcbind-register", "false", "--grace", "0"});
+  EXPECT_TRUE(relative.WaitForLine(std::regex("NOTIFY_SOCKET=notify is neither"), seconds(20)))
+      << relative.output();
+  ASSERT_TRUE(relative.LoggedOrWaitFor(std::regex("nlockd listening"))) << relative.output();
+  EXPECT_EQ(relative.Stop(SIGTERM, seconds(20)), 0) << relative.output();
 }
 
 // A portmapper on 127.0.0.1 (UDP) that speaks version 2 only: it refuses rpcbind v3/v4

@@ -2,13 +2,20 @@
 #include "cmd/nlockd/systemd_notifier.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <charconv>
 #include <chrono>
+#include <cstddef>
 #include <cstdlib>
+#include <optional>
+#include <string_view>
 #include <utility>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-#include <systemd/sd-daemon.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include "nlockd/ha.hpp"
 #include "nlockd/lock_service.hpp"
@@ -20,14 +27,70 @@ namespace {
 // How often STATUS= is refreshed (and, without a shorter watchdog, the executor probed).
 constexpr std::chrono::milliseconds kPollInterval{1000};
 
+// A whole decimal number, or nullopt (empty, signs, trailing bytes, overflow).
+template <typename Number>
+std::optional<Number> ParseNumber(std::string_view text) {
+  Number value{};
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
+  return value;
+}
+
 }  // namespace
+
+std::optional<NotifyAddress> NotifyAddress::Parse(std::string_view name) {
+  NotifyAddress address;
+  address.address_.sun_family = AF_UNIX;
+  // The name and, for a path, its terminating NUL must fit sun_path; an abstract name (systemd
+  // writes it with a leading '@') is the bytes after a NUL, without one at the end.
+  if (name.size() < 2 || name.size() >= sizeof address.address_.sun_path) return std::nullopt;
+  if (name.front() == '/') {
+    name.copy(address.address_.sun_path, name.size());
+    address.length_ = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name.size() + 1);
+  } else if (name.front() == '@') {
+    name.substr(1).copy(address.address_.sun_path + 1, name.size() - 1);
+    address.length_ = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name.size());
+  } else {
+    return std::nullopt;
+  }
+  return address;
+}
+
+int NotifyAddress::Send(std::string_view text) const {
+  const int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return errno;
+  const ssize_t sent = sendto(fd, text.data(), text.size(), MSG_NOSIGNAL,
+                              reinterpret_cast<const sockaddr*>(&address_), length_);
+  const int error = sent < 0 ? errno : 0;
+  close(fd);
+  return error;
+}
+
+uint64_t WatchdogUsec(const char* usec, const char* pid, pid_t self) {
+  if (usec == nullptr) return 0;
+  const auto interval = ParseNumber<uint64_t>(usec);
+  if (!interval) return 0;
+  if (pid != nullptr) {
+    const auto owner = ParseNumber<pid_t>(pid);
+    if (!owner || *owner != self) return 0;
+  }
+  return *interval;
+}
 
 SystemdNotifier::SystemdNotifier(std::shared_ptr<const HaStatus> ha) : ha_(std::move(ha)) {
   const char* socket = std::getenv("NOTIFY_SOCKET");
-  enabled_ = socket != nullptr && *socket != '\0';
-  uint64_t usec = 0;
-  // > 0 only when WATCHDOG_USEC is set and WATCHDOG_PID, if set, names this process.
-  if (enabled_ && sd_watchdog_enabled(0, &usec) > 0) watchdog_usec_ = usec;
+  if (socket == nullptr || *socket == '\0') return;
+  address_ = NotifyAddress::Parse(socket);
+  if (!address_) {
+    spdlog::warn(
+        "NOTIFY_SOCKET={} is neither a path nor an abstract socket (@name): systemd is "
+        "not told this daemon's state",
+        socket);
+    return;
+  }
+  enabled_ = true;
+  watchdog_usec_ =
+      WatchdogUsec(std::getenv("WATCHDOG_USEC"), std::getenv("WATCHDOG_PID"), getpid());
 }
 
 SystemdNotifier::~SystemdNotifier() { StopPolling(); }
@@ -110,8 +173,8 @@ std::string SystemdNotifier::StatusLine() {
 }
 
 void SystemdNotifier::Notify(const std::string& text) {
-  int result = sd_notify(0, text.c_str());
-  if (result < 0) spdlog::debug("sd_notify failed errno={}", -result);
+  const int error = address_->Send(text);
+  if (error != 0) spdlog::debug("systemd notification failed errno={}", error);
 }
 
 }  // namespace nlockd::cmd
