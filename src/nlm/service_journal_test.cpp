@@ -327,12 +327,19 @@ class NlmInlineJournalTest : public NlmJournalTest {
     ASSERT_EQ(JLock(context, first).stat, NLM4_GRANTED);
     journal_.batches.clear();
   }
+  // client-a's LOCK of [0,9] from a_, its host monitored already.
+  nlm4_lockargs MonitoredLockOfA() {
+    nlm4_lockargs args = LockArgs("client-a", 1, 0, 10);
+    Monitor(a_, args);
+    return args;
+  }
+
+  const rpc::CallContext a_ = From("192.0.2.1");
 };
 
 TEST_F(NlmInlineJournalTest, LockAndUnlockAreWrittenInlineBeforeTheirAnswer) {
-  auto a = From("192.0.2.1");
-  nlm4_lockargs args = LockArgs("client-a", 1, 0, 10);
-  Monitor(a, args);
+  const rpc::CallContext& a = a_;
+  nlm4_lockargs args = MonitoredLockOfA();
   nlm4_lockargs lock = args;
   std::optional<nlm4_res> res = service_->TryLock(a, lock, true);
   ASSERT_TRUE(res) << "answered inline";
@@ -349,9 +356,8 @@ TEST_F(NlmInlineJournalTest, LockAndUnlockAreWrittenInlineBeforeTheirAnswer) {
 }
 
 TEST_F(NlmInlineJournalTest, AFailedInlineWriteFailsClosedAsTheCoroutineFormDoes) {
-  auto a = From("192.0.2.1");
-  nlm4_lockargs args = LockArgs("client-a", 1, 0, 10);
-  Monitor(a, args);
+  const rpc::CallContext& a = a_;
+  nlm4_lockargs args = MonitoredLockOfA();
   journal_.succeed = false;
   nlm4_lockargs lock = args;
   std::optional<nlm4_res> res = service_->TryLock(a, lock, true);
@@ -373,9 +379,9 @@ TEST_F(NlmInlineJournalTest, AFailedInlineWriteFailsClosedAsTheCoroutineFormDoes
 }
 
 TEST_F(NlmInlineJournalTest, AnInlineUnlockWritesTheWaiterItGrantedBeforeTheCallback) {
-  auto a = From("192.0.2.1"), b = From("192.0.2.2");
-  nlm4_lockargs held = LockArgs("client-a", 1, 0, 10);
-  Monitor(a, held);
+  const rpc::CallContext& a = a_;
+  auto b = From("192.0.2.2");
+  nlm4_lockargs held = MonitoredLockOfA();
   ASSERT_EQ(JLock(a, held).stat, NLM4_GRANTED);
   ASSERT_EQ(JLock(b, LockArgs("client-b", 2, 0, 10, true)).stat, NLM4_BLOCKED);
   journal_.batches.clear();
@@ -392,9 +398,8 @@ TEST_F(NlmInlineJournalTest, AnInlineUnlockWritesTheWaiterItGrantedBeforeTheCall
 }
 
 TEST_F(NlmInlineJournalTest, AJournalThatCannotWriteInlineLeavesTheCallToTheCoroutineForm) {
-  auto a = From("192.0.2.1");
-  nlm4_lockargs args = LockArgs("client-a", 1, 0, 10);
-  Monitor(a, args);
+  const rpc::CallContext& a = a_;
+  nlm4_lockargs args = MonitoredLockOfA();
   journal_.writes_inline = false;
   nlm4_lockargs lock = args;
   EXPECT_FALSE(service_->TryLock(a, lock, true));
