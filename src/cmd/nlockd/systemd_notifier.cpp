@@ -89,8 +89,10 @@ SystemdNotifier::SystemdNotifier(std::shared_ptr<const HaStatus> ha) : ha_(std::
     return;
   }
   enabled_ = true;
-  watchdog_usec_ =
-      WatchdogUsec(std::getenv("WATCHDOG_USEC"), std::getenv("WATCHDOG_PID"), getpid());
+  // Read once at start, as NOTIFY_SOCKET is, before any thread could change the environment.
+  const char* usec = std::getenv("WATCHDOG_USEC");  // NOLINT(concurrency-mt-unsafe)
+  const char* pid = std::getenv("WATCHDOG_PID");    // NOLINT(concurrency-mt-unsafe)
+  watchdog_usec_ = WatchdogUsec(usec, pid, getpid());
 }
 
 SystemdNotifier::~SystemdNotifier() { StopPolling(); }
