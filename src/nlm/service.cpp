@@ -299,27 +299,28 @@ asio::awaitable<typename Change::Result> NlmService::ChangeOwnerState(Change cha
   if (applied.write && journal_ != nullptr) entry = change.Entry();
   const JournalBarrier::Ticket ticket = JoinJournal(std::move(entry), applied.grants);
   const bool persisted = co_await AwaitJournal(ticket);
+  co_return FinishChange(change, applied, persisted);
+}
+
+template <typename Change>
+typename Change::Result NlmService::FinishChange(Change& change, Applied& applied, bool persisted) {
   FinishGrants(std::move(applied.grants), persisted);
   if (!persisted && applied.undo) applied.stat = change.Undo(*this, applied.stat);
-  co_return change.Answer(applied.stat);
+  return change.Answer(applied.stat);
 }
 
 template <typename Change>
 typename Change::Result NlmService::ChangeOwnerStateNow(Change& change) {
-  if (journal_ == nullptr) {
-    Applied applied = change.Apply(*this);
-    FinishGrants(std::move(applied.grants), true);
-    return change.Answer(applied.stat);
-  }
-  change.Snapshot(locks_);
+  if (journal_ != nullptr) change.Snapshot(locks_);
   Applied applied = change.Apply(*this);
-  std::vector<JournalEntry> entries;
-  if (applied.write) entries.push_back(change.Entry());
-  AppendGrantEntries(entries, applied.grants);
-  const bool persisted = RecordNow(std::move(entries));
-  FinishGrants(std::move(applied.grants), persisted);
-  if (!persisted && applied.undo) applied.stat = change.Undo(*this, applied.stat);
-  return change.Answer(applied.stat);
+  bool persisted = true;
+  if (journal_ != nullptr) {
+    std::vector<JournalEntry> entries;
+    if (applied.write) entries.push_back(change.Entry());
+    AppendGrantEntries(entries, applied.grants);
+    persisted = RecordNow(std::move(entries));
+  }
+  return FinishChange(change, applied, persisted);
 }
 
 // --- Procedures -------------------------------------------------------------------------------

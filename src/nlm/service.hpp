@@ -265,6 +265,10 @@ class NlmService {
   // REQUIRES: no journal, or the owner's turn taken by TakeTurnNow and held until it returns.
   template <typename Change>
   typename Change::Result ChangeOwnerStateNow(Change& change);
+  // Both forms' last step: announces the grants (or revokes them if not persisted), undoes the
+  // change if it was not persisted and must be, and makes the answer.
+  template <typename Change>
+  typename Change::Result FinishChange(Change& change, Applied& applied, bool persisted);
   // Whether a Try form may answer the call of this owner on this file now: nullopt when the
   // journal does not record inline or an earlier call of the owner holds its turn (the
   // coroutine form waits for it); else the turn, taken. REQUIRES: a journal is set.
