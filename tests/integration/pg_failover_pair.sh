@@ -24,16 +24,28 @@ ctl() {  # ctl NAME ARGS...: pg_ctl for the primary or the replica
   "${as_postgres[@]}" "$pg_bin/pg_ctl" -D "$dir/$name" -l "$dir/$name.log" -w -t 60 "$@"
 }
 
-free_port() {
-  local port
-  for _ in $(seq 1 50); do
-    port=$((20000 + RANDOM % 40000))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+# start_on_free_port NAME: starts the server in $dir/NAME on a random port below the kernel's
+# ephemeral range (a port a client socket holds passes a "nothing listens" probe but cannot be
+# bound), trying again on another port when the bind fails; prints the port.
+start_on_free_port() {
+  local name=$1 port low
+  low=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+  ((low > 11000)) || low=65535
+  for _ in $(seq 1 20); do
+    port=$((10000 + RANDOM % (low - 10000)))
+    rm -f "$dir/$name.log"
+    if ctl "$name" -o "-p $port" start >/dev/null 2>&1; then
       echo "$port"
       return
     fi
+    if ! grep -q "could not bind\|could not create any TCP/IP sockets\|Address already in use" \
+        "$dir/$name.log" 2>/dev/null; then
+      echo "pg_failover_pair: the $name did not start:" >&2
+      cat "$dir/$name.log" >&2
+      exit 1
+    fi
   done
-  echo "pg_failover_pair: no free port" >&2
+  echo "pg_failover_pair: no free port for the $name" >&2
   exit 1
 }
 
@@ -48,16 +60,14 @@ case $action in
     "${as_postgres[@]}" "$pg_bin/initdb" -D "$dir/primary" -U postgres --auth-local=trust \
       --auth-host=scram-sha-256 --pwfile="$dir/password" -E UTF8 --locale=C.UTF-8 --no-sync \
       >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; exit 1; }
-    primary_port=$(free_port)
     cat >>"$dir/primary/postgresql.conf" <<CONF
 listen_addresses = '127.0.0.1'
-port = $primary_port
 unix_socket_directories = '$dir'
 max_connections = 100
 synchronous_standby_names = 'replica'
 CONF
     echo "local replication postgres trust" >>"$dir/primary/pg_hba.conf"
-    ctl primary start >/dev/null
+    primary_port=$(start_on_free_port primary)
     psql=("${as_postgres[@]}" "$pg_bin/psql" -X -q -v ON_ERROR_STOP=1 -h "$dir"
           -p "$primary_port" -U postgres -d postgres)
     # Until the replica streams, commits wait for it: make the role and database first, with
@@ -68,14 +78,12 @@ CONF
     "${as_postgres[@]}" "$pg_bin/pg_basebackup" -h "$dir" -p "$primary_port" -U postgres \
       -D "$dir/replica" -R --no-sync -X stream -c fast -d "application_name=replica" \
       >"$dir/basebackup.log" 2>&1 || { cat "$dir/basebackup.log" >&2; exit 1; }
-    replica_port=$(free_port)
     # Promoted, it has no standby of its own: it must not wait for one at each commit (the
     # primary's setting came with the base backup).
     cat >>"$dir/replica/postgresql.conf" <<CONF
-port = $replica_port
 synchronous_standby_names = ''
 CONF
-    ctl replica start >/dev/null
+    replica_port=$(start_on_free_port replica)
     # Ready once the primary sees the replica as its synchronous standby.
     for _ in $(seq 1 200); do
       state=$("${psql[@]}" -At -c \
