@@ -21,6 +21,7 @@
 
 #include "admin/metrics.hpp"
 #include "admin/router.hpp"
+#include "base/describe.hpp"
 #include "rpc/address.hpp"
 #include "rpc/message.hpp"
 #include "server/server.hpp"
@@ -257,7 +258,7 @@ class LockService::Impl {
     }
     asio::co_spawn(executor_, core_->ShutDown(),
                    [this, done = std::move(done)](std::exception_ptr error) {
-                     if (error) spdlog::error("nlockd: shutdown failed");
+                     if (error) spdlog::error("nlockd: shutdown failed: {}", Describe(error));
                      stopped_.store(true);
                      if (done) done();
                    });

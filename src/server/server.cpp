@@ -646,7 +646,17 @@ asio::awaitable<void> Core::ShutDown() {
   if (start_posted_) GiveBackStatdFiles();
   if (start_posted_) {
     // Even state: down. A crash leaves it odd; the next start moves on anyway.
-    store_->MarkCleanShutdown();
+    try {
+      store_->MarkCleanShutdown();
+    } catch (const std::exception& e) {
+      // A store that fails now (a disk that stopped answering) leaves this run marked as cut
+      // short: the next start recovers as after a crash (it replays the lock log). The
+      // shutdown goes on: the lease is still released.
+      spdlog::error(
+          "store: cannot mark the shutdown clean: {}; the next start recovers as after "
+          "a crash",
+          e.what());
+    }
   }
   // A standby takes the service over at once rather than when the lease expires.
   if (ha_) ha_->Release();

@@ -279,7 +279,8 @@ void LoggedStore::ForwardLogged(std::vector<LoggedOp> ops, uint64_t first_seq) {
     Forward(std::visit([](auto& o) -> WriteOp { return std::move(o); }, kept.op),
             [this, seq](std::exception_ptr failure) {
               if (failure) {
-                spdlog::error(
+                forward_failure_log_.Log(
+                    spdlog::level::err,
                     "store: applying a logged lock-table write failed: {}; the lock log is kept "
                     "for the next start to replay",
                     Describe(failure));

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/log_limiter.hpp"
 #include "store/log/lock_log.hpp"
 #include "store/store.hpp"
 
@@ -144,6 +145,9 @@ class LoggedStore final : public Store {
   // Told of the writes this store fails itself; held while it runs and while it is replaced.
   std::mutex observer_mu_;
   CommitObserver observer_;  // guarded by observer_mu_
+  // While the wrapped store fails (a disk that stopped answering), every bunch handed on fails
+  // with a line per write: a few lines, then a count, not one per call.
+  LogLimiter forward_failure_log_{"store: logged lock-table writes failed"};
 
   std::thread hand_on_;  // started last in the constructor, joined first in the destructor
 };

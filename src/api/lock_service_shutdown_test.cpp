@@ -1,0 +1,373 @@
+// SPDX-License-Identifier: Apache-2.0
+// Shutdown under load, through the public API: NLM calls in flight on several connections, a
+// notification round in flight to a peer that never answers, and a store that hangs (its SQLite
+// file locked by another connection), all at once. Shutdown must end within its bounds, and
+// nothing answered may be lost: the next start has every lock whose LOCK was answered and none
+// whose UNLOCK was. Run under ASan in the suite and under TSan for the threads.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <filesystem>
+#include <future>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+#include <sqlite3.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "nlockd/lock_service.hpp"
+#include "rpc/wait_bounds.hpp"
+#include "xdr/encoder.hpp"
+
+namespace nlockd {
+namespace {
+
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+constexpr uint32_t kLock = 2;
+constexpr uint32_t kUnlock = 4;
+constexpr uint32_t kGranted = 0;
+
+// A UDP socket on loopback that reads what it is sent and never answers: the peers'
+// portmapper for the notification round. Counts the datagrams, so a test can wait for an
+// attempt to be in flight.
+class SilentPeer {
+ public:
+  SilentPeer() {
+    fd_ = socket(AF_INET, SOCK_DGRAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+    socklen_t length = sizeof address;
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length);
+    port_ = ntohs(address.sin_port);
+    reader_ = std::thread([this] {
+      char buffer[2048];
+      while (!stop_) {
+        pollfd ready{fd_, POLLIN, 0};
+        if (poll(&ready, 1, 50) <= 0) continue;
+        if (recv(fd_, buffer, sizeof buffer, 0) > 0) {
+          std::lock_guard lock(mu_);
+          ++received_;
+          cv_.notify_all();
+        }
+      }
+    });
+  }
+  ~SilentPeer() {
+    stop_ = true;
+    reader_.join();
+    close(fd_);
+  }
+  uint16_t port() const { return port_; }
+  // Waits until more than `seen` datagrams have come; returns the count.
+  int WaitBeyond(int seen, std::chrono::seconds bound) {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, bound, [&] { return received_ > seen; });
+    return received_;
+  }
+
+ private:
+  int fd_ = -1;
+  uint16_t port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int received_ = 0;  // guarded by mu_
+  std::thread reader_;
+};
+
+// What a lane of the load knows of its range once the load ends.
+enum class LaneState { kFree, kHeld, kUnknown };
+
+// One TCP connection to the service's NLM listener with `lanes` calls in flight, each lane
+// taking and releasing its own one-byte range of file "fh" (NLM4 LOCK, UNLOCK, caller
+// 127.0.0.1, so that the host is monitored by its address). Runs until the connection closes.
+class LoadConnection {
+ public:
+  LoadConnection(uint16_t port, size_t first_lane, size_t lanes)
+      : first_lane_(first_lane), held_(lanes, false), in_flight_(lanes, false) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = htons(port);
+    EXPECT_EQ(connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~LoadConnection() {
+    if (thread_.joinable()) thread_.join();
+    close(fd_);
+  }
+  LoadConnection(const LoadConnection&) = delete;
+  LoadConnection& operator=(const LoadConnection&) = delete;
+
+  void Join() { thread_.join(); }
+  uint64_t answered() const { return answered_.load(); }
+  // After Join: each lane's range as the answers it got say it must be after a restart.
+  LaneState state(size_t lane) const {
+    if (in_flight_[lane]) return LaneState::kUnknown;
+    return held_[lane] ? LaneState::kHeld : LaneState::kFree;
+  }
+
+ private:
+  static std::vector<uint8_t> Call(uint32_t xid, uint32_t procedure, uint64_t offset) {
+    std::vector<uint8_t> out;
+    xdr::Encoder enc(out);
+    enc.U32(0);  // record mark, filled in below
+    enc.U32(xid);
+    enc.U32(0);  // CALL
+    enc.U32(2);
+    enc.U32(kNlmProgram);
+    enc.U32(4);
+    enc.U32(procedure);
+    enc.U32(0);  // AUTH_NONE credential
+    enc.U32(0);
+    enc.U32(0);  // and verifier
+    enc.U32(0);
+    enc.Opaque(std::string_view("ck"));
+    if (procedure == kLock) {
+      enc.Bool(false);  // block
+      enc.Bool(true);   // exclusive
+    }
+    enc.String("127.0.0.1");
+    enc.Opaque(std::string_view("fh"));
+    enc.Opaque(std::string_view("oh"));
+    enc.I32(static_cast<int32_t>(offset));  // svid: an owner per lane
+    enc.U64(offset);
+    enc.U64(1);
+    if (procedure == kLock) {
+      enc.Bool(false);  // reclaim
+      enc.I32(1);       // state
+    }
+    const uint32_t mark = htonl(0x80000000u | static_cast<uint32_t>(out.size() - 4));
+    std::memcpy(out.data(), &mark, 4);
+    return out;
+  }
+
+  bool Send(size_t lane) {
+    const uint32_t xid = next_xid_++;
+    xid_lane_[xid] = lane;
+    in_flight_[lane] = true;
+    const std::vector<uint8_t> call = Call(xid, held_[lane] ? kUnlock : kLock, first_lane_ + lane);
+    return send(fd_, call.data(), call.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(call.size());
+  }
+
+  bool ReadExactly(uint8_t* into, size_t size) {
+    while (size > 0) {
+      const ssize_t got = recv(fd_, into, size, 0);
+      if (got <= 0) return false;
+      into += got;
+      size -= static_cast<size_t>(got);
+    }
+    return true;
+  }
+
+  static uint32_t Word(const uint8_t* p) {
+    uint32_t word;
+    std::memcpy(&word, p, 4);
+    return ntohl(word);
+  }
+
+  void Run() {
+    for (size_t lane = 0; lane < held_.size(); ++lane) {
+      if (!Send(lane)) return;
+    }
+    for (;;) {
+      uint8_t mark[4];
+      if (!ReadExactly(mark, 4)) return;
+      std::vector<uint8_t> reply(Word(mark) & 0x7fffffffu);
+      if (reply.size() < 36 || !ReadExactly(reply.data(), reply.size())) return;
+      // xid, REPLY, MSG_ACCEPTED, verifier (AUTH_NONE), SUCCESS, cookie "ck" (4 + 4), stat.
+      const auto found = xid_lane_.find(Word(reply.data()));
+      if (found == xid_lane_.end() || Word(reply.data() + 20) != 0) return;
+      const size_t lane = found->second;
+      xid_lane_.erase(found);
+      in_flight_[lane] = false;
+      if (Word(reply.data() + 32) == kGranted) held_[lane] = !held_[lane];
+      ++answered_;
+      if (!Send(lane)) return;
+    }
+  }
+
+  const size_t first_lane_;
+  int fd_ = -1;
+  uint32_t next_xid_ = 1;
+  std::map<uint32_t, size_t> xid_lane_;
+  std::vector<bool> held_;  // The last answer granted a LOCK (not undone by an UNLOCK).
+  std::vector<bool> in_flight_;
+  std::atomic<uint64_t> answered_{0};
+  std::thread thread_;
+};
+
+// An SQLite connection that holds the store's file locked (BEGIN EXCLUSIVE) until Release:
+// nlockd's writes wait for it, as on a disk that stopped answering.
+class StoreLocker {
+ public:
+  explicit StoreLocker(const std::string& path) {
+    EXPECT_EQ(sqlite3_open(path.c_str(), &db_), SQLITE_OK);
+    sqlite3_busy_timeout(db_, 10'000);
+    EXPECT_EQ(sqlite3_exec(db_, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr), SQLITE_OK)
+        << sqlite3_errmsg(db_);
+  }
+  ~StoreLocker() { Release(); }
+  void Release() {
+    if (db_ == nullptr) return;
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    sqlite3_close(db_);
+    db_ = nullptr;
+  }
+
+ private:
+  sqlite3* db_ = nullptr;
+};
+
+// Copies what the default logger writes while it lives.
+class LogCapture {
+ public:
+  LogCapture() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(text_)) {
+    spdlog::default_logger()->sinks().push_back(sink_);
+  }
+  ~LogCapture() {
+    auto& sinks = spdlog::default_logger()->sinks();
+    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
+  }
+  size_t Count(std::string_view what) {
+    sink_->flush();
+    const std::string all = text_.str();
+    size_t count = 0;
+    for (size_t at = all.find(what); at != std::string::npos; at = all.find(what, at + 1)) {
+      ++count;
+    }
+    return count;
+  }
+
+ private:
+  std::ostringstream text_;
+  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
+};
+
+bool Holds(LockService& service, uint64_t offset) {
+  std::promise<std::vector<HeldLock>> held;
+  service.FindConflicts({"fh", {offset, 1}, true, std::nullopt},
+                        [&held](std::vector<HeldLock> h) { held.set_value(std::move(h)); });
+  return !held.get_future().get().empty();
+}
+
+TEST(LockServiceShutdown, UnderLoadWithNotificationsInFlightAndAHungStoreLosesNothing) {
+  char dir[] = "/tmp/nlockd-shutdown-load-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string db = std::string(dir) + "/nlockd.db";
+  SilentPeer peer;
+  Options options;
+  options.store = "sqlite:" + db;
+  options.grace = std::chrono::seconds(60);
+  options.rpcbind_register = false;
+  options.notify_rpcbind_port = peer.port();
+  setenv("NLOCKD_BOOT_ID", "shutdown-load-boot", 1);
+
+  // A first run monitors 127.0.0.1 (the load's caller), so that every later start owes it a
+  // notification.
+  {
+    LockService first(options);
+    const uint16_t port = first.Listen("127.0.0.1", 0);
+    first.Start();
+    LoadConnection one(port, 1'000, 1);
+    const auto began = Clock::now();
+    while (one.answered() == 0 && Clock::now() - began < std::chrono::seconds(30)) {
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+    ASSERT_GT(one.answered(), 0u);
+    first.Shutdown();
+  }
+
+  constexpr size_t kConnections = 6;
+  constexpr size_t kLanes = 8;
+  std::vector<std::unique_ptr<LoadConnection>> load;
+  std::chrono::milliseconds shutdown_took{};
+  LogCapture log;
+  const auto hung_from = Clock::now();
+  {
+    LockService service(options);
+    const uint16_t port = service.Listen("127.0.0.1", 0);
+    service.Start();
+    // The restart round's first attempt is out and will not be answered.
+    ASSERT_GT(peer.WaitBeyond(0, std::chrono::seconds(20)), 0) << "no notification in flight";
+    for (size_t c = 0; c < kConnections; ++c) {
+      load.push_back(std::make_unique<LoadConnection>(port, c * kLanes, kLanes));
+    }
+    auto answered = [&] {
+      uint64_t sum = 0;
+      for (const auto& connection : load) sum += connection->answered();
+      return sum;
+    };
+    const auto waited = Clock::now();
+    while (answered() < 2'000 && Clock::now() - waited < std::chrono::seconds(30)) {
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+    ASSERT_GE(answered(), 2'000u) << "the load did not get going";
+    // The store stops answering; calls go on being answered from the lock log meanwhile.
+    StoreLocker hung(db);
+    const uint64_t before_hang = answered();
+    while (answered() < before_hang + 2'000 && Clock::now() - waited < std::chrono::seconds(60)) {
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+    const auto began = Clock::now();
+    service.Shutdown();
+    shutdown_took = std::chrono::duration_cast<milliseconds>(Clock::now() - began);
+    for (auto& connection : load) connection->Join();
+    hung.Release();
+  }
+  // A store that fails at the end marks the run as cut short and the shutdown goes on.
+  EXPECT_EQ(log.Count("shutdown failed"), 0u);
+  EXPECT_EQ(log.Count("cannot mark the shutdown clean"), 1u);
+  // The failed writes are logged at the limiter's rate (a burst of 10, then 1 a second), not
+  // once each.
+  const auto hung_for = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - hung_from);
+  EXPECT_LE(log.Count("applying a logged lock-table write failed"),
+            10u + static_cast<size_t>(hung_for.count()) + 1u);
+  // Every bound of the shutdown together, and the store's busy waits (5 s each: the bunches
+  // handed on, then the clean-shutdown mark): a shutdown past that hung on something unbounded.
+  EXPECT_LT(shutdown_took, rpc::kCoreTasksBound + rpc::kRpcDrainBound + rpc::kHostCallsBound +
+                               rpc::kGraceTasksBound + options.nsm_callback_timeout +
+                               rpc::kShutdownMargin + std::chrono::seconds(10))
+      << "shutdown took " << shutdown_took.count() << " ms";
+
+  // Nothing answered is lost: the next start restores exactly what the answers said.
+  {
+    LockService again(options);
+    again.Start();
+    int held = 0;
+    for (size_t c = 0; c < load.size(); ++c) {
+      for (size_t lane = 0; lane < kLanes; ++lane) {
+        const LaneState expected = load[c]->state(lane);
+        if (expected == LaneState::kUnknown) continue;
+        const uint64_t offset = c * kLanes + lane;
+        EXPECT_EQ(Holds(again, offset), expected == LaneState::kHeld)
+            << "connection " << c << " lane " << lane;
+        if (expected == LaneState::kHeld) ++held;
+      }
+    }
+    RecordProperty("locks_restored", held);
+    again.Shutdown();
+  }
+  unsetenv("NLOCKD_BOOT_ID");
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace nlockd
