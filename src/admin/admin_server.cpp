@@ -158,22 +158,27 @@ class DeadlineStream final : public httplib::Stream {
 };
 
 // httplib's task queue: one thread per connection up to the limit, so that a connection never
-// waits behind another's slow request. When every thread is taken, a slow reader is evicted
-// to make room (ConnectionGuard::MakeRoom); failing that a few connections wait, newest served
-// first, and past them the one that waited longest is answered 503 at once instead of holding
-// its descriptor in a queue.
+// waits behind another's slow request. Threads start as connections need them and then stay
+// (a daemon whose admin API is seldom used does not start 32 idle threads: under emulation each
+// one cost its start measurably). When every thread is taken, a slow reader is evicted to make
+// room (ConnectionGuard::MakeRoom); failing that a few connections wait, newest served first,
+// and past them the one that waited longest is answered 503 at once instead of holding its
+// descriptor in a queue.
 class ConnectionThreads final : public httplib::TaskQueue {
  public:
-  ConnectionThreads(size_t threads, ConnectionGuard& guard) : guard_(guard) {
-    for (size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { Work(); });
-  }
+  ConnectionThreads(size_t threads, ConnectionGuard& guard)
+      : max_threads_(threads), guard_(guard) {}
 
   void enqueue(std::function<void()> fn) override {
     std::function<void()> refused;
     {
       std::lock_guard lock(mutex_);
-      if (idle_ <= jobs_.size() && !guard_.MakeRoom(jobs_.size()) &&
-          jobs_.size() >= kMaxWaitingConnections) {
+      const bool all_taken = idle_ + starting_ <= jobs_.size();
+      if (all_taken && threads_.size() < max_threads_ && !stopping_) {
+        ++starting_;
+        threads_.emplace_back([this] { Work(); });
+      } else if (all_taken && !guard_.MakeRoom(jobs_.size()) &&
+                 jobs_.size() >= kMaxWaitingConnections) {
         // The connection that has waited longest gives way: a newer one (a health check
         // after a flood) is not stuck behind connections that may never send a byte.
         refused = std::move(jobs_.front());
@@ -190,44 +195,47 @@ class ConnectionThreads final : public httplib::TaskQueue {
   }
 
   void shutdown() override {
+    std::list<std::thread> threads;
     {
       std::lock_guard lock(mutex_);
       stopping_ = true;
+      threads.swap(threads_);
     }
     ready_.notify_all();
-    for (auto& thread : threads_) thread.join();
+    for (auto& thread : threads) thread.join();
   }
 
  private:
   void Work() {
+    std::unique_lock lock(mutex_);
+    --starting_;
     for (;;) {
-      std::function<void()> job;
-      bool stopping = false;
-      {
-        std::unique_lock lock(mutex_);
-        ++idle_;
-        ready_.wait(lock, [this] { return !jobs_.empty() || stopping_; });
-        --idle_;
-        if (jobs_.empty()) return;  // stopping
-        // The newest first, for the same reason.
-        job = std::move(jobs_.back());
-        jobs_.pop_back();
-        stopping = stopping_;
-      }
+      ++idle_;
+      ready_.wait(lock, [this] { return !jobs_.empty() || stopping_; });
+      --idle_;
+      if (jobs_.empty()) return;  // stopping
+      // The newest first, for the same reason.
+      std::function<void()> job = std::move(jobs_.back());
+      jobs_.pop_back();
       // A connection still waiting when the server stops is closed, not served.
+      const bool stopping = stopping_;
+      lock.unlock();
       refusing = stopping;
       job();
       refusing = false;
+      lock.lock();
     }
   }
 
+  const size_t max_threads_;
   ConnectionGuard& guard_;
   std::mutex mutex_;
   std::condition_variable ready_;
   std::deque<std::function<void()>> jobs_;  // guarded by mutex_
-  size_t idle_ = 0;                         // guarded by mutex_
+  size_t idle_ = 0;                         // guarded by mutex_: waiting for a job
+  size_t starting_ = 0;                     // guarded by mutex_: started, not waiting yet
   bool stopping_ = false;                   // guarded by mutex_
-  std::list<std::thread> threads_;
+  std::list<std::thread> threads_;          // guarded by mutex_
 };
 
 // Closes a connection whose answer has been sent. A client may still be sending a body the

@@ -3,6 +3,8 @@
 // of connections, wrong tokens.
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -156,6 +158,31 @@ TEST(AdminServerLimits, AFloodOfIdleConnectionsHoldsAtMostTheLimit) {
   }
   EXPECT_EQ(Healthz(server.url(), std::chrono::seconds(3)), 200);
   EXPECT_LE(server.server.connections()->open(), 4u);
+}
+
+size_t ThreadsOfThisProcess() {
+  return static_cast<size_t>(std::distance(std::filesystem::directory_iterator("/proc/self/task"),
+                                           std::filesystem::directory_iterator{}));
+}
+
+// A thread per connection, started when a connection needs it: none wait idle from the start
+// (the default limit is 32), and slow connections get threads of their own up to the limit.
+TEST(AdminServerLimits, ConnectionThreadsStartAsConnectionsComeUpToTheLimit) {
+  const size_t before = ThreadsOfThisProcess();
+  AdminServerOptions options;
+  options.connections.max_connections = 6;
+  TestServer server(options);
+  EXPECT_LE(ThreadsOfThisProcess(), before + 1) << "only the accept thread at start";
+  EXPECT_EQ(Healthz(server.url(), std::chrono::seconds(3)), 200);
+  EXPECT_LE(ThreadsOfThisProcess(), before + 2) << "one connection, one thread";
+  {
+    // Four connections hold four threads; a health check still gets one of its own. (The
+    // slow clients have a thread too.)
+    SlowClients slow(server.server.port(), 4, milliseconds(100));
+    EXPECT_EQ(Healthz(server.url(), std::chrono::seconds(3)), 200);
+    EXPECT_GE(ThreadsOfThisProcess(), before + 1 + 1 + 4);
+    EXPECT_LE(ThreadsOfThisProcess(), before + 1 + 1 + 6);
+  }
 }
 
 TEST(AdminServerLimits, FailedLoginsAreWarnedWithTheSourceAtALimitedRate) {
