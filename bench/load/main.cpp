@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // nlockd-load: drives an RPC server with a closed-loop load and prints calls per second and
 // latency percentiles. By default it calls NULL of NLM version 4.
+#include <cctype>
 #include <cstdlib>
 #include <iostream>
 #include <optional>
@@ -24,6 +25,11 @@ std::vector<uint8_t> ParseHex(const std::string& hex) {
   return out;
 }
 
+// The NLM workloads' file: the handle --fh-hex gave, else a made-up one of a file of run `run`.
+std::string FileOf(const std::string& fh, uint64_t run) {
+  return fh.empty() ? nlockd::bench::BenchFile(run) : fh;
+}
+
 void Print(const nlockd::bench::LoadOptions& options, const std::string& name,
            const nlockd::bench::LoadResult& result, bool json) {
   std::cout << (json ? nlockd::bench::ResultJson(options, name, result)
@@ -34,7 +40,7 @@ void Print(const nlockd::bench::LoadOptions& options, const std::string& name,
 // the ceiling, and every row's calls/s as a ratio of the first file size's TEST.
 int RunTests(const std::string& address, uint16_t port, const std::vector<size_t>& connections,
              const std::vector<size_t>& pipelines, double duration, double warmup, bool json,
-             const std::vector<uint64_t>& file_locks, uint64_t run) {
+             const std::vector<uint64_t>& file_locks, uint64_t run, const std::string& fh) {
   nlockd::bench::LoadOptions base;
   base.target = asio::ip::make_address(address);
   base.port = port;
@@ -42,7 +48,7 @@ int RunTests(const std::string& address, uint16_t port, const std::vector<size_t
   base.warmup = std::chrono::milliseconds(static_cast<int64_t>(warmup * 1000));
   std::vector<uint64_t> runs;
   for (uint64_t locks : file_locks) {
-    nlockd::bench::NlmFillWorkload fill(run + runs.size());
+    nlockd::bench::NlmFillWorkload fill(FileOf(fh, run + runs.size()));
     nlockd::bench::LoadOptions options = base;
     options.connections = 1;
     options.pipeline = 16;
@@ -68,7 +74,7 @@ int RunTests(const std::string& address, uint16_t port, const std::vector<size_t
       std::cout << std::endl;
       double first = 0;
       for (size_t i = 0; i < file_locks.size(); ++i) {
-        nlockd::bench::NlmTestWorkload test(file_locks[i], runs[i]);
+        nlockd::bench::NlmTestWorkload test(file_locks[i], FileOf(fh, runs[i]));
         auto result = nlockd::bench::RunLoad(options, test);
         Print(options, test.name(), result, json);
         if (i == 0) first = result.calls_per_second;
@@ -97,7 +103,7 @@ int main(int argc, char** argv) {
   double duration = 5, warmup = 1;
   uint64_t calls = 0;
   uint32_t program = 100021, version = 4, procedure = 0;
-  std::string args_hex;
+  std::string args_hex, fh_hex;
   bool distinct_sources = false, json = false;
   std::string workload_name = "fixed";
   bool against_null = false;
@@ -126,6 +132,18 @@ int main(int argc, char** argv) {
                  "nlm4-test (TEST against a file holding --file-locks locks) or "
                  "nlm4-block-cancel (blocking LOCK then CANCEL behind a holder of the file)")
       ->check(CLI::IsMember({"fixed", "nlm4-lock-unlock", "nlm4-test", "nlm4-block-cancel"}));
+  app.add_option("--fh-hex", fh_hex,
+                 "NLM workloads: the file handle, in hex, of the file to lock, for a server that "
+                 "locks only real files (an NFS server's own NLM; bench/ganesha_fh.py prints "
+                 "one); runs then share that file, so this takes one run (default: a made-up "
+                 "handle, a file of its own per run)")
+      ->check([](const std::string& hex) -> std::string {
+        if (hex.empty() || hex.size() % 2 != 0) return "an even, non-zero number of hex digits";
+        for (char c : hex) {
+          if (!std::isxdigit(static_cast<unsigned char>(c))) return "hex digits only";
+        }
+        return {};
+      });
   app.add_option("--file-locks", file_locks,
                  "nlm4-test: locks held on the tested file, one run each (default 1,100000)")
       ->delimiter(',');
@@ -133,6 +151,17 @@ int main(int argc, char** argv) {
                "before each run, measure RPC NULL (NLM v4) with the same connections and "
                "pipeline, and print the workload's calls/s as a ratio of it");
   CLI11_PARSE(app, argc, argv);
+  // A run ends with lanes holding their lock (and, for block-cancel, waiters queued): runs that
+  // share one file would meet those and be DENIED where they must be GRANTED.
+  const size_t runs_sharing_file =
+      workload_name == "nlm4-test" ? file_locks.size() : connections.size() * pipelines.size();
+  if (!fh_hex.empty() && runs_sharing_file != 1) {
+    std::cerr << "--fh-hex takes one run: give one --connections and one --pipeline value (one "
+                 "--file-locks value for nlm4-test), and start the server afresh for the next\n";
+    return EXIT_FAILURE;
+  }
+  std::string fh;
+  for (uint8_t byte : ParseHex(fh_hex)) fh.push_back(static_cast<char>(byte));
 
   auto colon = target.rfind(':');
   if (colon == std::string::npos) {
@@ -145,12 +174,12 @@ int main(int argc, char** argv) {
   if (workload_name == "nlm4-test") {
     return RunTests(target.substr(0, colon),
                     static_cast<uint16_t>(std::stoi(target.substr(colon + 1))), connections,
-                    pipelines, duration, warmup, json, file_locks, run);
+                    pipelines, duration, warmup, json, file_locks, run, fh);
   }
   for (size_t pipeline : pipelines) {
     for (size_t count : connections) {
-      nlockd::bench::NlmLockUnlockWorkload lock_unlock(pipeline, run);
-      nlockd::bench::NlmBlockCancelWorkload block_cancel(pipeline, run);
+      nlockd::bench::NlmLockUnlockWorkload lock_unlock(pipeline, FileOf(fh, run));
+      nlockd::bench::NlmBlockCancelWorkload block_cancel(pipeline, FileOf(fh, run));
       ++run;  // a file of its own per run: waiters left by the last one stay queued there
       nlockd::bench::Workload& workload = workload_name == "nlm4-lock-unlock"
                                               ? static_cast<nlockd::bench::Workload&>(lock_unlock)

@@ -19,13 +19,13 @@ std::string BenchFile(uint64_t run) { return "nlockd-bench-file-" + std::to_stri
 
 namespace {
 
-// A lane's own owner (svid) and 4 KiB range of run `run`'s file; lanes of one connection share
-// a caller_name.
-nlm::nlm4_lock LaneLock(size_t connection, size_t lane, size_t pipeline, uint64_t run) {
+// A lane's own owner (svid) and 4 KiB range of `file`; lanes of one connection share a
+// caller_name.
+nlm::nlm4_lock LaneLock(size_t connection, size_t lane, size_t pipeline, const std::string& file) {
   size_t owner = connection * pipeline + lane;
   nlm::nlm4_lock lock;
   lock.caller_name = "load-" + std::to_string(connection);
-  lock.fh = BenchFile(run);
+  lock.fh = file;
   lock.svid = static_cast<int32_t>(owner + 1);
   lock.oh = std::to_string(lock.svid) + "@" + lock.caller_name;
   lock.l_offset = owner * 4096;
@@ -36,7 +36,7 @@ nlm::nlm4_lock LaneLock(size_t connection, size_t lane, size_t pipeline, uint64_
 }  // namespace
 
 CallSpec NlmLockUnlockWorkload::Next(size_t connection, size_t lane, uint64_t seq) {
-  nlm::nlm4_lock lock = LaneLock(connection, lane, pipeline_, run_);
+  nlm::nlm4_lock lock = LaneLock(connection, lane, pipeline_, file_);
   CallSpec call{nlm::NLM_PROG, nlm::NLM4_VERS, 0, {}};
   xdr::Encoder enc(call.args);
   std::string cookie = SeqCookie(seq);
@@ -58,7 +58,7 @@ bool NlmLockUnlockWorkload::Check(const CallSpec& /*call*/, std::span<const uint
 }
 
 CallSpec NlmBlockCancelWorkload::Next(size_t connection, size_t lane, uint64_t seq) {
-  nlm::nlm4_lock lock = LaneLock(connection, lane, pipeline_, run_);
+  nlm::nlm4_lock lock = LaneLock(connection, lane, pipeline_, file_);
   CallSpec call{nlm::NLM_PROG, nlm::NLM4_VERS, 0, {}};
   xdr::Encoder enc(call.args);
   std::string cookie = SeqCookie(seq);
@@ -81,7 +81,7 @@ bool NlmBlockCancelWorkload::Check(const CallSpec& call, std::span<const uint8_t
 }
 
 CallSpec NlmBlockCancelWorkload::HolderLock() const {
-  nlm::nlm4_lock lock{"holder", BenchFile(run_), "1@holder", 1, 0, 0};
+  nlm::nlm4_lock lock{"holder", file_, "1@holder", 1, 0, 0};
   CallSpec call{nlm::NLM_PROG, nlm::NLM4_VERS, nlm::NLM_LOCK, {}};
   xdr::Encoder enc(call.args);
   nlm::Encode(enc, nlm::NLM4_VERS,
@@ -91,7 +91,7 @@ CallSpec NlmBlockCancelWorkload::HolderLock() const {
 
 CallSpec NlmFillWorkload::Next(size_t /*connection*/, size_t /*lane*/, uint64_t /*seq*/) {
   const uint64_t index = next_++;
-  nlm::nlm4_lock lock{"fill", BenchFile(run_), "1@fill", 1, index * 2, 1};
+  nlm::nlm4_lock lock{"fill", file_, "1@fill", 1, index * 2, 1};
   CallSpec call{nlm::NLM_PROG, nlm::NLM4_VERS, nlm::NLM_LOCK, {}};
   xdr::Encoder enc(call.args);
   nlm::Encode(enc, nlm::NLM4_VERS,
@@ -115,7 +115,7 @@ CallSpec NlmTestWorkload::Next(size_t connection, size_t lane, uint64_t seq) {
   const uint64_t position = (seq * 7919 + lane * 104729 + connection * 1299709) % span;
   nlm::nlm4_lock lock;
   lock.caller_name = "tester-" + std::to_string(connection);
-  lock.fh = BenchFile(run_);
+  lock.fh = file_;
   lock.svid = static_cast<int32_t>(lane + 1);
   lock.oh = std::to_string(lock.svid) + "@" + lock.caller_name;
   lock.l_offset = position;
