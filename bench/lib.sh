@@ -5,6 +5,7 @@
 #
 #   $bench_scratch                    a fresh directory (mktemp -d) for stores and logs
 #   bench_enter_netns "$@"            runs the calling script again in a private network namespace
+#   bench_enter_netns_private_run "$@"   the same, with a private /run too (rpcbind, rpc.statd)
 #   nlockd_start BUILD_DIR FLAGS...   starts nlockd, sets $nlockd_pid and $nlockd_port
 #   nlockd_stop                       stops it (before starting another)
 
@@ -35,6 +36,18 @@ bench_enter_netns() {
     exit
   fi
   ip link set lo up
+}
+
+# Like bench_enter_netns, in a mount namespace of its own too, with a fresh tmpfs on /run: the
+# daemons that keep their sockets and pid files there (rpcbind, rpc.statd) are then the script's
+# own and never meet the machine's.
+bench_enter_netns_private_run() {
+  if [[ -z "${NLOCKD_BENCH_IN_NETNS:-}" ]]; then
+    NLOCKD_BENCH_IN_NETNS=1 unshare --net --mount --propagation private bash "$0" "$@"
+    exit
+  fi
+  ip link set lo up
+  mount -t tmpfs -o mode=0755 tmpfs /run
 }
 
 # nlockd_start BUILD_DIR FLAGS...: starts BUILD_DIR/src/cmd/nlockd on 127.0.0.1 (TCP and UDP on
