@@ -46,8 +46,8 @@ stop_pid() {
 }
 
 # SIGKILL: on SIGTERM Ganesha first sends SM_UNMON for every client host it monitors, each
-# failing only after a ten-second RPC timeout at that stage of its shutdown (64 hosts: over ten
-# minutes). Its NLM state is in memory, and at its next start it drops its registrations with
+# failing only after an RPC timeout of seconds at that stage of its shutdown (after 64 hosts:
+# still shutting down eight minutes later). Its NLM state is in memory, and at its next start it drops its registrations with
 # rpc.statd (SM_UNMON_ALL).
 ganesha_stop() {
   stop_pid "$ganesha_pid" KILL
