@@ -8,8 +8,17 @@
 #   bench_enter_netns_private_run "$@"   the same, with a private /run too (rpcbind, rpc.statd)
 #   nlockd_start BUILD_DIR FLAGS...   starts nlockd, sets $nlockd_pid and $nlockd_port
 #   nlockd_stop                       stops it (before starting another)
+#   $bench_awk_median                 awk's median(s) of the numbers in string s, to prefix a program
 
 bench_scratch=$(mktemp -d)
+# shellcheck disable=SC2016,SC2034  # awk's program text, for the scripts that source this
+bench_awk_median='
+  function median(s,   a, n, i, j, t) {
+    n = split(s, a, " ")
+    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) {t = a[i]; a[i] = a[j]; a[j] = t}
+    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+  }
+'
 nlockd_pid=""
 nlockd_port=""
 

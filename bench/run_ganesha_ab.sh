@@ -235,12 +235,7 @@ for round in $(seq "$rounds"); do
   echo "# load average after round $round: $(cut -d' ' -f1-3 /proc/loadavg)"
 done
 echo "# medians of pairs/s (calls/s / 2); on, off: nlockd with persist_locks on, off"
-awk '{k = $1; v[k, $2] = v[k, $2] " " $3 / 2; e[$2] += $4; keys[k] = 1}
-  function median(s,   a, n, i, j, t) {
-    n = split(s, a, " ")
-    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) {t = a[i]; a[i] = a[j]; a[j] = t}
-    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-  }
+awk "$bench_awk_median"'{k = $1; v[k, $2] = v[k, $2] " " $3 / 2; e[$2] += $4; keys[k] = 1}
   END {
     for (k in keys) {
       g = median(v[k, "ganesha"]); h = median(v[k, "ganesha-held"])

@@ -39,12 +39,7 @@ for round in $(seq "$rounds"); do
   done
 done
 echo "# medians of calls/s; on/off = journal on over off (same build); after/before = journal on"
-awk '{k = $1; v[k, $2] = v[k, $2] " " $3; keys[k] = 1}
-  function median(s,   a, n, i, j, t) {
-    n = split(s, a, " ")
-    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) {t = a[i]; a[i] = a[j]; a[j] = t}
-    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-  }
+awk "$bench_awk_median"'{k = $1; v[k, $2] = v[k, $2] " " $3; keys[k] = 1}
   END {
     for (k in keys) {
       bon = median(v[k, "before-on"]); boff = median(v[k, "before-off"])

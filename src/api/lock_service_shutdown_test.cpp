@@ -4,16 +4,13 @@
 // file locked by another connection), all at once. Shutdown must end within its bounds, and
 // nothing answered may be lost: the next start has every lock whose LOCK was answered and none
 // whose UNLOCK was. Run under ASan in the suite and under TSan for the threads.
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
-#include <filesystem>
 #include <future>
 #include <map>
 #include <mutex>
-#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -21,14 +18,15 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
 #include <sqlite3.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "nlockd/lock_service.hpp"
 #include "rpc/wait_bounds.hpp"
+#include "testutil/captured_log.hpp"
+#include "testutil/loopback_socket.hpp"
+#include "testutil/temp_dir.hpp"
 #include "xdr/encoder.hpp"
 
 namespace nlockd {
@@ -47,14 +45,9 @@ constexpr uint32_t kGranted = 0;
 class SilentPeer {
  public:
   SilentPeer() {
-    fd_ = socket(AF_INET, SOCK_DGRAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-    socklen_t length = sizeof address;
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length);
-    port_ = ntohs(address.sin_port);
+    const testutil::LoopbackSocket bound = testutil::BindLoopback(SOCK_DGRAM);
+    fd_ = bound.fd;
+    port_ = bound.port;
     reader_ = std::thread([this] {
       char buffer[2048];
       while (!stop_) {
@@ -236,31 +229,6 @@ class StoreLocker {
   sqlite3* db_ = nullptr;
 };
 
-// Copies what the default logger writes while it lives.
-class LogCapture {
- public:
-  LogCapture() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(text_)) {
-    spdlog::default_logger()->sinks().push_back(sink_);
-  }
-  ~LogCapture() {
-    auto& sinks = spdlog::default_logger()->sinks();
-    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
-  }
-  size_t Count(std::string_view what) {
-    sink_->flush();
-    const std::string all = text_.str();
-    size_t count = 0;
-    for (size_t at = all.find(what); at != std::string::npos; at = all.find(what, at + 1)) {
-      ++count;
-    }
-    return count;
-  }
-
- private:
-  std::ostringstream text_;
-  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
-};
-
 bool Holds(LockService& service, uint64_t offset) {
   std::promise<std::vector<HeldLock>> held;
   service.FindConflicts({"fh", {offset, 1}, true, std::nullopt},
@@ -269,9 +237,8 @@ bool Holds(LockService& service, uint64_t offset) {
 }
 
 TEST(LockServiceShutdown, UnderLoadWithNotificationsInFlightAndAHungStoreLosesNothing) {
-  char dir[] = "/tmp/nlockd-shutdown-load-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  const std::string db = std::string(dir) + "/nlockd.db";
+  testutil::TempDir dir("shutdown-load");
+  const std::string db = dir.path() + "/nlockd.db";
   SilentPeer peer;
   Options options;
   options.store = "sqlite:" + db;
@@ -299,7 +266,7 @@ TEST(LockServiceShutdown, UnderLoadWithNotificationsInFlightAndAHungStoreLosesNo
   constexpr size_t kLanes = 8;
   std::vector<std::unique_ptr<LoadConnection>> load;
   std::chrono::milliseconds shutdown_took{};
-  LogCapture log;
+  testutil::CapturedLog log;
   const auto hung_from = Clock::now();
   {
     LockService service(options);
@@ -366,7 +333,6 @@ TEST(LockServiceShutdown, UnderLoadWithNotificationsInFlightAndAHungStoreLosesNo
     again.Shutdown();
   }
   unsetenv("NLOCKD_BOOT_ID");
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

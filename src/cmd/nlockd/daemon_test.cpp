@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "nlockd_build_info.hpp"
+#include "testutil/loopback_socket.hpp"
 #include "testutil/notify_socket.hpp"
 #include "testutil/subprocess.hpp"
 #include "testutil/temp_dir.hpp"
@@ -314,15 +315,10 @@ TEST(NlockdDaemon, IgnoresUnusableNotifyVariables) {
 // first SET after `first_set_delay`, so that registering takes that long.
 class SlowPortmapper {
  public:
-  explicit SlowPortmapper(std::chrono::milliseconds first_set_delay)
-      : delay_(first_set_delay), fd_(socket(AF_INET, SOCK_DGRAM, 0)) {
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-    socklen_t length = sizeof address;
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length);
-    port_ = ntohs(address.sin_port);
+  explicit SlowPortmapper(std::chrono::milliseconds first_set_delay) : delay_(first_set_delay) {
+    const nlockd::testutil::LoopbackSocket bound = nlockd::testutil::BindLoopback(SOCK_DGRAM);
+    fd_ = bound.fd;
+    port_ = bound.port;
     thread_ = std::thread([this] { Serve(); });
   }
   ~SlowPortmapper() {
@@ -389,7 +385,7 @@ class SlowPortmapper {
   }
 
   const std::chrono::milliseconds delay_;
-  const int fd_;
+  int fd_ = -1;
   uint16_t port_ = 0;
   bool delayed_ = false;
   std::set<uint32_t> set_xids_;
