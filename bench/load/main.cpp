@@ -3,6 +3,7 @@
 // latency percentiles. By default it calls NULL of NLM version 4.
 #include <cctype>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <optional>
 #include <random>
@@ -16,13 +17,25 @@
 
 namespace {
 
+// Checked by HexDigits before it is parsed.
 std::vector<uint8_t> ParseHex(const std::string& hex) {
   std::vector<uint8_t> out;
-  if (hex.size() % 2 != 0) throw CLI::ValidationError("--args-hex", "odd number of digits");
   for (size_t i = 0; i < hex.size(); i += 2) {
     out.push_back(static_cast<uint8_t>(std::stoul(hex.substr(i, 2), nullptr, 16)));
   }
   return out;
+}
+
+// CLI11's check of a hex option: an even number of hex digits (`allow_empty`: none at all).
+std::function<std::string(const std::string&)> HexDigits(bool allow_empty) {
+  return [allow_empty](const std::string& hex) -> std::string {
+    if (hex.empty()) return allow_empty ? "" : "an even, non-zero number of hex digits";
+    if (hex.size() % 2 != 0) return "an even number of hex digits";
+    for (char c : hex) {
+      if (!std::isxdigit(static_cast<unsigned char>(c))) return "hex digits only";
+    }
+    return {};
+  };
 }
 
 // The NLM workloads' file: the handle --fh-hex gave, else a made-up one of a file of run `run`.
@@ -122,7 +135,8 @@ int main(int argc, char** argv) {
   app.add_option("--program", program, "RPC program (default 100021)");
   app.add_option("--version", version, "program version (default 4)");
   app.add_option("--procedure", procedure, "procedure (default 0, NULL)");
-  app.add_option("--args-hex", args_hex, "XDR-encoded arguments in hex (default none)");
+  app.add_option("--args-hex", args_hex, "XDR-encoded arguments in hex (default none)")
+      ->check(HexDigits(true));
   app.add_flag("--distinct-sources", distinct_sources,
                "bind each connection to its own 127.1.x.y source address");
   app.add_flag("--json", json, "one JSON object per run instead of a table");
@@ -137,13 +151,7 @@ int main(int argc, char** argv) {
                  "locks only real files (an NFS server's own NLM; bench/ganesha_fh.py prints "
                  "one); runs then share that file, so this takes one run (default: a made-up "
                  "handle, a file of its own per run)")
-      ->check([](const std::string& hex) -> std::string {
-        if (hex.empty() || hex.size() % 2 != 0) return "an even, non-zero number of hex digits";
-        for (char c : hex) {
-          if (!std::isxdigit(static_cast<unsigned char>(c))) return "hex digits only";
-        }
-        return {};
-      });
+      ->check(HexDigits(false));
   app.add_option("--file-locks", file_locks,
                  "nlm4-test: locks held on the tested file, one run each (default 1,100000)")
       ->delimiter(',');
