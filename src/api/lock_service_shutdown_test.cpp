@@ -26,6 +26,7 @@
 #include "rpc/wait_bounds.hpp"
 #include "testutil/captured_log.hpp"
 #include "testutil/loopback_socket.hpp"
+#include "testutil/raw_tcp_connection.hpp"
 #include "testutil/temp_dir.hpp"
 #include "xdr/encoder.hpp"
 
@@ -84,6 +85,30 @@ class SilentPeer {
   std::thread reader_;
 };
 
+// The answers the load's connections got, counted together, for a test to wait on.
+class AnswerCount {
+ public:
+  void Add() {
+    std::lock_guard lock(mu_);
+    ++count_;
+    cv_.notify_all();
+  }
+  uint64_t value() {
+    std::lock_guard lock(mu_);
+    return count_;
+  }
+  // Waits until at least `count` answers came, at most `bound`; true if they did.
+  bool WaitFor(uint64_t count, std::chrono::seconds bound) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, bound, [&] { return count_ >= count; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t count_ = 0;  // guarded by mu_
+};
+
 // What a lane of the load knows of its range once the load ends.
 enum class LaneState { kFree, kHeld, kUnknown };
 
@@ -92,25 +117,22 @@ enum class LaneState { kFree, kHeld, kUnknown };
 // 127.0.0.1, so that the host is monitored by its address). Runs until the connection closes.
 class LoadConnection {
  public:
-  LoadConnection(uint16_t port, size_t first_lane, size_t lanes)
-      : first_lane_(first_lane), held_(lanes, false), in_flight_(lanes, false) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    address.sin_port = htons(port);
-    EXPECT_EQ(connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  LoadConnection(uint16_t port, size_t first_lane, size_t lanes, AnswerCount& answers)
+      : connection_(port),
+        first_lane_(first_lane),
+        held_(lanes, false),
+        in_flight_(lanes, false),
+        answers_(answers) {
+    EXPECT_TRUE(connection_.connected());
     thread_ = std::thread([this] { Run(); });
   }
   ~LoadConnection() {
     if (thread_.joinable()) thread_.join();
-    close(fd_);
   }
   LoadConnection(const LoadConnection&) = delete;
   LoadConnection& operator=(const LoadConnection&) = delete;
 
   void Join() { thread_.join(); }
-  uint64_t answered() const { return answered_.load(); }
   // After Join: each lane's range as the answers it got say it must be after a restart.
   LaneState state(size_t lane) const {
     if (in_flight_[lane]) return LaneState::kUnknown;
@@ -157,17 +179,8 @@ class LoadConnection {
     xid_lane_[xid] = lane;
     in_flight_[lane] = true;
     const std::vector<uint8_t> call = Call(xid, held_[lane] ? kUnlock : kLock, first_lane_ + lane);
-    return send(fd_, call.data(), call.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(call.size());
-  }
-
-  bool ReadExactly(uint8_t* into, size_t size) {
-    while (size > 0) {
-      const ssize_t got = recv(fd_, into, size, 0);
-      if (got <= 0) return false;
-      into += got;
-      size -= static_cast<size_t>(got);
-    }
-    return true;
+    return connection_.Send(
+        std::string_view(reinterpret_cast<const char*>(call.data()), call.size()));
   }
 
   static uint32_t Word(const uint8_t* p) {
@@ -182,9 +195,9 @@ class LoadConnection {
     }
     for (;;) {
       uint8_t mark[4];
-      if (!ReadExactly(mark, 4)) return;
+      if (!connection_.ReadExactly(mark, 4)) return;
       std::vector<uint8_t> reply(Word(mark) & 0x7fffffffu);
-      if (reply.size() < 36 || !ReadExactly(reply.data(), reply.size())) return;
+      if (reply.size() < 36 || !connection_.ReadExactly(reply.data(), reply.size())) return;
       // xid, REPLY, MSG_ACCEPTED, verifier (AUTH_NONE), SUCCESS, cookie "ck" (4 + 4), stat.
       const auto found = xid_lane_.find(Word(reply.data()));
       if (found == xid_lane_.end() || Word(reply.data() + 20) != 0) return;
@@ -192,18 +205,18 @@ class LoadConnection {
       xid_lane_.erase(found);
       in_flight_[lane] = false;
       if (Word(reply.data() + 32) == kGranted) held_[lane] = !held_[lane];
-      ++answered_;
+      answers_.Add();
       if (!Send(lane)) return;
     }
   }
 
+  testutil::RawTcpConnection connection_;
   const size_t first_lane_;
-  int fd_ = -1;
   uint32_t next_xid_ = 1;
   std::map<uint32_t, size_t> xid_lane_;
   std::vector<bool> held_;  // The last answer granted a LOCK (not undone by an UNLOCK).
   std::vector<bool> in_flight_;
-  std::atomic<uint64_t> answered_{0};
+  AnswerCount& answers_;
   std::thread thread_;
 };
 
@@ -253,17 +266,15 @@ TEST(LockServiceShutdown, UnderLoadWithNotificationsInFlightAndAHungStoreLosesNo
     LockService first(options);
     const uint16_t port = first.Listen("127.0.0.1", 0);
     first.Start();
-    LoadConnection one(port, 1'000, 1);
-    const auto began = Clock::now();
-    while (one.answered() == 0 && Clock::now() - began < std::chrono::seconds(30)) {
-      std::this_thread::sleep_for(milliseconds(5));
-    }
-    ASSERT_GT(one.answered(), 0u);
+    AnswerCount answers;
+    LoadConnection one(port, 1'000, 1, answers);
+    ASSERT_TRUE(answers.WaitFor(1, std::chrono::seconds(30)));
     first.Shutdown();
   }
 
   constexpr size_t kConnections = 6;
   constexpr size_t kLanes = 8;
+  AnswerCount answers;
   std::vector<std::unique_ptr<LoadConnection>> load;
   std::chrono::milliseconds shutdown_took{};
   testutil::CapturedLog log;
@@ -275,24 +286,13 @@ TEST(LockServiceShutdown, UnderLoadWithNotificationsInFlightAndAHungStoreLosesNo
     // The restart round's first attempt is out and will not be answered.
     ASSERT_GT(peer.WaitBeyond(0, std::chrono::seconds(20)), 0) << "no notification in flight";
     for (size_t c = 0; c < kConnections; ++c) {
-      load.push_back(std::make_unique<LoadConnection>(port, c * kLanes, kLanes));
+      load.push_back(std::make_unique<LoadConnection>(port, c * kLanes, kLanes, answers));
     }
-    auto answered = [&] {
-      uint64_t sum = 0;
-      for (const auto& connection : load) sum += connection->answered();
-      return sum;
-    };
-    const auto waited = Clock::now();
-    while (answered() < 2'000 && Clock::now() - waited < std::chrono::seconds(30)) {
-      std::this_thread::sleep_for(milliseconds(5));
-    }
-    ASSERT_GE(answered(), 2'000u) << "the load did not get going";
+    ASSERT_TRUE(answers.WaitFor(2'000, std::chrono::seconds(30))) << "the load did not get going";
     // The store stops answering; calls go on being answered from the lock log meanwhile.
     StoreLocker hung(db);
-    const uint64_t before_hang = answered();
-    while (answered() < before_hang + 2'000 && Clock::now() - waited < std::chrono::seconds(60)) {
-      std::this_thread::sleep_for(milliseconds(5));
-    }
+    ASSERT_TRUE(answers.WaitFor(answers.value() + 2'000, std::chrono::seconds(30)))
+        << "calls stopped being answered while the store hung";
     const auto began = Clock::now();
     service.Shutdown();
     shutdown_took = std::chrono::duration_cast<milliseconds>(Clock::now() - began);

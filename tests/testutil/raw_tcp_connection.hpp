@@ -35,6 +35,17 @@ class RawTcpConnection {
     return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
            static_cast<ssize_t>(bytes.size());
   }
+  // Blocks until `size` bytes came into `into`; false if the connection closed or failed first.
+  bool ReadExactly(void* into, size_t size) {
+    auto* at = static_cast<char*>(into);
+    while (size > 0) {
+      const ssize_t n = ::recv(fd_, at, size, 0);
+      if (n <= 0) return false;
+      at += n;
+      size -= static_cast<size_t>(n);
+    }
+    return true;
+  }
   // Everything the server sends until it closes, or until `timeout`; nullopt if it did not
   // close in time.
   std::optional<std::string> ReadUntilClosed(std::chrono::milliseconds timeout) {
