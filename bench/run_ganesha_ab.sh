@@ -16,12 +16,12 @@
 # Every run sends the same calls, naming Ganesha's NFSv3 file handle of that file (nlockd takes
 # any handle). Before the rounds, one LOCK through Ganesha must show up as a kernel lock on the
 # file (/proc/locks). Prints one line per run and, at the end, per load the medians of pairs/s
-# (calls/s / 2) and the ratios nlockd / Ganesha (held: nlockd on / ganesha-held). A call not answered GRANTED counts as an error,
-# not as a pair; any error makes the script fail.
+# (calls/s / 2) and the ratios nlockd / Ganesha (held: nlockd on / ganesha-held). A call not
+# answered GRANTED counts as an error, not as a pair; any error makes the script fail.
 # Everything runs in a network and mount namespace of its own (rpcbind, rpc.statd and Ganesha
 # get a private /run and fixed ports that meet nothing else). Needs root, nfs-ganesha,
 # nfs-ganesha-vfs, rpcbind, nfs-common (rpc.statd) and python3.
-# Usage: bench/run_ganesha_ab.sh NLOCKD_BUILD_DIR [SECONDS] [ROUNDS]
+# Usage: bench/run_ganesha_ab.sh NLOCKD_BUILD_DIR [SECONDS (whole)] [ROUNDS]
 set -euo pipefail
 # shellcheck source=bench/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -47,8 +47,8 @@ stop_pid() {
 
 # SIGKILL: on SIGTERM Ganesha first sends SM_UNMON for every client host it monitors, each
 # failing only after an RPC timeout of seconds at that stage of its shutdown (after 64 hosts:
-# still shutting down eight minutes later). Its NLM state is in memory, and at its next start it drops its registrations with
-# rpc.statd (SM_UNMON_ALL).
+# still shutting down eight minutes later). Its NLM state is in memory, and at its next start it
+# drops its registrations with rpc.statd (SM_UNMON_ALL).
 ganesha_stop() {
   stop_pid "$ganesha_pid" KILL
   ganesha_pid=""
@@ -211,8 +211,9 @@ for round in $(seq "$rounds"); do
           nlockd_start "$build" --store "sqlite:$bench_scratch/nlockd.db" "${extra[@]}"
           port=$nlockd_port
         fi
-        json=$(timeout -k 5 $((seconds + 60)) "$load" --target "127.0.0.1:$port" --workload nlm4-lock-unlock --connections "$c" \
-          --pipeline "$p" --duration "$seconds" --warmup 0.5 --json --fh-hex "$fh" \
+        json=$(timeout -k 5 $((seconds + 60)) "$load" --target "127.0.0.1:$port" \
+          --workload nlm4-lock-unlock --connections "$c" --pipeline "$p" \
+          --duration "$seconds" --warmup 0.5 --json --fh-hex "$fh" \
           "${flag[@]}") || true  # it fails when no call was GRANTED: counted below as errors
         ganesha_stop
         nlockd_stop
