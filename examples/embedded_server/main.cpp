@@ -240,7 +240,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Connection(tcp::socket socket, Host& host)
       : socket_(std::move(socket)),
         host_(host),
-        room_(socket_.get_executor(), asio::steady_timer::time_point::max()) {}
+        room_(socket_.get_executor(), asio::steady_timer::time_point::max()),
+        replies_ready_(socket_.get_executor(), asio::steady_timer::time_point::max()) {}
 
   asio::awaitable<void> Read() {
     auto self = shared_from_this();
@@ -248,6 +249,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     const tcp::endpoint peer = socket_.remote_endpoint(ec);
     if (ec) co_return;
     const std::string peer_address = peer.address().to_string();
+    asio::co_spawn(socket_.get_executor(), Write(self), asio::detached);
     RecordReader reader(kMaxRecord);
     for (;;) {
       const std::span<uint8_t> space = reader.Space();
@@ -273,6 +275,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       if (status == RecordReader::Status::kTooLarge || !socket_.is_open()) break;
     }
     socket_.close(ec);
+    replies_ready_.cancel();  // the writer ends
   }
 
  private:
@@ -288,9 +291,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     outbox_.push_back({{static_cast<uint8_t>(mark >> 24), static_cast<uint8_t>(mark >> 16),
                         static_cast<uint8_t>(mark >> 8), static_cast<uint8_t>(mark)},
                        std::move(reply)});
-    if (writing_) return;
-    writing_ = true;
-    asio::co_spawn(socket_.get_executor(), Write(shared_from_this()), asio::detached);
+    // The writer runs once the handlers ready now have run, so that the replies they finish
+    // (the other calls of one read, say) go out in the same write.
+    if (outbox_.size() == 1) replies_ready_.cancel();
   }
 
   // `n` calls are done with: wakes the reader if it waits for room.
@@ -298,34 +301,40 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (window_.Answered(n)) room_.cancel();
   }
 
+  // The connection's one writer, for its whole life: a coroutine per reply would cost a
+  // co_spawn, a frame and a trip through the scheduler for every call. Writes whatever is
+  // queued in one gathered write; ends when the socket closes.
   asio::awaitable<void> Write(std::shared_ptr<Connection> /*keep_alive*/) {
-    // co_spawn runs a coroutine at once up to its first wait. Wait first behind the handlers
-    // ready now, so that the replies they finish (the other calls of a journal batch, say) go
-    // out in this write instead of in one write each.
-    co_await asio::post(socket_.get_executor(), asio::use_awaitable);
     std::vector<Outgoing> batch;
     std::vector<asio::const_buffer> buffers;
-    while (!outbox_.empty()) {
+    asio::error_code ec;
+    while (socket_.is_open()) {
+      if (outbox_.empty()) {
+        // Never expires: Send() cancels it when a reply is queued, Close() when the reader ends.
+        co_await replies_ready_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+        continue;
+      }
       batch.swap(outbox_);
       buffers.clear();
       for (const Outgoing& out : batch) {
         buffers.push_back(asio::buffer(out.mark));
         buffers.push_back(asio::buffer(out.message));
       }
-      asio::error_code ec;
       co_await asio::async_write(socket_, buffers, asio::redirect_error(asio::use_awaitable, ec));
       const size_t written = batch.size();
       batch.clear();
       if (ec) {
-        // The client is gone: drop what is queued and stop the reader, even if it waits.
+        // The client is gone: stop the reader, even if it waits for room.
         socket_.close(ec);
         room_.cancel();
-        Answered(written + std::exchange(outbox_, {}).size());
+        Answered(written);
         break;
       }
       Answered(written);
     }
-    writing_ = false;
+    // Replies still queued, and those of calls still in flight (Send() sees the socket closed),
+    // are counted as answered and dropped.
+    Answered(std::exchange(outbox_, {}).size());
   }
 
   // Calls in flight per connection past which it is no longer read (as the daemon's rpc
@@ -335,10 +344,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   tcp::socket socket_;
   Host& host_;
   std::vector<Outgoing> outbox_;
-  bool writing_ = false;
   CallWindow window_{kMaxCallsPerConnection};
   // Never expires: the reader waits on it while the window is full; Answered() cancels it.
   asio::steady_timer room_;
+  // Never expires: the writer waits on it while nothing is queued; Send() cancels it.
+  asio::steady_timer replies_ready_;
 };
 
 asio::awaitable<void> AcceptLoop(tcp::acceptor& acceptor, Host& host) {
