@@ -63,6 +63,11 @@ struct StoreOptions {
   SqliteCheck sqlite_check = SqliteCheck::kAfterUncleanShutdown;
   // SQLite: how long a write waits for another process holding the database lock.
   std::chrono::milliseconds sqlite_busy_timeout{5000};
+  // SQLite: a database file of at least this size has its locks read at start-up (LoadAll) on
+  // two connections at once, half each; a smaller one on one connection, without opening the
+  // second, which costs more than reading a small table (at start-up in a slow VM, a second
+  // open is about a tenth of the store's opening).
+  uint64_t sqlite_split_scan_min_bytes = 16U << 20;
 
   // PostgreSQL: connections in the pool, at least 2 (one is the writer's; the rest serve reads).
   size_t pg_pool_size = 3;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <system_error>
 #include <thread>
@@ -105,9 +106,7 @@ SqliteStore::SqliteStore(std::string path, StoreOptions options,
   holder_ = std::make_unique<FileHolder>(path_ + ".lock", "SQLite database " + path_);
   writer_.db = std::make_unique<SqliteDb>(path_);
   Configure(*writer_.db);
-  for (Reader& reader : readers_) {
-    OpenReader(reader);
-  }
+  OpenReader(readers_[0]);
   if (options_.sqlite_check == SqliteCheck::kAlways ||
       (options_.sqlite_check == SqliteCheck::kAfterUncleanShutdown &&
        !PreviousRunWasClean(*readers_[0].db))) {
@@ -300,35 +299,49 @@ void SqliteStore::ReadRows(Reader& reader, Stmt stmt, OnRow&& on_row, const SqlV
   }
 }
 
+bool SqliteStore::SplitLockScan() {
+  if (options_.sqlite_split_scan_min_bytes == 0) return true;
+  const uint64_t bytes = std::stoull(readers_[0].db->QueryText("PRAGMA page_count")) *
+                         std::stoull(readers_[0].db->QueryText("PRAGMA page_size"));
+  return bytes >= options_.sqlite_split_scan_min_bytes;
+}
+
 LoadedState SqliteStore::LoadAll() {
   std::lock_guard lock(read_mu_);
+  const bool split = SplitLockScan();
+  if (split && !readers_[1].db) OpenReader(readers_[1]);
   SqliteDb& main = *readers_[0].db;
-  SqliteDb& helper = *readers_[1].db;
   RollbackOnError rollback_main(main);
-  RollbackOnError rollback_helper(helper);
+  std::optional<RollbackOnError> rollback_helper;
+  if (split) rollback_helper.emplace(*readers_[1].db);
   {
     // Both snapshots begin while no transaction of ours commits. Only this store writes this
     // node's rows, so both see the same state of them (other nodes' commits do not matter).
     std::lock_guard pause_writer(commit_mu_);
     main.Exec("BEGIN");
-    helper.Exec("BEGIN");
     main.QueryText("SELECT count(*) FROM schema_version");  // a read pins the snapshot
-    helper.QueryText("SELECT count(*) FROM schema_version");
+    if (split) {
+      readers_[1].db->Exec("BEGIN");
+      readers_[1].db->QueryText("SELECT count(*) FROM schema_version");
+    }
   }
 
-  // The locks are split by the first byte of their (uniformly distributed) owner digest.
+  // The locks are split by the first byte of their (uniformly distributed) owner digest: the
+  // upper half on the second reader, in parallel, when the scan is split; else after the lower.
   const SqlValue middle = SqlValue::Bytes(std::string(1, '\x80'));
   std::vector<LockRecord> upper_locks;
   std::exception_ptr helper_error;
-  std::thread helper_scan([&] {
+  auto scan_upper = [&](Reader& reader) {
     try {
       ReadRows(
-          readers_[1], Stmt::kLoadLocksFrom,
+          reader, Stmt::kLoadLocksFrom,
           [&](const SqlRow& row) { upper_locks.push_back(DecodeLock(row)); }, &middle);
     } catch (...) {
       helper_error = std::current_exception();
     }
-  });
+  };
+  std::optional<std::thread> helper_scan;
+  if (split) helper_scan.emplace(scan_upper, std::ref(readers_[1]));
   LoadedState loaded;
   try {
     ReadRows(readers_[0], Stmt::kLoadState, [&](const SqlRow& row) {
@@ -344,17 +357,21 @@ LoadedState SqliteStore::LoadAll() {
         readers_[0], Stmt::kLoadLocksBelow,
         [&](const SqlRow& row) { loaded.locks.push_back(DecodeLock(row)); }, &middle);
   } catch (...) {
-    helper_scan.join();
+    if (helper_scan) helper_scan->join();
     throw;
   }
-  helper_scan.join();
+  if (helper_scan) {
+    helper_scan->join();
+  } else {
+    scan_upper(readers_[0]);
+  }
   if (helper_error) {
     std::rethrow_exception(helper_error);
   }
   loaded.locks.insert(loaded.locks.end(), std::make_move_iterator(upper_locks.begin()),
                       std::make_move_iterator(upper_locks.end()));
   main.Exec("COMMIT");
-  helper.Exec("COMMIT");
+  if (split) readers_[1].db->Exec("COMMIT");
   return loaded;
 }
 

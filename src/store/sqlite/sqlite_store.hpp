@@ -21,9 +21,10 @@
 namespace nlockd::store {
 
 // The embedded Store: one SQLite file in WAL mode, used by one process at a time (a FileHolder
-// on PATH.lock, taken before the database is opened). Owns three connections: the writer's, used
-// only by the GroupCommitter's thread (after the constructor), and two for the synchronous
-// reads, used by their callers under read_mu_ (LoadAll() scans on both at once).
+// on PATH.lock, taken before the database is opened). Owns up to three connections: the
+// writer's, used only by the GroupCommitter's thread (after the constructor), and one or two for
+// the synchronous reads, used by their callers under read_mu_ (LoadAll() of a large file scans
+// on two at once; the second is opened then).
 class SqliteStore final : public CommittedStore {
  public:
   // Opens (creating the file and its parent directories) and migrates the database at path,
@@ -59,6 +60,8 @@ class SqliteStore final : public CommittedStore {
 
   void Configure(SqliteDb& db);
   void OpenReader(Reader& reader);
+  // Whether LoadAll() reads the locks on both readers at once: a large file. REQUIRES: read_mu_.
+  bool SplitLockScan();
   bool PreviousRunWasClean(SqliteDb& db) const;
   void Migrate(SqliteDb& db, std::span<const Migration> migrations);
   void RecordRun(SqliteDb& db);
@@ -83,7 +86,8 @@ class SqliteStore final : public CommittedStore {
   std::mutex commit_mu_;
 
   std::mutex read_mu_;             // guards readers_
-  std::array<Reader, 2> readers_;  // [1] scans half the locks in parallel in LoadAll()
+  std::array<Reader, 2> readers_;  // [1] scans half the locks in parallel in LoadAll(); opened
+                                   // by the first LoadAll() that splits its scan
 };
 
 }  // namespace nlockd::store

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "store/sqlite/sqlite_store.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -25,10 +27,14 @@ namespace nlockd::store {
 
 namespace testutil {
 INSTANTIATE_TEST_SUITE_P(Sqlite, StoreConformance,
-                         ::testing::Values(BackendParam{"Sqlite", MakeSqliteBackend, false}),
+                         ::testing::Values(BackendParam{"Sqlite", MakeSqliteBackend, false},
+                                           BackendParam{"SqliteSplitScan",
+                                                        MakeSqliteSplitScanBackend, false}),
                          BackendName);
 INSTANTIATE_TEST_SUITE_P(Sqlite, PersistentStore,
-                         ::testing::Values(BackendParam{"Sqlite", MakeSqliteBackend, false}),
+                         ::testing::Values(BackendParam{"Sqlite", MakeSqliteBackend, false},
+                                           BackendParam{"SqliteSplitScan",
+                                                        MakeSqliteSplitScanBackend, false}),
                          BackendName);
 }  // namespace testutil
 
@@ -85,6 +91,34 @@ TEST_F(SqliteStoreTest, UsesWalMode) {
   EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)), "wal");
   sqlite3_finalize(stmt);
   sqlite3_close(db);
+}
+
+TEST_F(SqliteStoreTest, ASplitLockScanAndAScanOnOneConnectionLoadTheSameLocks) {
+  // Owners whose digests fall on both sides of the split (it is by the digest's first byte).
+  std::vector<LockRecord> written;
+  {
+    SqliteStore store(path_, StoreOptions{});
+    std::vector<LockChange> changes;
+    for (int i = 0; i < 200; ++i) {
+      written.push_back(testutil::MakeLock("fh" + std::to_string(i % 7), "host" + std::to_string(i),
+                                           i, static_cast<uint64_t>(i) * 10, 5));
+      changes.push_back(PutLock{written.back()});
+    }
+    Sync([&](Done done) { store.ApplyLockChanges(std::move(changes), std::move(done)); });
+  }
+  auto sorted = [](std::vector<LockRecord> locks) {
+    std::sort(locks.begin(), locks.end(),
+              [](const LockRecord& a, const LockRecord& b) { return a.offset < b.offset; });
+    return locks;
+  };
+  for (const uint64_t min_bytes : {uint64_t{0}, std::numeric_limits<uint64_t>::max()}) {
+    StoreOptions options;
+    options.sqlite_split_scan_min_bytes = min_bytes;
+    SqliteStore store(path_, options);
+    EXPECT_EQ(sorted(store.LoadAll().locks), sorted(written)) << "split at " << min_bytes;
+    // A second load (the split one on the connection the first opened) reads the same.
+    EXPECT_EQ(store.LoadAll().locks.size(), written.size());
+  }
 }
 
 TEST_F(SqliteStoreTest, RefusesAFileThatIsNotADatabase) {

@@ -81,8 +81,12 @@ class MemoryBackend final : public TestBackend {
 
 class SqliteBackend final : public TestBackend {
  public:
+  // split_scan: every LoadAll() reads the locks on two connections at once, as it does for a
+  // large file (the tests' files are small).
+  explicit SqliteBackend(bool split_scan = false) : split_scan_(split_scan) {}
   std::unique_ptr<Store> Open(StoreOptions options) override {
     if (options.node_id == "default") options.node_id = node_;
+    if (split_scan_) options.sqlite_split_scan_min_bytes = 0;
     return std::make_unique<SqliteStore>(path(), std::move(options));
   }
   bool persistent() const override { return true; }
@@ -91,6 +95,7 @@ class SqliteBackend final : public TestBackend {
  private:
   std::string path() const { return dir_.path() + "/var/nlockd.db"; }
   nlockd::testutil::TempDir dir_{"store"};
+  bool split_scan_;
 };
 
 // SQLite behind the lock log, as OpenStore("sqlite:...") builds it.
@@ -127,6 +132,9 @@ class PgBackend final : public TestBackend {
 
 std::unique_ptr<TestBackend> MakeMemoryBackend() { return std::make_unique<MemoryBackend>(); }
 std::unique_ptr<TestBackend> MakeSqliteBackend() { return std::make_unique<SqliteBackend>(); }
+std::unique_ptr<TestBackend> MakeSqliteSplitScanBackend() {
+  return std::make_unique<SqliteBackend>(/*split_scan=*/true);
+}
 std::unique_ptr<TestBackend> MakeLoggedSqliteBackend() {
   return std::make_unique<LoggedSqliteBackend>();
 }

@@ -67,6 +67,8 @@ class TestBackend {
 
 std::unique_ptr<TestBackend> MakeMemoryBackend();
 std::unique_ptr<TestBackend> MakeSqliteBackend();
+// SQLite whose start-up reads split the lock scan over two connections, whatever the file's size.
+std::unique_ptr<TestBackend> MakeSqliteSplitScanBackend();
 std::unique_ptr<TestBackend> MakeLoggedSqliteBackend();
 // REQUIRES: PgTestUri() is set.
 std::unique_ptr<TestBackend> MakePgBackend();
