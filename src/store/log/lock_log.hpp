@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -15,9 +16,20 @@ namespace nlockd::store {
 // The writes the lock log carries: the lock table's, which the lock journal issues per call.
 using LoggedOp = std::variant<LockChangesOp, ReleaseHostOp>;
 
-// A log record: [payload length u32][CRC-32 of the payload u32][payload], little-endian. The
-// payload is one LoggedOp. A record cut short (a write the process did not finish) or damaged
-// ends the log: nothing after it was ever acknowledged.
+// A log record: [format and payload length u32][checksum of the payload u32][payload],
+// little-endian; the payload is one LoggedOp. The first word's top four bits are the record's
+// format (LogFormat), the other 28 its payload length. A record cut short (a write the process
+// did not finish), damaged, or of a format this build does not know ends the log: nothing after
+// it was ever acknowledged.
+//
+// The format is carried by every record, so that a log an older nlockd left behind (killed,
+// then upgraded) is replayed by a newer one; records are only ever written in kCurrent.
+enum class LogFormat : uint8_t {
+  kCrc32 = 0,   // the checksum is CRC-32 (zlib's): the first lock log's records
+  kCrc32c = 1,  // the checksum is CRC-32C (crc32c.hpp): one CPU instruction per 8 bytes
+};
+inline constexpr LogFormat kCurrentLogFormat = LogFormat::kCrc32c;
+
 std::string EncodeLogRecord(const LoggedOp& op);
 
 // Decodes the records of `bytes` in order; stops at the first incomplete or damaged one and
@@ -29,7 +41,37 @@ std::vector<LoggedOp> DecodeLogRecords(std::string_view bytes, size_t* valid_byt
                                        Checksums checksums = Checksums::kVerify);
 
 // Appends the record of `op` to *out (a buffer reused across records saves an allocation each).
-void EncodeLogRecordTo(const LoggedOp& op, std::string& out);
+// `format` other than kCurrentLogFormat only for tests (a log an older nlockd wrote).
+void EncodeLogRecordTo(const LoggedOp& op, std::string& out, LogFormat format = kCurrentLogFormat);
+
+// One ReplaceLocks change, its strings and ranges viewed, not copied: what the lock journal
+// writes for a LOCK or UNLOCK, straight from the lock manager's state.
+struct ReplaceLocksView {
+  std::string_view file_key;
+  std::string_view host;
+  int32_t svid = 0;
+  std::string_view owner_handle;
+  std::span<const LockRange> ranges;
+  std::optional<OffsetSpan> within;
+};
+
+// Builds the record of one LockChangesOp change by change at the end of a buffer, without the
+// op: the same bytes as EncodeLogRecordTo of a LockChangesOp of the same changes.
+class LockChangesRecord {
+ public:
+  // Begins the record at the end of *out, which must outlive this.
+  explicit LockChangesRecord(std::string& out);
+  void Add(const ReplaceLocksView& change);
+  void Add(const LockChange& change);
+  // Writes the change count, the length and the checksum. Nothing may be added after.
+  void Finish();
+  uint32_t changes() const { return changes_; }
+
+ private:
+  std::string& out_;
+  size_t start_;
+  uint32_t changes_ = 0;
+};
 
 // A logged write after coalescing, and the index of the last input write it accounts for: once it
 // is applied, so is the effect of every input up to that one.
@@ -48,11 +90,12 @@ struct CoalescedOp {
 // when `ops` is not, and its last element accounts for the last input.
 std::vector<CoalescedOp> CoalesceLogged(std::vector<LoggedOp> ops);
 
-// The CRC-32 of a record's payload (IEEE 802.3 polynomial, as zlib's crc32).
+// The CRC-32 of a format kCrc32 record's payload (IEEE 802.3 polynomial, as zlib's crc32).
 uint32_t LogCrc32(std::string_view bytes);
 
 // The largest payload a record may claim; a longer one is damage, not a record (stops a garbage
-// length from allocating gigabytes at recovery).
+// length from allocating gigabytes at recovery). Below 1 << 28: the length leaves the format
+// bits alone.
 inline constexpr uint32_t kMaxLogPayload = 64U << 20;
 
 // One segment file of the log. Once Append returns, the record is in the page cache and survives

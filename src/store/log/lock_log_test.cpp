@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "store/log/crc32c.hpp"
+#include "store/log/old_format_log_test_data.hpp"
 #include "store/memory/memory_store.hpp"
 #include "store/testing/store_test_util.hpp"
 #include "testutil/temp_dir.hpp"
@@ -66,6 +68,107 @@ TEST(LockLog, CrcIsTheIeeeCrc32) {
     }
     EXPECT_EQ(LogCrc32(std::string_view(long_input).substr(0, n)), c ^ 0xFFFFFFFFU) << n;
   }
+}
+
+TEST(LockLog, Crc32cIsTheCastagnoliCrcInHardwareAndSoftwareAlike) {
+  EXPECT_EQ(Crc32c("123456789"), 0xE3069283U);  // RFC 3720's check value
+  EXPECT_EQ(Crc32cSoftware("123456789"), 0xE3069283U);
+  EXPECT_EQ(Crc32c(""), 0U);
+  std::string long_input;
+  for (int i = 0; i < 1000; ++i) long_input.push_back(static_cast<char>(i * 7 + 3));
+  // Every split of the eight-byte steps and the tail, at every alignment.
+  for (size_t from = 0; from < 8; ++from) {
+    for (size_t n = 0; n < 70; ++n) {
+      const std::string_view bytes = std::string_view(long_input).substr(from, n);
+      uint32_t c = 0xFFFFFFFFU;
+      for (const char byte : bytes) {
+        c ^= static_cast<uint8_t>(byte);
+        for (int k = 0; k < 8; ++k) c = (c & 1U) != 0 ? 0x82F63B78U ^ (c >> 1) : c >> 1;
+      }
+      EXPECT_EQ(Crc32c(bytes), c ^ 0xFFFFFFFFU) << from << " " << n;
+      EXPECT_EQ(Crc32cSoftware(bytes), c ^ 0xFFFFFFFFU) << from << " " << n;
+    }
+  }
+}
+
+TEST(LockLog, RecordsAreWrittenInTheCurrentFormatWithItsChecksum) {
+  const std::string record = EncodeLogRecord(SampleOps()[1]);
+  const auto byte = [&](size_t i) {
+    return static_cast<uint32_t>(static_cast<uint8_t>(record[i]));
+  };
+  const uint32_t word = byte(0) | byte(1) << 8 | byte(2) << 16 | byte(3) << 24;
+  EXPECT_EQ(word >> 28, static_cast<uint32_t>(LogFormat::kCrc32c));
+  EXPECT_EQ(word & 0x0FFFFFFFU, record.size() - 8);
+  const uint32_t crc = byte(4) | byte(5) << 8 | byte(6) << 16 | byte(7) << 24;
+  EXPECT_EQ(crc, Crc32c(std::string_view(record).substr(8)));
+}
+
+// A log the first format's nlockd left (its own bytes, old_format_log_test_data.hpp) decodes
+// to what it wrote; so do records of both formats in one log.
+TEST(LockLog, ALogOfTheFirstFormatStillDecodes) {
+  size_t valid = 0;
+  const std::vector<LoggedOp> ops = DecodeLogRecords(testdata::kOldFormatLog, &valid);
+  EXPECT_EQ(valid, testdata::kOldFormatLog.size());
+  ASSERT_EQ(ops.size(), 3U);
+  const auto& first = std::get<LockChangesOp>(ops[0]).changes;
+  ASSERT_EQ(first.size(), 2U);
+  const auto& replace = std::get<ReplaceLocks>(first[0]);
+  EXPECT_EQ(replace.file_key, "fh-1");
+  EXPECT_EQ(replace.host, "client-a");
+  EXPECT_EQ(replace.svid, 7);
+  EXPECT_EQ(replace.owner_handle, "oh-a");
+  EXPECT_EQ(replace.ranges, (std::vector<LockRange>{{true, 0, 10}, {false, 20, 5}}));
+  EXPECT_FALSE(replace.within.has_value());
+  EXPECT_EQ(std::get<PutShare>(first[1]).share.host, "client-b");
+  EXPECT_EQ(std::get<ReplaceLocks>(std::get<LockChangesOp>(ops[1]).changes.at(0)).within,
+            (OffsetSpan{100, 100}));
+  EXPECT_EQ(std::get<ReleaseHostOp>(ops[2]).host, "client-c");
+  // Re-encoded in the old format, the bytes are the old ones: the test data is what it says.
+  std::string old;
+  for (const LoggedOp& op : ops) EncodeLogRecordTo(op, old, LogFormat::kCrc32);
+  EXPECT_EQ(old, testdata::kOldFormatLog);
+
+  std::string mixed(testdata::kOldFormatLog);
+  for (const LoggedOp& op : SampleOps()) EncodeLogRecordTo(op, mixed);
+  EXPECT_EQ(DecodeLogRecords(mixed).size(), 3U + SampleOps().size());
+  // The old format's checksum is still checked.
+  std::string damaged(testdata::kOldFormatLog);
+  damaged[20] = static_cast<char>(damaged[20] ^ 1);
+  EXPECT_TRUE(DecodeLogRecords(damaged).empty());
+}
+
+TEST(LockLog, ARecordOfAFormatThisBuildDoesNotKnowEndsTheLog) {
+  std::string bytes = EncodeLogRecord(SampleOps()[0]);
+  const size_t first = bytes.size();
+  bytes += EncodeLogRecord(SampleOps()[1]);
+  bytes[first + 3] = static_cast<char>(bytes[first + 3] | 0x20);  // format 3
+  size_t valid = 0;
+  EXPECT_EQ(DecodeLogRecords(bytes, &valid).size(), 1U);
+  EXPECT_EQ(valid, first);
+  EXPECT_EQ(DecodeLogRecords(bytes, nullptr, Checksums::kTrust).size(), 1U);
+}
+
+// The journal's records, built change by change from views, are the bytes of the same op.
+TEST(LockLog, ARecordBuiltFromViewsIsTheRecordOfTheSameOp) {
+  const LockChangesOp op = std::get<LockChangesOp>(SampleOps()[0]);
+  std::string built = "prefix";
+  LockChangesRecord record(built);
+  for (const LockChange& change : op.changes) {
+    if (const auto* r = std::get_if<ReplaceLocks>(&change)) {
+      record.Add(
+          ReplaceLocksView{r->file_key, r->host, r->svid, r->owner_handle, r->ranges, r->within});
+    } else {
+      record.Add(change);
+    }
+  }
+  record.Finish();
+  EXPECT_EQ(record.changes(), op.changes.size());
+  EXPECT_EQ(built, "prefix" + EncodeLogRecord(op));
+
+  std::string empty;
+  LockChangesRecord none(empty);
+  none.Finish();
+  EXPECT_EQ(empty, EncodeLogRecord(LockChangesOp{}));
 }
 
 TEST(LockLog, RecordsDecodeToWhatWasEncoded) {

@@ -208,7 +208,8 @@ void LoggedStore::SetCommitObserver(CommitObserver observer) {
   inner_->SetCommitObserver(std::move(observer));
 }
 
-void LoggedStore::SubmitLogged(LoggedOp op, Done done) {
+template <typename Encode>
+std::exception_ptr LoggedStore::Log(const Encode& encode) {
   std::exception_ptr error;
   {
     std::lock_guard lock(mu_);
@@ -216,9 +217,8 @@ void LoggedStore::SubmitLogged(LoggedOp op, Done done) {
       error = std::make_exception_ptr(Error(
           ErrorKind::kOverloaded, "store write queue is full (the database is not keeping up)"));
     } else {
-      // Encoded once, where the hand-on thread will read it back; `op` is freed on this thread.
       const size_t start = gathered_.records.size();
-      EncodeLogRecordTo(op, gathered_.records);
+      encode(gathered_.records);
       try {
         // None after a segment could not be begun: try again (the write fails if that fails).
         if (!segment_) BeginSegmentLocked(segment_number_);
@@ -251,7 +251,16 @@ void LoggedStore::SubmitLogged(LoggedOp op, Done done) {
     std::lock_guard lock(observer_mu_);
     if (observer_) observer_(CommitRecord{{}, 1, /*failed=*/true});
   }
-  done(error);
+  return error;
+}
+
+void LoggedStore::SubmitLogged(LoggedOp op, Done done) {
+  // Encoded once, where the hand-on thread will read it back; `op` is freed on this thread.
+  done(Log([&op](std::string& out) { EncodeLogRecordTo(op, out); }));
+}
+
+std::exception_ptr LoggedStore::AppendLockChanges(std::string_view record) {
+  return Log([record](std::string& out) { out.append(record); });
 }
 
 std::pair<LoggedStore::Gathered, uint64_t> LoggedStore::TakeGatheredLocked() {

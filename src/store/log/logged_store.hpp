@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -55,6 +56,10 @@ class LoggedStore final : public Store {
   void SetCommitObserver(CommitObserver observer) override;
   // ApplyLockChanges and ReleaseHost are acknowledged once appended, or failed, within the call.
   bool AcknowledgesLockChangesAtOnce() const override { return true; }
+  // ApplyLockChanges of a record already encoded (LockChangesRecord): logs it as is and returns
+  // its failure (null: acknowledged), without a LockChangesOp or a Done. What the lock journal
+  // calls per LOCK or UNLOCK. REQUIRES: `record` is one whole record a LockChangesRecord made.
+  std::exception_ptr AppendLockChanges(std::string_view record);
 
   // The log's files right now (oldest first), for tests and the benchmark.
   std::vector<std::string> SegmentPaths() const;
@@ -80,6 +85,9 @@ class LoggedStore final : public Store {
   };
   void Replay();
   void SubmitLogged(LoggedOp op, Done done);
+  // Logs the record `encode(buffer)` appends to a buffer; returns the failure, if any.
+  template <typename Encode>
+  std::exception_ptr Log(const Encode& encode);
   // Hands op to the wrapped store through its public interface.
   void Forward(WriteOp op, Done done);
   // Coalesces logged writes first_seq, first_seq + 1, ... and hands them on, each kept write

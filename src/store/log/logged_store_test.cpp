@@ -8,8 +8,10 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "store/log/old_format_log_test_data.hpp"
 #include "store/open_store.hpp"
 #include "store/sqlite/sqlite_store.hpp"
 #include "store/testing/conformance.hpp"
@@ -109,6 +111,51 @@ TEST_F(LoggedStoreTest, ReplaysWhatACrashedRunLeftInOrderAndRemovesIt) {
   EXPECT_EQ(Offsets(*store), (std::vector<uint64_t>{2, 3}));
   // The old segments are gone; the new one is numbered after them.
   EXPECT_EQ(store->SegmentPaths(), std::vector<std::string>{path_ + ".journal.6"});
+}
+
+// An nlockd of the first log format killed, then upgraded: the new build replays what the old
+// one acknowledged (its own bytes, old_format_log_test_data.hpp).
+TEST_F(LoggedStoreTest, ReplaysALogTheFirstFormatLeft) {
+  { SqliteStore create(path_, StoreOptions{}); }
+  {
+    LogSegment segment(path_ + ".journal.3");
+    segment.Append(testdata::kOldFormatLog);
+  }
+  auto store = Open();
+  EXPECT_EQ(store->replayed(), 3U);
+  const LoadedState state = store->LoadAll();
+  std::vector<std::string> rows;
+  for (const LockRecord& l : state.locks) {
+    rows.push_back(fmt::format("{} {} {} {} {} {}+{}", l.file_key, l.host, l.svid, l.owner_handle,
+                               l.exclusive ? "X" : "S", l.offset, l.length));
+  }
+  std::sort(rows.begin(), rows.end());
+  EXPECT_EQ(rows, (std::vector<std::string>{"fh-1 client-a 7 oh-a S 20+5",
+                                            "fh-1 client-a 7 oh-a X 0+10"}));
+  ASSERT_EQ(state.shares.size(), 1U);
+  EXPECT_EQ(state.shares[0].host, "client-b");
+  EXPECT_EQ(state.shares[0].mode, 1);
+  EXPECT_EQ(state.shares[0].access, 2);
+  EXPECT_EQ(store->SegmentPaths(), std::vector<std::string>{path_ + ".journal.4"});
+}
+
+TEST_F(LoggedStoreTest, ARecordAppendedAsEncodedIsAcknowledgedAppliedAndReplayed) {
+  std::string bytes;
+  {
+    auto store = Open();
+    LockChangesRecord record(bytes);
+    const std::vector<LockRange> ranges = {{true, 5, 1}};
+    record.Add(ReplaceLocksView{"fh", "client", 1, "oh", ranges, std::nullopt});
+    record.Finish();
+    EXPECT_EQ(store->AppendLockChanges(bytes), nullptr);
+    EXPECT_EQ(Offsets(*store), std::vector<uint64_t>{5});
+    // What a crash now would replay: the record as appended.
+    EXPECT_EQ(ReadLogFile(store->SegmentPaths().back()).substr(0, bytes.size()), bytes);
+  }
+  LeaveSegment(7, DecodeLogRecords(bytes));
+  auto store = Open();
+  EXPECT_EQ(store->replayed(), 1U);
+  EXPECT_EQ(Offsets(*store), std::vector<uint64_t>{5});
 }
 
 TEST_F(LoggedStoreTest, ReplayingRecordsTheStoreHasAlreadyIsHarmless) {
