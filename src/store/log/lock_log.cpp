@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -575,6 +576,42 @@ std::string ReadLogFile(const std::string& path) {
     throw Error(ErrorKind::kFailed, fmt::format("cannot read lock log {}", path));
   }
   return std::move(all).str();
+}
+
+std::vector<LoggedOp> ReadLogRecords(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return {};
+    throw Error(ErrorKind::kFailed,
+                fmt::format("cannot read lock log {}: {}", path, std::strerror(errno)));
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    const int error = errno;
+    close(fd);
+    throw Error(ErrorKind::kFailed,
+                fmt::format("cannot read lock log {}: {}", path, std::strerror(error)));
+  }
+  if (st.st_size == 0) {
+    close(fd);
+    return {};
+  }
+  const auto size = static_cast<size_t>(st.st_size);
+  void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);  // the mapping keeps the file
+  if (map == MAP_FAILED) {
+    // A file system that cannot map: read it whole.
+    return DecodeLogRecords(ReadLogFile(path));
+  }
+  std::vector<LoggedOp> ops;
+  try {
+    ops = DecodeLogRecords(std::string_view(static_cast<const char*>(map), size));
+  } catch (...) {
+    munmap(map, size);
+    throw;
+  }
+  munmap(map, size);
+  return ops;
 }
 
 }  // namespace nlockd::store

@@ -134,4 +134,11 @@ class LogSegment {
 // Reads a whole segment file; "" if it does not exist. Throws nlockd::Error(kFailed) on errors.
 std::string ReadLogFile(const std::string& path);
 
+// The records of a segment file, as DecodeLogRecords reads them; none if it does not exist.
+// Decodes from a read-only mapping of the file, so that only the pages up to the end of its
+// records are read: a segment left by a killed process keeps its reserved space (megabytes of
+// zeros) that copying the whole file would read and copy for nothing at every start. Throws
+// nlockd::Error(kFailed) naming the file when it cannot be read.
+std::vector<LoggedOp> ReadLogRecords(const std::string& path);
+
 }  // namespace nlockd::store

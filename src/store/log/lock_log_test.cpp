@@ -2,6 +2,7 @@
 #include "store/log/lock_log.hpp"
 
 #include <algorithm>
+#include <fstream>
 #include <random>
 #include <string>
 #include <tuple>
@@ -270,6 +271,29 @@ TEST(LockLog, AMappedSegmentHoldsEveryRecordWhileOpenAndOnlyThemOnceClosed) {
     EXPECT_EQ(open.substr(0, valid), expected);
   }
   EXPECT_EQ(ReadLogFile(path), expected);
+}
+
+TEST(LockLog, ReadLogRecordsReadsWhatAKilledProcessLeftAndWhatAClosedSegmentHolds) {
+  nlockd::testutil::TempDir dir("lock-log");
+  const std::string path = dir.path() + "/log.0";
+  EXPECT_TRUE(ReadLogRecords(path).empty());  // no file
+  {
+    LogSegment segment(path, 1U << 20);
+    EXPECT_TRUE(ReadLogRecords(path).empty());  // only reserved zeros
+    for (const LoggedOp& op : SampleOps()) segment.Append(EncodeLogRecord(op));
+    // Killed now: the records, then the reserved space.
+    EXPECT_EQ(Render(ReadLogRecords(path)), Render(SampleOps()));
+  }
+  EXPECT_EQ(Render(ReadLogRecords(path)), Render(SampleOps()));
+  // A torn last record ends the log, as DecodeLogRecords reads it.
+  const std::string whole = ReadLogFile(path);
+  {
+    std::ofstream cut(path, std::ios::binary | std::ios::trunc);
+    cut << whole.substr(0, whole.size() - 3);
+  }
+  EXPECT_EQ(ReadLogRecords(path).size(), SampleOps().size() - 1);
+  { std::ofstream empty(path, std::ios::binary | std::ios::trunc); }
+  EXPECT_TRUE(ReadLogRecords(path).empty());
 }
 
 TEST(LockLog, RecordsPastAMappedSegmentsCapacityAreWrittenAfterIt) {

@@ -88,7 +88,7 @@ void LoggedStore::Replay() {
   size_t pending = 0;
   std::exception_ptr first_error;
   for (const uint64_t number : numbers) {
-    std::vector<LoggedOp> ops = DecodeLogRecords(ReadLogFile(SegmentPath(number)));
+    std::vector<LoggedOp> ops = ReadLogRecords(SegmentPath(number));
     replayed_ += ops.size();
     // Coalesced as in a run: the result is the same as applying every record.
     for (CoalescedOp& kept : CoalesceLogged(std::move(ops))) {
