@@ -7,6 +7,7 @@
 #include <fstream>
 #include <functional>
 #include <sstream>
+#include <system_error>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -582,15 +583,15 @@ std::vector<LoggedOp> ReadLogRecords(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return {};
-    throw Error(ErrorKind::kFailed,
-                fmt::format("cannot read lock log {}: {}", path, std::strerror(errno)));
+    throw Error(ErrorKind::kFailed, fmt::format("cannot read lock log {}: {}", path,
+                                                std::generic_category().message(errno)));
   }
   struct stat st {};
   if (fstat(fd, &st) != 0) {
     const int error = errno;
     close(fd);
-    throw Error(ErrorKind::kFailed,
-                fmt::format("cannot read lock log {}: {}", path, std::strerror(error)));
+    throw Error(ErrorKind::kFailed, fmt::format("cannot read lock log {}: {}", path,
+                                                std::generic_category().message(error)));
   }
   if (st.st_size == 0) {
     close(fd);
