@@ -156,11 +156,12 @@ class LockManager {
   // snapshot's state there).
   // REQUIRES: the owner made no other call on this file since the snapshot (NLM serialises an
   // owner's calls while one awaits its journal write).
-  RestoreOutcome RestoreLocks(const PriorLocks& prior);
+  // REQUIRES: `file` and `owner` are those the snapshot was taken of.
+  RestoreOutcome RestoreLocks(const FileKey& file, const LockOwner& owner, const PriorLocks& prior);
   PriorShare SnapshotShare(const FileKey& file, const LockOwner& owner) const;
   // The same for a SHARE or UNSHARE: puts the prior reservation back, or removes the owner's if
   // it had none.
-  RestoreOutcome RestoreShare(const PriorShare& prior);
+  RestoreOutcome RestoreShare(const FileKey& file, const LockOwner& owner, const PriorShare& prior);
 
   // --- Share reservations -------------------------------------------------------------------
 

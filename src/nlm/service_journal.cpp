@@ -70,14 +70,14 @@ asio::awaitable<bool> NlmService::LeadJournal(std::shared_ptr<JournalBarrier::Ba
 
 nlm4_stats NlmService::UndoUnwritten(const lock::PriorLocks& prior, const JournalEntry& entry,
                                      const char* procedure, nlm4_stats stat, nlm4_stats refusal) {
-  lock::RestoreOutcome undo = locks_.RestoreLocks(prior);
+  lock::RestoreOutcome undo = locks_.RestoreLocks(entry.file, entry.owner, prior);
   PersistInBackground({entry}, std::move(undo.grants));
   return AnswerUnwritten(procedure, entry, undo.restored, stat, refusal);
 }
 
 nlm4_stats NlmService::UndoUnwritten(const lock::PriorShare& prior, const JournalEntry& entry,
                                      const char* procedure, nlm4_stats stat, nlm4_stats refusal) {
-  lock::RestoreOutcome undo = locks_.RestoreShare(prior);
+  lock::RestoreOutcome undo = locks_.RestoreShare(entry.file, entry.owner, prior);
   PersistInBackground({entry}, std::move(undo.grants));
   return AnswerUnwritten(procedure, entry, undo.restored, stat, refusal);
 }
