@@ -145,6 +145,9 @@ class LockManager {
   std::vector<PriorLocks::Entry> OwnedLocks(
       const FileKey& file, const LockOwner& owner,
       const ByteRange& range = ByteRange::FromFirstLast(0, ByteRange::kMaxOffset)) const;
+  // The same into *held (cleared first), so that a caller per call reuses one buffer.
+  void OwnedLocks(const FileKey& file, const LockOwner& owner, const ByteRange& range,
+                  std::vector<PriorLocks::Entry>& held) const;
   std::optional<PriorLocks> SnapshotLocks(const FileKey& file, const LockOwner& owner,
                                           uint64_t offset, uint64_t length) const;
   // Gives the owner back, over the snapshot's range, exactly the locks it held then (making the

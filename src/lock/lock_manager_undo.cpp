@@ -93,13 +93,20 @@ std::vector<PriorLocks::Entry> LockManager::OwnedLocks(const FileKey& file_key,
                                                        const LockOwner& lock_owner,
                                                        const ByteRange& range) const {
   std::vector<PriorLocks::Entry> held;
-  const FileState* file = FindFile(file_key);
+  OwnedLocks(file_key, lock_owner, range, held);
+  return held;
+}
+
+void LockManager::OwnedLocks(const FileKey& file_key, const LockOwner& lock_owner,
+                             const ByteRange& range, std::vector<PriorLocks::Entry>& held) const {
+  held.clear();
   const std::optional<OwnerId> owner = FindOwner(lock_owner);
-  if (file == nullptr || !owner) return held;
+  if (!owner) return;  // an owner holds something: no file to look up
+  const FileState* file = FindFile(file_key);
+  if (file == nullptr) return;
   file->locks.ForEachOverlapping(range, [&](const LockEntry& e) {
     if (e.owner == *owner) held.push_back(PriorLocks::Entry{e.range, e.type, e.awaiting_reclaim});
   });
-  return held;
 }
 
 void LockManager::SettleOwnerGrants(FileState& file, OwnerId owner, const ByteRange& range) {

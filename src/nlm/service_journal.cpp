@@ -108,11 +108,11 @@ std::optional<OwnerTurns::Turn> NlmService::TakeTurnNow(std::string_view file,
   return turns_.TryTake(OwnerTurns::SlotOf(file, host, svid, oh));
 }
 
-bool NlmService::RecordNow(std::vector<JournalEntry> entries) {
+bool NlmService::RecordNow(std::span<const JournalEntryRef> entries) {
   if (entries.empty()) return true;
   bool ok = false;
   try {
-    ok = journal_->RecordInline(std::move(entries));
+    ok = journal_->RecordInline(entries);
   } catch (const std::exception& e) {
     spdlog::error("nlm lock journal failed: {}", e.what());
   }
