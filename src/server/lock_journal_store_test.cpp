@@ -534,6 +534,32 @@ TEST(InlineJournal, AWriteTheLockLogCannotTakeFailsAndTheNextReplacesAllTheOwner
   EXPECT_EQ(logged.Counts().locks, 2u);
 }
 
+// The record encoded straight from the manager's state (AppendInline) keeps the lock log's rows
+// equal to the locks held, call after call, as Record does through store changes.
+TEST_F(StoreLockJournalTest, InlineRecordsEncodedFromTheManagersStateKeepTheRowsEqualToTheLocks) {
+  testutil::TempDir dir("inline-journal-model");
+  store::LoggedStore logged(store::OpenStore("memory:", store::StoreOptions{}),
+                            dir.path() + "/journal");
+  StoreLockJournal journal(locks_, logged);
+  std::mt19937 random(4712);
+  auto pick = [&](uint64_t n) { return std::uniform_int_distribution<uint64_t>(0, n - 1)(random); };
+  for (int step = 0; step < 2000; ++step) {
+    const lock::LockOwner& owner = pick(2) == 0 ? a_ : b_;
+    const uint64_t offset = pick(40);
+    const uint64_t length = pick(8) == 0 ? 0 : 1 + pick(6);  // 0: to the end of the file
+    const auto type = pick(2) == 0 ? lock::LockType::kShared : lock::LockType::kExclusive;
+    const lock::LockStatus status =
+        pick(3) == 0 ? locks_.Unlock(file_, owner, offset, length).status
+                     : locks_.Lock(Req(file_, owner, offset, length, type)).status;
+    if (status != lock::LockStatus::kGranted) continue;
+    ASSERT_TRUE(RecordInline(
+        journal,
+        {JournalEntry::Locks(file_, owner, lock::ByteRange::FromOffsetLength(offset, length))}));
+    if (pick(8) != 0) continue;
+    ASSERT_EQ(Sorted(logged.LoadAll().locks), HeldRows(locks_)) << "after step " << step;
+  }
+}
+
 TEST(DecideGrace, FollowsWhatTheStoreKnows) {
   store::StartupInfo startup;
   store::LoadedState loaded;
