@@ -145,6 +145,9 @@ class LockManager {
   std::vector<PriorLocks::Entry> OwnedLocks(
       const FileKey& file, const LockOwner& owner,
       const ByteRange& range = ByteRange::FromFirstLast(0, ByteRange::kMaxOffset)) const;
+  // The same into *held (cleared first), so that a caller per call reuses one buffer.
+  void OwnedLocks(const FileKey& file, const LockOwner& owner, const ByteRange& range,
+                  std::vector<PriorLocks::Entry>& held) const;
   std::optional<PriorLocks> SnapshotLocks(const FileKey& file, const LockOwner& owner,
                                           uint64_t offset, uint64_t length) const;
   // Gives the owner back, over the snapshot's range, exactly the locks it held then (making the
@@ -156,11 +159,12 @@ class LockManager {
   // snapshot's state there).
   // REQUIRES: the owner made no other call on this file since the snapshot (NLM serialises an
   // owner's calls while one awaits its journal write).
-  RestoreOutcome RestoreLocks(const PriorLocks& prior);
+  // REQUIRES: `file` and `owner` are those the snapshot was taken of.
+  RestoreOutcome RestoreLocks(const FileKey& file, const LockOwner& owner, const PriorLocks& prior);
   PriorShare SnapshotShare(const FileKey& file, const LockOwner& owner) const;
   // The same for a SHARE or UNSHARE: puts the prior reservation back, or removes the owner's if
   // it had none.
-  RestoreOutcome RestoreShare(const PriorShare& prior);
+  RestoreOutcome RestoreShare(const FileKey& file, const LockOwner& owner, const PriorShare& prior);
 
   // --- Share reservations -------------------------------------------------------------------
 

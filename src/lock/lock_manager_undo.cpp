@@ -73,11 +73,13 @@ std::optional<PriorLocks> LockManager::SnapshotLocks(const FileKey& file_key,
                                                      uint64_t length) const {
   const std::optional<ByteRange> range = ByteRange::FromOffsetLength(offset, length);
   if (!range) return std::nullopt;
-  PriorLocks prior{
-      file_key, lock_owner, *range, {}, next_grant_seq_, {}, HostReleases(lock_owner.host)};
-  const FileState* file = FindFile(file_key);
   const std::optional<OwnerId> owner = FindOwner(lock_owner);
-  if (file == nullptr || !owner) return prior;
+  // A known owner leads to its host without a look-up by name.
+  const uint64_t releases = owner ? HostOf(*owner).info->releases : HostReleases(lock_owner.host);
+  PriorLocks prior{*range, {}, next_grant_seq_, {}, releases};
+  if (!owner) return prior;
+  const FileState* file = FindFile(file_key);
+  if (file == nullptr) return prior;
   prior.locks = OwnerLocksOver(*file, *owner, *range);
   for (const Waiter& below : file->waiters) {
     if (!IsGrantOf(below, *owner) || !below.range.Overlaps(*range)) continue;
@@ -91,13 +93,20 @@ std::vector<PriorLocks::Entry> LockManager::OwnedLocks(const FileKey& file_key,
                                                        const LockOwner& lock_owner,
                                                        const ByteRange& range) const {
   std::vector<PriorLocks::Entry> held;
-  const FileState* file = FindFile(file_key);
+  OwnedLocks(file_key, lock_owner, range, held);
+  return held;
+}
+
+void LockManager::OwnedLocks(const FileKey& file_key, const LockOwner& lock_owner,
+                             const ByteRange& range, std::vector<PriorLocks::Entry>& held) const {
+  held.clear();
   const std::optional<OwnerId> owner = FindOwner(lock_owner);
-  if (file == nullptr || !owner) return held;
+  if (!owner) return;  // an owner holds something: no file to look up
+  const FileState* file = FindFile(file_key);
+  if (file == nullptr) return;
   file->locks.ForEachOverlapping(range, [&](const LockEntry& e) {
     if (e.owner == *owner) held.push_back(PriorLocks::Entry{e.range, e.type, e.awaiting_reclaim});
   });
-  return held;
 }
 
 void LockManager::SettleOwnerGrants(FileState& file, OwnerId owner, const ByteRange& range) {
@@ -215,12 +224,13 @@ std::optional<LockManager::RestoreTarget> LockManager::FindRestoreTarget(
   return RestoreTarget{&UseFile(file, file_key), ref->id};
 }
 
-RestoreOutcome LockManager::RestoreLocks(const PriorLocks& prior) {
+RestoreOutcome LockManager::RestoreLocks(const FileKey& file_key, const LockOwner& lock_owner,
+                                         const PriorLocks& prior) {
   RestoreOutcome out;
   CheckGrace(out.grants);
   out.restored = true;
   const std::optional<RestoreTarget> target =
-      FindRestoreTarget(prior.file, prior.owner, prior.host_releases, !prior.locks.empty());
+      FindRestoreTarget(file_key, lock_owner, prior.host_releases, !prior.locks.empty());
   if (!target) return out;
   FileState* file = target->file;
   const std::optional<OwnerId> owner = target->owner;
@@ -264,7 +274,7 @@ RestoreOutcome LockManager::RestoreLocks(const PriorLocks& prior) {
 }
 
 PriorShare LockManager::SnapshotShare(const FileKey& file_key, const LockOwner& lock_owner) const {
-  PriorShare prior{file_key, lock_owner, std::nullopt, HostReleases(lock_owner.host)};
+  PriorShare prior{std::nullopt, HostReleases(lock_owner.host)};
   const FileState* file = FindFile(file_key);
   const std::optional<OwnerId> owner = FindOwner(lock_owner);
   if (file == nullptr || !owner) return prior;
@@ -274,12 +284,13 @@ PriorShare LockManager::SnapshotShare(const FileKey& file_key, const LockOwner& 
   return prior;
 }
 
-RestoreOutcome LockManager::RestoreShare(const PriorShare& prior) {
+RestoreOutcome LockManager::RestoreShare(const FileKey& file_key, const LockOwner& lock_owner,
+                                         const PriorShare& prior) {
   RestoreOutcome out;
   CheckGrace(out.grants);
   out.restored = true;
   const std::optional<RestoreTarget> target =
-      FindRestoreTarget(prior.file, prior.owner, prior.host_releases, prior.share.has_value());
+      FindRestoreTarget(file_key, lock_owner, prior.host_releases, prior.share.has_value());
   if (!target) return out;
   FileState* file = target->file;
   const std::optional<OwnerId> owner = target->owner;

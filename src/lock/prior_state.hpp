@@ -17,12 +17,12 @@ namespace nlockd::lock {
 // What one owner held on one file before a LOCK, UNLOCK, SHARE or UNSHARE, so that the protocol
 // layer can undo that call exactly when it must still fail after the manager applied it (the
 // lock journal could not record it): LockManager::SnapshotLocks/SnapshotShare take it,
-// RestoreLocks and RestoreShare put it back. A plain value; it names the owner by value (not the
-// manager's owner id), so that it stays valid if the owner is gone by the undo (an UNLOCK of its
-// last lock). The same snapshot, kept in each granted waiter, undoes a granted block (GrantUndo).
+// RestoreLocks and RestoreShare put it back. A plain value that does not name the file or the
+// owner: the caller keeps those (the call's request) and hands them to the restore, by value
+// (not the manager's owner id), so that the snapshot stays valid if the owner is gone by the
+// undo (an UNLOCK of its last lock). Taken on every journaled call, so it copies no strings.
+// The same entries, kept in each granted waiter, undo a granted block (GrantUndo).
 struct PriorLocks {
-  FileKey file;
-  LockOwner owner;
   ByteRange range;  // The call's range; `locks` are the owner's entries in it, clipped to it.
   struct Entry {
     ByteRange range;
@@ -43,8 +43,6 @@ struct PriorLocks {
 };
 
 struct PriorShare {
-  FileKey file;
-  LockOwner owner;
   struct Entry {
     ShareAccess access = ShareAccess::kNone;
     ShareDeny deny = ShareDeny::kNone;

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -47,6 +48,21 @@ struct JournalEntry {
   friend bool operator==(const JournalEntry&, const JournalEntry&) = default;
 };
 
+// A JournalEntry's parts by reference, for the inline write of a call (RecordInline): made from
+// the call's request without copying its file handle and owner. Valid while those live.
+struct JournalEntryRef {
+  JournalEntryRef(JournalEntry::Kind entry_kind, const lock::FileKey& entry_file,
+                  const lock::LockOwner& entry_owner, std::optional<lock::ByteRange> entry_range)
+      : kind(entry_kind), file(entry_file), owner(entry_owner), range(entry_range) {}
+  JournalEntryRef(const JournalEntry& entry)  // NOLINT(google-explicit-constructor): a view.
+      : JournalEntryRef(entry.kind, entry.file, entry.owner, entry.range) {}
+
+  JournalEntry::Kind kind;
+  const lock::FileKey& file;
+  const lock::LockOwner& owner;
+  std::optional<lock::ByteRange> range;
+};
+
 // Where NLM persists its lock-table changes, written before the answer (docs/architecture.md,
 // journal-before-answer); server/ implements it over the store, which nlm/ never names. NLM calls
 // Record on its executor after each change and awaits it before it answers the call or sends the
@@ -78,7 +94,7 @@ class LockJournal {
   // Whether RecordInline may be called.
   virtual bool records_inline() const { return false; }
   // Record, done before it returns. REQUIRES: records_inline(); no kHostReleased entry.
-  virtual bool RecordInline(std::vector<JournalEntry> entries) {
+  virtual bool RecordInline(std::span<const JournalEntryRef> entries) {
     (void)entries;
     return false;
   }

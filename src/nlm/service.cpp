@@ -186,6 +186,9 @@ struct RangeChange {
   JournalEntry Entry() const {
     return JournalEntry::Locks(request.file, request.owner, RangeOf(request));
   }
+  JournalEntryRef EntryRef() const {
+    return {JournalEntry::Kind::kLocks, request.file, request.owner, RangeOf(request)};
+  }
   Result Answer(nlm4_stats stat) { return nlm4_res{std::move(cookie), stat}; }
 };
 
@@ -315,10 +318,21 @@ typename Change::Result NlmService::ChangeOwnerStateNow(Change& change) {
   Applied applied = change.Apply(*this);
   bool persisted = true;
   if (journal_ != nullptr) {
-    std::vector<JournalEntry> entries;
-    if (applied.write) entries.push_back(change.Entry());
-    AppendGrantEntries(entries, applied.grants);
-    persisted = RecordNow(std::move(entries));
+    // The entries refer to the request and the grants, which outlive the write: no copies.
+    if (applied.grants.empty()) {
+      if (applied.write) {
+        const JournalEntryRef own = change.EntryRef();
+        persisted = RecordNow({&own, 1});
+      }
+    } else {
+      std::vector<JournalEntryRef> entries;
+      entries.reserve(applied.grants.size() + 1);
+      if (applied.write) entries.push_back(change.EntryRef());
+      for (const lock::WaiterGrant& grant : applied.grants) {
+        entries.emplace_back(JournalEntry::Kind::kLocks, grant.file, grant.owner, grant.range);
+      }
+      persisted = RecordNow(entries);
+    }
   }
   return FinishChange(change, applied, persisted);
 }

@@ -276,7 +276,7 @@ class NlmService {
                                               int32_t svid, std::string_view oh);
   // Records `entries` inline (LockJournal::RecordInline): true once written or when there is
   // nothing to write, false if the journal failed.
-  bool RecordNow(std::vector<JournalEntry> entries);
+  bool RecordNow(std::span<const JournalEntryRef> entries);
 
   // The one form of write-and-wait: JoinJournal puts a call's `own` entries and its grants'
   // into the turn's batch (JournalBarrier), AwaitJournal waits for that batch's write (an empty

@@ -70,14 +70,14 @@ asio::awaitable<bool> NlmService::LeadJournal(std::shared_ptr<JournalBarrier::Ba
 
 nlm4_stats NlmService::UndoUnwritten(const lock::PriorLocks& prior, const JournalEntry& entry,
                                      const char* procedure, nlm4_stats stat, nlm4_stats refusal) {
-  lock::RestoreOutcome undo = locks_.RestoreLocks(prior);
+  lock::RestoreOutcome undo = locks_.RestoreLocks(entry.file, entry.owner, prior);
   PersistInBackground({entry}, std::move(undo.grants));
   return AnswerUnwritten(procedure, entry, undo.restored, stat, refusal);
 }
 
 nlm4_stats NlmService::UndoUnwritten(const lock::PriorShare& prior, const JournalEntry& entry,
                                      const char* procedure, nlm4_stats stat, nlm4_stats refusal) {
-  lock::RestoreOutcome undo = locks_.RestoreShare(prior);
+  lock::RestoreOutcome undo = locks_.RestoreShare(entry.file, entry.owner, prior);
   PersistInBackground({entry}, std::move(undo.grants));
   return AnswerUnwritten(procedure, entry, undo.restored, stat, refusal);
 }
@@ -108,11 +108,11 @@ std::optional<OwnerTurns::Turn> NlmService::TakeTurnNow(std::string_view file,
   return turns_.TryTake(OwnerTurns::SlotOf(file, host, svid, oh));
 }
 
-bool NlmService::RecordNow(std::vector<JournalEntry> entries) {
+bool NlmService::RecordNow(std::span<const JournalEntryRef> entries) {
   if (entries.empty()) return true;
   bool ok = false;
   try {
-    ok = journal_->RecordInline(std::move(entries));
+    ok = journal_->RecordInline(entries);
   } catch (const std::exception& e) {
     spdlog::error("nlm lock journal failed: {}", e.what());
   }

@@ -13,34 +13,46 @@
 #include "base/describe.hpp"
 #include "base/error.hpp"
 #include "rpc/use_tuple.hpp"
+#include "store/log/logged_store.hpp"
 
 namespace nlockd::server {
 
-store::ReplaceLocks StoreLockJournal::CurrentLocks(const nlm::JournalEntry& entry) const {
-  store::ReplaceLocks replace;
-  std::vector<lock::PriorLocks::Entry> held;
+StoreLockJournal::StoreLockJournal(const lock::LockManager& locks, store::Store& store)
+    : locks_(locks), store_(store), log_(dynamic_cast<store::LoggedStore*>(&store)) {}
+
+std::optional<store::OffsetSpan> StoreLockJournal::CurrentRanges(
+    const nlm::JournalEntryRef& entry) {
+  std::optional<store::OffsetSpan> within;
   const auto& near = entry.range;
-  if (near && !unsynced_.contains(OwnerKey(entry))) {
+  if (near && (unsynced_.empty() || !unsynced_.contains(OwnerKey(entry)))) {
     // The call changed only the owner's locks that overlap or touch its range; they and the
     // range span all the rows it can have changed (merged, split or released), and nothing else
     // of the owner's starts there, so only that span is rewritten.
     const uint64_t first = near->first() == 0 ? 0 : near->first() - 1;
     const uint64_t last = near->ToEnd() ? near->last() : near->last() + 1;
-    held = locks_.OwnedLocks(entry.file, entry.owner, lock::ByteRange::FromFirstLast(first, last));
+    locks_.OwnedLocks(entry.file, entry.owner, lock::ByteRange::FromFirstLast(first, last), held_);
     store::OffsetSpan span{near->first(), near->last()};
-    for (const lock::PriorLocks::Entry& e : held) {
+    for (const lock::PriorLocks::Entry& e : held_) {
       span.first = std::min(span.first, e.range.first());
       span.last = std::max(span.last, e.range.last());
     }
-    replace.within = span;
+    within = span;
   } else {
-    held = locks_.OwnedLocks(entry.file, entry.owner);
+    locks_.OwnedLocks(entry.file, entry.owner,
+                      lock::ByteRange::FromFirstLast(0, lock::ByteRange::kMaxOffset), held_);
   }
-  replace.ranges.reserve(held.size());
-  for (const lock::PriorLocks::Entry& e : held) {
-    replace.ranges.push_back(
+  ranges_.clear();
+  for (const lock::PriorLocks::Entry& e : held_) {
+    ranges_.push_back(
         store::LockRange{e.type == lock::LockType::kExclusive, e.range.offset(), e.range.length()});
   }
+  return within;
+}
+
+store::ReplaceLocks StoreLockJournal::CurrentLocks(const nlm::JournalEntryRef& entry) {
+  store::ReplaceLocks replace;
+  replace.within = CurrentRanges(entry);
+  replace.ranges = ranges_;
   replace.file_key = entry.file.value();
   replace.host = entry.owner.host.value();
   replace.svid = entry.owner.svid;
@@ -48,7 +60,7 @@ store::ReplaceLocks StoreLockJournal::CurrentLocks(const nlm::JournalEntry& entr
   return replace;
 }
 
-StoreLockJournal::OwnerKeyView StoreLockJournal::OwnerKey(const nlm::JournalEntry& entry) {
+StoreLockJournal::OwnerKeyView StoreLockJournal::OwnerKey(const nlm::JournalEntryRef& entry) {
   return OwnerKeyView{entry.file.value(), entry.owner.host.value(), entry.owner.svid,
                       entry.owner.oh.value()};
 }
@@ -71,7 +83,7 @@ store::LockChange StoreLockJournal::CurrentShare(const lock::FileKey& file,
   return store::RemoveShare{std::move(record)};
 }
 
-std::optional<store::LockChange> StoreLockJournal::ChangeFor(const nlm::JournalEntry& entry) {
+std::optional<store::LockChange> StoreLockJournal::ChangeFor(const nlm::JournalEntryRef& entry) {
   if (entry.kind == nlm::JournalEntry::Kind::kShare) return CurrentShare(entry.file, entry.owner);
   if (HoldsRestoredRows(entry)) return std::nullopt;  // The store has these rows already.
   ForgetRestoredRows(entry);
@@ -126,17 +138,19 @@ asio::awaitable<bool> StoreLockJournal::Write(std::vector<store::Write> writes, 
   co_return false;
 }
 
-void StoreLockJournal::MarkSynced(const std::vector<nlm::JournalEntry>& entries) {
+template <typename Entries>
+void StoreLockJournal::MarkSynced(const Entries& entries) {
   if (unsynced_.empty()) return;
-  for (const nlm::JournalEntry& entry : entries) {
+  for (const nlm::JournalEntryRef entry : entries) {
     if (entry.kind != nlm::JournalEntry::Kind::kLocks) continue;
     const auto it = unsynced_.find(OwnerKey(entry));
     if (it != unsynced_.end()) unsynced_.erase(it);
   }
 }
 
-void StoreLockJournal::MarkUnsynced(const std::vector<nlm::JournalEntry>& entries) {
-  for (const nlm::JournalEntry& entry : entries) {
+template <typename Entries>
+void StoreLockJournal::MarkUnsynced(const Entries& entries) {
+  for (const nlm::JournalEntryRef entry : entries) {
     if (entry.kind != nlm::JournalEntry::Kind::kLocks) continue;
     const OwnerKeyView key = OwnerKey(entry);
     unsynced_.emplace(std::string(std::get<0>(key)), std::string(std::get<1>(key)),
@@ -220,12 +234,42 @@ asio::awaitable<bool> StoreLockJournal::Record(std::vector<nlm::JournalEntry> en
   co_return batch->ok;
 }
 
-bool StoreLockJournal::RecordInline(std::vector<nlm::JournalEntry> entries) {
+bool StoreLockJournal::RecordInline(std::span<const nlm::JournalEntryRef> entries) {
   NLOCKD_REQUIRE(records_inline());
+  for (const nlm::JournalEntryRef& entry : entries) {
+    NLOCKD_REQUIRE(entry.kind != nlm::JournalEntry::Kind::kHostReleased);
+  }
+  return log_ != nullptr ? AppendInline(entries) : ApplyInline(entries);
+}
+
+bool StoreLockJournal::AppendInline(std::span<const nlm::JournalEntryRef> entries) {
+  record_.clear();
+  store::LockChangesRecord record(record_);
+  for (const nlm::JournalEntryRef& entry : entries) {
+    if (entry.kind == nlm::JournalEntry::Kind::kShare) {
+      record.Add(CurrentShare(entry.file, entry.owner));
+      continue;
+    }
+    if (HoldsRestoredRows(entry)) continue;  // The store has these rows already.
+    ForgetRestoredRows(entry);
+    const std::optional<store::OffsetSpan> within = CurrentRanges(entry);
+    record.Add(store::ReplaceLocksView{entry.file.value(), entry.owner.host.value(),
+                                       entry.owner.svid, entry.owner.oh.value(), ranges_, within});
+  }
+  if (record.changes() == 0) return true;
+  record.Finish();
+  MarkSynced(entries);
+  const std::exception_ptr error = log_->AppendLockChanges(record_);
+  if (!error) return true;
+  Failed(record.changes(), error);
+  MarkUnsynced(entries);
+  return false;
+}
+
+bool StoreLockJournal::ApplyInline(std::span<const nlm::JournalEntryRef> entries) {
   std::vector<store::LockChange> changes;
   changes.reserve(entries.size());
-  for (const nlm::JournalEntry& entry : entries) {
-    NLOCKD_REQUIRE(entry.kind != nlm::JournalEntry::Kind::kHostReleased);
+  for (const nlm::JournalEntryRef& entry : entries) {
     if (std::optional<store::LockChange> change = ChangeFor(entry)) {
       changes.push_back(std::move(*change));
     }
@@ -258,7 +302,8 @@ void StoreLockJournal::RememberRestoredLock(const lock::RestoredLock& lock) {
               row);
 }
 
-bool StoreLockJournal::HoldsRestoredRows(const nlm::JournalEntry& entry) const {
+bool StoreLockJournal::HoldsRestoredRows(const nlm::JournalEntryRef& entry) const {
+  if (restored_rows_.empty()) return false;
   const auto known = restored_rows_.find(OwnerKey(entry));
   if (known == restored_rows_.end()) return false;
   const std::vector<lock::PriorLocks::Entry> held = locks_.OwnedLocks(entry.file, entry.owner);
@@ -274,7 +319,7 @@ bool StoreLockJournal::HoldsRestoredRows(const nlm::JournalEntry& entry) const {
   return true;
 }
 
-void StoreLockJournal::ForgetRestoredRows(const nlm::JournalEntry& entry) {
+void StoreLockJournal::ForgetRestoredRows(const nlm::JournalEntryRef& entry) {
   if (restored_rows_.empty()) return;
   const auto known = restored_rows_.find(OwnerKey(entry));
   if (known != restored_rows_.end()) restored_rows_.erase(known);

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -20,6 +21,11 @@
 #include "store/async_write.hpp"
 #include "store/records.hpp"
 #include "store/store.hpp"
+
+namespace nlockd::store {
+class LoggedStore;
+class LockChangesRecord;
+}  // namespace nlockd::store
 
 namespace nlockd::server {
 
@@ -37,14 +43,15 @@ namespace nlockd::server {
 // writer thread and one completion per batch, not per call.
 class StoreLockJournal final : public nlm::LockJournal {
  public:
-  StoreLockJournal(const lock::LockManager& locks, store::Store& store)
-      : locks_(locks), store_(store) {}
+  StoreLockJournal(const lock::LockManager& locks, store::Store& store);
 
   asio::awaitable<bool> Record(std::vector<nlm::JournalEntry> entries) override;
   // Inline where the store acknowledges lock writes at once (the lock log): a write per call
-  // then costs less than gathering the calls of a turn and resuming them.
+  // then costs less than gathering the calls of a turn and resuming them. In front of the lock
+  // log itself, the record is encoded straight from the manager's state and the entries (no
+  // store::LockChange with copied strings) into a buffer kept from call to call.
   bool records_inline() const override { return store_.AcknowledgesLockChangesAtOnce(); }
-  bool RecordInline(std::vector<nlm::JournalEntry> entries) override;
+  bool RecordInline(std::span<const nlm::JournalEntryRef> entries) override;
 
   // The owners whose restored locks or shares were loaded at start-up. When grace ends (or a
   // host's restored state is dropped) their persisted rows are rewritten from what they hold
@@ -73,20 +80,28 @@ class StoreLockJournal final : public nlm::LockJournal {
  private:
   // The store change that writes a kLocks or kShare entry, or nullopt when the store holds it
   // already (the owner holds exactly its restored rows).
-  std::optional<store::LockChange> ChangeFor(const nlm::JournalEntry& entry);
+  std::optional<store::LockChange> ChangeFor(const nlm::JournalEntryRef& entry);
 
   // (file, host, svid, oh) of an owner on a file.
   using OwnerKeyView = std::tuple<std::string_view, std::string_view, int32_t, std::string_view>;
-  static OwnerKeyView OwnerKey(const nlm::JournalEntry& entry);
+  static OwnerKeyView OwnerKey(const nlm::JournalEntryRef& entry);
   // The owner's current locks as a store change: only near entry.range when it has one and the
   // owner's rows are in sync, else all of them.
-  store::ReplaceLocks CurrentLocks(const nlm::JournalEntry& entry) const;
+  store::ReplaceLocks CurrentLocks(const nlm::JournalEntryRef& entry);
+  // The same, its ranges put in ranges_: returns the span of rows they replace (nullopt: all).
+  std::optional<store::OffsetSpan> CurrentRanges(const nlm::JournalEntryRef& entry);
+  // RecordInline in front of the lock log: the changes of `entries` as one record.
+  bool AppendInline(std::span<const nlm::JournalEntryRef> entries);
+  // RecordInline through Store::ApplyLockChanges.
+  bool ApplyInline(std::span<const nlm::JournalEntryRef> entries);
   // After a failed write: the persisted rows of these owners may differ from their state
   // anywhere, so their next write replaces all of their rows.
-  void MarkUnsynced(const std::vector<nlm::JournalEntry>& entries);
+  template <typename Entries>
+  void MarkUnsynced(const Entries& entries);
   // Before writing entries: the owners they write in full are in sync again (unless the write
   // fails, which marks them again).
-  void MarkSynced(const std::vector<nlm::JournalEntry>& entries);
+  template <typename Entries>
+  void MarkSynced(const Entries& entries);
   store::LockChange CurrentShare(const lock::FileKey& file, const lock::LockOwner& owner) const;
   asio::awaitable<bool> Write(std::vector<store::Write> writes, size_t changes);
   // A batch of lock and share entries being written, and its outcome.
@@ -106,6 +121,12 @@ class StoreLockJournal final : public nlm::LockJournal {
 
   const lock::LockManager& locks_;
   store::Store& store_;
+  // `store_` when it is the lock log (store::LoggedStore), else null.
+  store::LoggedStore* const log_;
+  // Reused by every inline write: the owner's locks, as rows, and the record.
+  std::vector<lock::PriorLocks::Entry> held_;
+  std::vector<store::LockRange> ranges_;
+  std::string record_;
   // (is share, file, host, svid, oh) of restored state not yet settled.
   using RestoredKey = std::tuple<bool, std::string, std::string, int32_t, std::string>;
   std::set<RestoredKey> restored_;
@@ -117,9 +138,9 @@ class StoreLockJournal final : public nlm::LockJournal {
            std::vector<store::LockRange>, std::less<>>
       restored_rows_;
   // Whether the owner of `entry` holds exactly its restored rows (false once written).
-  bool HoldsRestoredRows(const nlm::JournalEntry& entry) const;
+  bool HoldsRestoredRows(const nlm::JournalEntryRef& entry) const;
   // A write of `entry`'s owner is planned: its rows are no longer known.
-  void ForgetRestoredRows(const nlm::JournalEntry& entry);
+  void ForgetRestoredRows(const nlm::JournalEntryRef& entry);
   uint64_t failures_ = 0;
 };
 

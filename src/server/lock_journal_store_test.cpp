@@ -4,6 +4,7 @@
 #include "server/lock_journal_store.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <random>
@@ -27,6 +28,12 @@ namespace {
 
 using lock::testing::Req;
 using nlm::JournalEntry;
+
+// StoreLockJournal::RecordInline of `entries`, which NLM names by reference.
+bool RecordInline(StoreLockJournal& journal, const std::vector<JournalEntry>& entries) {
+  const std::vector<nlm::JournalEntryRef> refs(entries.begin(), entries.end());
+  return journal.RecordInline(refs);
+}
 
 class StoreLockJournalTest : public ::testing::Test {
  protected:
@@ -449,12 +456,12 @@ TEST(InlineJournal, OnlyAStoreThatAcknowledgesAtOnceIsWrittenInline) {
   const lock::LockOwner owner{lock::HostId("10.0.0.1"), 7, lock::OwnerHandle("7@a")};
   locks.Lock(Req(file, owner, 0, 10, lock::LockType::kExclusive));
   locks.Lock(Req(file, owner, 20, 10, lock::LockType::kShared));
-  EXPECT_TRUE(journal.RecordInline({JournalEntry::Locks(file, owner)}));
+  EXPECT_TRUE(RecordInline(journal, {JournalEntry::Locks(file, owner)}));
   std::vector<store::LockRecord> rows = logged.LoadAll().locks;
   ASSERT_EQ(rows.size(), 2u);
   locks.Unlock(file, owner, 0, 10);
-  EXPECT_TRUE(journal.RecordInline(
-      {JournalEntry::Locks(file, owner, lock::ByteRange::FromOffsetLength(0, 10))}));
+  EXPECT_TRUE(RecordInline(
+      journal, {JournalEntry::Locks(file, owner, lock::ByteRange::FromOffsetLength(0, 10))}));
   rows = logged.LoadAll().locks;
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].offset, 20u);
@@ -476,15 +483,81 @@ TEST(InlineJournal, AFailedInlineWriteIsCountedAndTheOwnersNextWriteReplacesAllI
   };
 
   store.failure = std::make_exception_ptr(Error(ErrorKind::kDisconnected, "disk gone"));
-  EXPECT_FALSE(journal.RecordInline({JournalEntry::Locks(file, owner, range)}));
+  EXPECT_FALSE(RecordInline(journal, {JournalEntry::Locks(file, owner, range)}));
   EXPECT_EQ(journal.failures(), 1u);
   EXPECT_TRUE(within(0)) << "a call's range bounds what is rewritten";
 
   store.failure = nullptr;
-  EXPECT_TRUE(journal.RecordInline({JournalEntry::Locks(file, owner, range)}));
+  EXPECT_TRUE(RecordInline(journal, {JournalEntry::Locks(file, owner, range)}));
   EXPECT_FALSE(within(1)) << "after a failed write, all of the owner's rows";
-  EXPECT_TRUE(journal.RecordInline({JournalEntry::Locks(file, owner, range)}));
+  EXPECT_TRUE(RecordInline(journal, {JournalEntry::Locks(file, owner, range)}));
   EXPECT_TRUE(within(2)) << "in sync again";
+}
+
+// Over the lock log itself the record is encoded from the manager's state (AppendInline): a
+// write the log cannot take fails the call, and the owner's next write replaces all its rows.
+TEST(InlineJournal, AWriteTheLockLogCannotTakeFailsAndTheNextReplacesAllTheOwnersRows) {
+  ManualClock clock;
+  lock::LockManager locks{clock};
+  testutil::TempDir dir("inline-journal-log");
+  const std::string logs = dir.path() + "/logs";
+  std::filesystem::create_directory(logs);
+  store::LoggedStore logged(store::OpenStore("memory:", store::StoreOptions{}), logs + "/journal");
+  StoreLockJournal journal(locks, logged);
+  const lock::FileKey file("fh1");
+  const lock::LockOwner owner{lock::HostId("10.0.0.1"), 7, lock::OwnerHandle("7@a")};
+  const auto range = lock::ByteRange::FromOffsetLength(0, 10);
+  locks.Lock(Req(file, owner, 0, 10, lock::LockType::kExclusive));
+  // The last record the log holds, as its ReplaceLocks.
+  auto last = [&] {
+    std::vector<store::LoggedOp> ops =
+        store::DecodeLogRecords(store::ReadLogFile(logged.SegmentPaths().back()));
+    EXPECT_FALSE(ops.empty());
+    return std::get<store::ReplaceLocks>(std::get<store::LockChangesOp>(ops.back()).changes.at(0));
+  };
+  EXPECT_TRUE(RecordInline(journal, {JournalEntry::Locks(file, owner, range)}));
+  EXPECT_TRUE(last().within.has_value()) << "a call's range bounds what is rewritten";
+
+  // A write that fills the segment, with the log's directory gone: no next segment can begin.
+  std::filesystem::remove_all(logs);
+  store::LockRecord big{"fh2", "10.0.0.2", 1, std::string(store::LoggedStore::kSegmentBytes, 'o'),
+                        true,  0,          1};
+  logged.ApplyLockChanges({store::PutLock{big}}, [](std::exception_ptr e) { EXPECT_FALSE(e); });
+  EXPECT_FALSE(RecordInline(journal, {JournalEntry::Locks(file, owner, range)}));
+  EXPECT_EQ(journal.failures(), 1u);
+
+  std::filesystem::create_directory(logs);
+  EXPECT_TRUE(RecordInline(journal, {JournalEntry::Locks(file, owner, range)}));
+  EXPECT_FALSE(last().within.has_value()) << "after a failed write, all of the owner's rows";
+  EXPECT_TRUE(RecordInline(journal, {JournalEntry::Locks(file, owner, range)}));
+  EXPECT_TRUE(last().within.has_value()) << "in sync again";
+  EXPECT_EQ(logged.Counts().locks, 2u);
+}
+
+// The record encoded straight from the manager's state (AppendInline) keeps the lock log's rows
+// equal to the locks held, call after call, as Record does through store changes.
+TEST_F(StoreLockJournalTest, InlineRecordsEncodedFromTheManagersStateKeepTheRowsEqualToTheLocks) {
+  testutil::TempDir dir("inline-journal-model");
+  store::LoggedStore logged(store::OpenStore("memory:", store::StoreOptions{}),
+                            dir.path() + "/journal");
+  StoreLockJournal journal(locks_, logged);
+  std::mt19937 random(4712);
+  auto pick = [&](uint64_t n) { return std::uniform_int_distribution<uint64_t>(0, n - 1)(random); };
+  for (int step = 0; step < 2000; ++step) {
+    const lock::LockOwner& owner = pick(2) == 0 ? a_ : b_;
+    const uint64_t offset = pick(40);
+    const uint64_t length = pick(8) == 0 ? 0 : 1 + pick(6);  // 0: to the end of the file
+    const auto type = pick(2) == 0 ? lock::LockType::kShared : lock::LockType::kExclusive;
+    const lock::LockStatus status =
+        pick(3) == 0 ? locks_.Unlock(file_, owner, offset, length).status
+                     : locks_.Lock(Req(file_, owner, offset, length, type)).status;
+    if (status != lock::LockStatus::kGranted) continue;
+    ASSERT_TRUE(RecordInline(
+        journal,
+        {JournalEntry::Locks(file_, owner, lock::ByteRange::FromOffsetLength(offset, length))}));
+    if (pick(8) != 0) continue;
+    ASSERT_EQ(Sorted(logged.LoadAll().locks), HeldRows(locks_)) << "after step " << step;
+  }
 }
 
 TEST(DecideGrace, FollowsWhatTheStoreKnows) {

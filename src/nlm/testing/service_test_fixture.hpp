@@ -74,10 +74,21 @@ class FakeCaller : public ClientCaller {
 class RecordingJournal : public LockJournal {
  public:
   asio::awaitable<bool> Record(std::vector<JournalEntry> entries) override {
-    co_return RecordInline(std::move(entries));
+    co_return Recorded(std::move(entries));
   }
   bool records_inline() const override { return writes_inline; }
-  bool RecordInline(std::vector<JournalEntry> entries) override {
+  bool RecordInline(std::span<const JournalEntryRef> entries) override {
+    return Recorded(Copies(entries));
+  }
+  // The entries a RecordInline names, as JournalEntry values.
+  static std::vector<JournalEntry> Copies(std::span<const JournalEntryRef> entries) {
+    std::vector<JournalEntry> copies;
+    for (const JournalEntryRef& e : entries) {
+      copies.push_back(JournalEntry{e.kind, e.file, e.owner, e.range});
+    }
+    return copies;
+  }
+  bool Recorded(std::vector<JournalEntry> entries) {
     batches.push_back(entries);
     if (on_record) on_record(entries);
     return succeed;
@@ -103,8 +114,8 @@ class ManualJournal : public LockJournal {
   // With `writes_inline`, a write NLM makes inline succeeds at once and is kept in `inline_writes`
   // (the writes of the coroutine forms stay in flight as before).
   bool records_inline() const override { return writes_inline; }
-  bool RecordInline(std::vector<JournalEntry> entries) override {
-    inline_writes.push_back(std::move(entries));
+  bool RecordInline(std::span<const JournalEntryRef> entries) override {
+    inline_writes.push_back(RecordingJournal::Copies(entries));
     return true;
   }
   bool writes_inline = false;
