@@ -321,16 +321,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
         buffers.push_back(asio::buffer(out.message));
       }
       co_await asio::async_write(socket_, buffers, asio::redirect_error(asio::use_awaitable, ec));
-      const size_t written = batch.size();
+      Answered(batch.size());
       batch.clear();
       if (ec) {
         // The client is gone: stop the reader, even if it waits for room.
         socket_.close(ec);
         room_.cancel();
-        Answered(written);
         break;
       }
-      Answered(written);
     }
     // Replies still queued, and those of calls still in flight (Send() sees the socket closed),
     // are counted as answered and dropped.

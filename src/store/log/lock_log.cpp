@@ -44,7 +44,6 @@ uint32_t Crc32(std::string_view bytes) {
 // The first word of a record: its format in the top four bits, the payload length below.
 constexpr int kFormatShift = 28;
 constexpr uint32_t kLengthMask = (1U << kFormatShift) - 1;
-constexpr LogFormat kNewestLogFormat = LogFormat::kCrc32c;
 static_assert(kMaxLogPayload <= kLengthMask);
 
 // The checksum of a record's payload in `format`; nullopt for a format this build cannot read.
@@ -362,7 +361,7 @@ std::vector<LoggedOp> DecodeLogRecords(std::string_view bytes, size_t* valid_byt
     if (length == 0 || length > kMaxLogPayload || bytes.size() - at - 8 < length) break;
     const std::string_view payload = bytes.substr(at + 8, length);
     // A format this build does not know ends the log: it cannot tell damage from data.
-    if (format > static_cast<uint32_t>(kNewestLogFormat)) break;
+    if (format > static_cast<uint32_t>(kCurrentLogFormat)) break;
     if (checksums == Checksums::kVerify && Checksum(format, payload) != crc) break;
     Reader reader(payload);
     std::optional<LoggedOp> op = reader.Op();
@@ -580,18 +579,20 @@ std::string ReadLogFile(const std::string& path) {
 }
 
 std::vector<LoggedOp> ReadLogRecords(const std::string& path) {
+  auto cannot_read = [&path](int error) {
+    return Error(ErrorKind::kFailed, fmt::format("cannot read lock log {}: {}", path,
+                                                 std::generic_category().message(error)));
+  };
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return {};
-    throw Error(ErrorKind::kFailed, fmt::format("cannot read lock log {}: {}", path,
-                                                std::generic_category().message(errno)));
+    throw cannot_read(errno);
   }
   struct stat st {};
   if (fstat(fd, &st) != 0) {
     const int error = errno;
     close(fd);
-    throw Error(ErrorKind::kFailed, fmt::format("cannot read lock log {}: {}", path,
-                                                std::generic_category().message(error)));
+    throw cannot_read(error);
   }
   if (st.st_size == 0) {
     close(fd);
