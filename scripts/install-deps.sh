@@ -9,7 +9,7 @@ set -euo pipefail
 build_packages=(
   g++ cmake ninja-build ccache pkg-config
   libasio-dev libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev nlohmann-json3-dev
-  libsqlite3-dev libpq-dev prometheus-cpp-dev libcpp-httplib-dev libssl-dev zlib1g-dev libbrotli-dev
+  libsqlite3-dev libpq-dev prometheus-cpp-dev libcpp-httplib-dev libssl-dev nettle-dev zlib1g-dev libbrotli-dev
   libgoogle-perftools-dev
 )
 test_packages=(

@@ -1,11 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "store/sql/key_digest.hpp"
 
-#include <memory>
+#include <cstdint>
+#include <string>
 
-#include <openssl/evp.h>
-
-#include "base/error.hpp"
+#include <nettle/sha2.h>
 
 namespace nlockd::store {
 namespace {
@@ -33,19 +32,14 @@ class KeyEncoder {
   }
 
   std::string Digest() const {
-    // Fetched once: EVP_sha256() makes OpenSSL 3 look the algorithm up by name on every digest,
-    // which cost more than the hashing on the lock journal's path.
-    static EVP_MD* const sha256 = EVP_MD_fetch(nullptr, "SHA256", nullptr);
-    NLOCKD_ASSERT(sha256 != nullptr, "SHA-256 unavailable");
-    thread_local const std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> context(EVP_MD_CTX_new(),
-                                                                                  EVP_MD_CTX_free);
-    unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned int size = 0;
-    const int ok = context != nullptr && EVP_DigestInit_ex2(context.get(), sha256, nullptr) == 1 &&
-                   EVP_DigestUpdate(context.get(), bytes_.data(), bytes_.size()) == 1 &&
-                   EVP_DigestFinal_ex(context.get(), digest, &size) == 1;
-    NLOCKD_ASSERT(ok && size == 32, "SHA-256 failed");
-    return std::string(reinterpret_cast<const char*>(digest), size);
+    // Nettle's SHA-256: a direct call with no library state, where OpenSSL's EVP needed its
+    // initialisation (and libcrypto's four thousand relocations at every start).
+    sha256_ctx context;
+    sha256_init(&context);
+    sha256_update(&context, bytes_.size(), reinterpret_cast<const uint8_t*>(bytes_.data()));
+    std::string digest(SHA256_DIGEST_SIZE, '\0');
+    sha256_digest(&context, SHA256_DIGEST_SIZE, reinterpret_cast<uint8_t*>(digest.data()));
+    return digest;
   }
 
  private:
