@@ -26,6 +26,7 @@ configure_file(${PROJECT_SOURCE_DIR}/cmake/nlockd.pc.in ${PROJECT_BINARY_DIR}/nl
 install(FILES ${PROJECT_BINARY_DIR}/nlockd.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
 install(TARGETS nlockd DESTINATION ${CMAKE_INSTALL_SBINDIR})
+install(TARGETS nlockd_admin_http LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/nlockd)
 install(TARGETS nlockctl DESTINATION ${CMAKE_INSTALL_BINDIR})
 
 # The systemd unit, naming the daemon by its installed path. By default under the prefix,

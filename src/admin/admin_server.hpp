@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "admin/admin_http.hpp"
 #include "admin/connection_guard.hpp"
 #include "admin/router.hpp"
 #include "base/log_limiter.hpp"
@@ -40,29 +41,29 @@ struct AdminServerOptions {
 // The admin HTTP server (cpp-httplib): /metrics, /healthz, /readyz and /api/v1 (docs/api.md) on
 // its own threads, never on the lock executor or an io thread; a Router (or the handler given)
 // does the work. `backend` and `metrics`, or the handler's state, must outlive the server.
-class AdminServer {
+class AdminServer final : public AdminHttpServer {
  public:
   static constexpr uint16_t kDefaultPort = 9464;
   // Answers one request; called on the HTTP threads, several at once.
-  using Handler = std::function<HttpResponse(const HttpRequest&)>;
+  using Handler = AdminHandler;
 
   AdminServer(Backend& backend, Metrics& metrics, AdminServerOptions options = {});
   // Serves `handler` (e.g. nlockd::LockService::HandleAdminRequest, which checks the token
   // itself; options.token is not used here).
   AdminServer(Handler handler, AdminServerOptions options = {});
-  ~AdminServer();  // Stops.
+  ~AdminServer() override;  // Stops.
   AdminServer(const AdminServer&) = delete;
   AdminServer& operator=(const AdminServer&) = delete;
 
   // Binds and starts serving; returns once requests are accepted. Port 0 picks a free port.
   // Throws nlockd::Error (kFailed) if the address cannot be bound.
   // REQUIRES: not started.
-  void Start(const std::string& address, uint16_t port);
+  void Start(const std::string& address, uint16_t port) override;
   // Stops accepting, finishes the requests in progress and joins the threads. Idempotent.
-  void Stop();
+  void Stop() override;
 
   // The bound port (after Start).
-  uint16_t port() const { return port_; }
+  uint16_t port() const override { return port_; }
   // The connection limits in force (after Start; null before).
   const ConnectionGuard* connections() const { return guard_.get(); }
 

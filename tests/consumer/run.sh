@@ -15,7 +15,7 @@ work=$(mktemp -d /tmp/nlockd-consumer-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 prefix=$work/prefix
 
-cmake --build "$build_dir" --target nlockd_shared nlockd_static nlockd nlockctl -- -j2 >/dev/null
+cmake --build "$build_dir" --target nlockd_shared nlockd_static nlockd nlockd_admin_http nlockctl -- -j2 >/dev/null
 cmake --install "$build_dir" --prefix "$prefix" >/dev/null
 
 flags=""
@@ -28,7 +28,7 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
 
 for layout in include/nlockd/nlockd.hpp include/nlockd/version.hpp lib/cmake/nlockd/nlockdConfig.cmake \
               lib/cmake/nlockd/nlockdConfigVersion.cmake lib/pkgconfig/nlockd.pc lib/libnlockd.a \
-              sbin/nlockd bin/nlockctl lib/systemd/system/nlockd.service; do
+              sbin/nlockd lib/nlockd/nlockd-admin-http.so bin/nlockctl lib/systemd/system/nlockd.service; do
   [[ -e "$prefix/$layout" ]] || { echo "consumer: $layout was not installed" >&2; exit 1; }
 done
 # Only the public headers are installed.
@@ -36,6 +36,20 @@ if find "$prefix/include" -name '*.hpp' | grep -v '/include/nlockd/' | grep -q .
   echo "consumer: headers outside include/nlockd were installed" >&2
   exit 1
 fi
+# The installed daemon finds its admin HTTP module relative to itself (the prefix is not the one
+# it was configured for) and serves.
+log=$work/nlockd.log
+"$prefix/sbin/nlockd" --serve nsm --store memory: --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 \
+  --rpcbind-register false >"$log" 2>&1 &
+daemon=$!
+for _ in $(seq 300); do
+  grep -q "nlockd admin listening" "$log" && break
+  kill -0 "$daemon" 2>/dev/null || break
+  sleep 0.1
+done
+kill "$daemon" 2>/dev/null || true
+wait "$daemon" || true
+grep -q "nlockd admin listening" "$log" || { cat "$log" >&2; echo "consumer: the installed nlockd did not start its admin server" >&2; exit 1; }
 "$here/check-exports.sh" "$prefix"/lib/libnlockd.so >/dev/null
 soname=$(objdump -p "$prefix"/lib/libnlockd.so | sed -n 's/ *SONAME *//p')
 [[ "$soname" =~ ^libnlockd\.so\.[0-9]+$ ]] || { echo "consumer: bad SONAME '$soname'" >&2; exit 1; }

@@ -32,12 +32,13 @@
 #include <sysexits.h>
 #include <unistd.h>
 
-#include "admin/admin_server.hpp"
+#include "admin/admin_http.hpp"
 #include "admin/process_metrics.hpp"
 #include "admin/router.hpp"
 #include "base/error.hpp"
 #include "base/logging.hpp"
 #include "base/redact.hpp"
+#include "cmd/nlockd/admin_module.hpp"
 #include "cmd/nlockd/log_file.hpp"
 #include "cmd/nlockd/pid_file.hpp"
 #include "cmd/nlockd/systemd_notifier.hpp"
@@ -210,10 +211,11 @@ class ServiceSlot {
 // standby); `service` and `ha` must outlive the server.
 // /metrics also carries the process's own metrics (process_*), which the daemon adds: the
 // library leaves them to its host.
-std::unique_ptr<nlockd::admin::AdminServer> StartAdmin(const Config& config,
-                                                       const ServiceSlot& service,
-                                                       const nlockd::HaStatus* ha,
-                                                       const AdminPolicy& policy) {
+// The server comes from a module (cmd/nlockd/admin_module.hpp), loaded at the first call.
+std::unique_ptr<nlockd::admin::AdminHttpServer> StartAdmin(const Config& config,
+                                                           const ServiceSlot& service,
+                                                           const nlockd::HaStatus* ha,
+                                                           const AdminPolicy& policy) {
   if (!config.admin_enabled) {
     spdlog::info("nlockd admin server off");
     return nullptr;
@@ -237,7 +239,8 @@ std::unique_ptr<nlockd::admin::AdminServer> StartAdmin(const Config& config,
                                          std::move(answer.body), std::move(answer.headers)};
     });
   };
-  auto server = std::make_unique<nlockd::admin::AdminServer>(handler);
+  std::unique_ptr<nlockd::admin::AdminHttpServer> server =
+      nlockd::cmd::LoadAdminHttpServer(handler);
   server->Start(config.admin_listen.host, config.admin_listen.port);
   // Tests and scripts wait for this line to learn the port (with --admin-listen ADDR:0).
   spdlog::info("nlockd admin listening address={} port={} token={} writes={}",
@@ -362,7 +365,7 @@ void Run(Config config, const std::string& config_file, const Flags& flags,
   if (config.name.empty()) config.name = nlockd::server::DefaultServerName();
   AdminPolicy policy(config.admin_token, config.admin_open_writes);
   ServiceSlot running;
-  std::unique_ptr<nlockd::admin::AdminServer> admin;
+  std::unique_ptr<nlockd::admin::AdminHttpServer> admin;
   // With ha the service's constructor waits as standby; the admin server answers meanwhile
   // from the HA status (role, holder, epoch), so that operators see the standby.
   std::shared_ptr<nlockd::HaStatus> ha_status;
@@ -386,10 +389,12 @@ void Run(Config config, const std::string& config_file, const Flags& flags,
                   : std::make_unique<nlockd::LockService>(ServiceOptions(config));
     running.Set(service.get());
     systemd.Attach(service.get());
-    // Up before the store loads, so that /healthz answers and /readyz says "not ready"
-    // meanwhile.
-    if (!admin) admin = StartAdmin(config, running, nullptr, policy);
     ListenAndStart(config, *service);
+    // Without ha, up once the service serves (its restart notification round begun): loading
+    // the admin module and starting its threads would otherwise delay the round, most of all
+    // as the status monitor of a slow machine's boot. Before READY=1, which the resource
+    // agents follow with /readyz.
+    if (!admin) admin = StartAdmin(config, running, nullptr, policy);
     systemd.Ready();
 
     bool release = false;
