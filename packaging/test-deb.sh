@@ -112,7 +112,8 @@ read -r -a command <<<"$exec_start"
   --rpcbind-register false --grace 0 >"$log" 2>&1) &
 daemon_pid=$!
 for _ in $(seq 200); do
-  grep -q "nlockd listening" "$log" && break
+  # The admin server comes up last (once nlockd serves).
+  grep -q "nlockd admin listening" "$log" && break
   kill -0 "$daemon_pid" 2>/dev/null || fail "the installed nlockd exited"
   sleep 0.1
 done

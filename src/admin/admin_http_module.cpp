@@ -7,13 +7,11 @@
 #include "admin/admin_server.hpp"
 #include "nlockd_build_info.hpp"
 
-#define NLOCKD_MODULE_EXPORT extern "C" __attribute__((visibility("default")))
-
-NLOCKD_MODULE_EXPORT nlockd::admin::AdminHttpServer* nlockd_admin_http_server_new(
-    const nlockd::admin::AdminHandler* handler) {
+extern "C" __attribute__((visibility("default"))) nlockd::admin::AdminHttpServer*
+nlockd_admin_http_server_new(const nlockd::admin::AdminHandler* handler) {
   return new nlockd::admin::AdminServer(*handler);
 }
 
-NLOCKD_MODULE_EXPORT const char* nlockd_admin_http_module_build() {
+extern "C" __attribute__((visibility("default"))) const char* nlockd_admin_http_module_build() {
   return NLOCKD_BUILD_VERSION " " NLOCKD_BUILD_REVISION;
 }

@@ -407,7 +407,9 @@ TEST(AdminApi, TokenIsRequiredEverywhereButHealthz) {
 TEST(AdminApi, AdminListenOffRunsNoAdminServer) {
   auto nlockd = StartNlockd(0, {"--admin-listen", "off"});
   EXPECT_EQ(nlockd->admin_port(), 0);
-  EXPECT_NE(nlockd->process().output().find("nlockd admin server off"), std::string::npos);
+  // Logged once nlockd serves, after "nlockd listening".
+  EXPECT_TRUE(nlockd->process().LoggedOrWaitFor(std::regex("nlockd admin server off")))
+      << nlockd->process().output();
   EXPECT_EQ(nlockd->Stop(), 0) << nlockd->process().output();
 }
 

@@ -41,13 +41,21 @@ NlockdProcess::NlockdProcess(std::string binary, std::vector<std::string> args,
     return;
   }
   port_ = static_cast<uint16_t>(std::stoi((*match)[1]));
-  // Logged before the line above, unless the admin server is off.
+  if (admin_off) return;
+  // Logged after the line above (before it with ha, whose standby answers first).
   const std::regex admin_line(R"(nlockd admin listening" address=\S+ port=(\d+))");
   std::smatch admin;
   const std::string& output = process_->output();
   if (std::regex_search(output, admin, admin_line)) {
     admin_port_ = static_cast<uint16_t>(std::stoi(admin[1]));
+    return;
   }
+  auto later = process_->PeekForLine(admin_line, std::chrono::seconds(20));
+  if (!later) {
+    ADD_FAILURE() << "nlockd did not start its admin server:\n" << process_->output();
+    return;
+  }
+  admin_port_ = static_cast<uint16_t>(std::stoi((*later)[1]));
 }
 
 }  // namespace nlockd::integration

@@ -80,6 +80,14 @@ std::optional<std::smatch> Subprocess::WaitForLine(const std::regex& pattern,
   }
 }
 
+std::optional<std::smatch> Subprocess::PeekForLine(const std::regex& pattern,
+                                                   std::chrono::milliseconds timeout) {
+  const size_t place = scanned_;
+  auto match = WaitForLine(pattern, timeout);
+  scanned_ = place;
+  return match;
+}
+
 bool Subprocess::LoggedOrWaitFor(const std::regex& pattern, std::chrono::milliseconds timeout) {
   return std::regex_search(output_.substr(0, scanned_), pattern) ||
          WaitForLine(pattern, timeout).has_value();

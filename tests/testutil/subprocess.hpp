@@ -29,6 +29,11 @@ class Subprocess {
   // registration logged by the io thread while the main thread logs "listening".
   bool LoggedOrWaitFor(const std::regex& pattern,
                        std::chrono::milliseconds timeout = std::chrono::seconds(20));
+  // As WaitForLine, but the lines it reads stay unread for the next WaitForLine: for a line
+  // logged at no fixed point among those a test waits for next (the admin server's, which
+  // comes up beside the restart notification).
+  std::optional<std::smatch> PeekForLine(const std::regex& pattern,
+                                         std::chrono::milliseconds timeout);
   // Sends a signal and waits for the exit; returns the exit status (128+signal if killed), or
   // nullopt if it did not exit within the timeout.
   std::optional<int> Stop(int signal, std::chrono::milliseconds timeout);

@@ -1,15 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "cmd/nlockd/admin_module.hpp"
 
-#include <dlfcn.h>
-#include <sys/resource.h>
-#include <unistd.h>
-
 #include <filesystem>
 #include <mutex>
 #include <stdexcept>
 #include <system_error>
 #include <thread>
+
+#include <dlfcn.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "nlockd_build_info.hpp"
 
@@ -26,7 +26,7 @@ LoadedModule Load() {
   const std::string executable = std::filesystem::read_symlink("/proc/self/exe", ignored).string();
   std::string tried;
   for (const std::string& path : AdminModuleCandidates(executable, NLOCKD_ADMIN_MODULE_RELATIVE_DIR,
-                                                          NLOCKD_ADMIN_MODULE_DIR)) {
+                                                       NLOCKD_ADMIN_MODULE_DIR)) {
     if (access(path.c_str(), F_OK) != 0) {
       tried += (tried.empty() ? "" : ", ") + path;
       continue;
@@ -37,8 +37,8 @@ LoadedModule Load() {
       return {nullptr, std::string("cannot load ") + dlerror()};  // NOLINT(concurrency-mt-unsafe)
     }
     // dlsym's void* to a function pointer: POSIX guarantees the conversion.
-    auto build = reinterpret_cast<admin::AdminHttpModuleBuild>(
-        dlsym(module, admin::kAdminHttpModuleBuild));
+    auto build =
+        reinterpret_cast<admin::AdminHttpModuleBuild>(dlsym(module, admin::kAdminHttpModuleBuild));
     auto create = reinterpret_cast<admin::AdminHttpServerFactory>(
         dlsym(module, admin::kAdminHttpModuleEntry));
     const std::string ours = NLOCKD_BUILD_VERSION " " NLOCKD_BUILD_REVISION;

@@ -1,16 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "cmd/nlockd/admin_module.hpp"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <string>
 #include <vector>
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 namespace nlockd::cmd {
 namespace {

@@ -425,7 +425,7 @@ TEST(NlockdDaemon, SighupReloadsLogLevelAndTokenAndNamesKeysNeedingARestart) {
                                   seconds(20));
   ASSERT_TRUE(admin) << daemon.output();
   int port = std::stoi((*admin)[1]);
-  ASSERT_TRUE(daemon.WaitForLine(std::regex("nlockd listening"), seconds(20)));
+  ASSERT_TRUE(daemon.LoggedOrWaitFor(std::regex("nlockd listening"), seconds(20)));
   httplib::Client client("127.0.0.1", port);
   auto status_with = [&](const std::string& bearer) {
     httplib::Headers headers{{"Authorization", "Bearer " + bearer}};
@@ -474,7 +474,7 @@ TEST(NlockdDaemon, AdminWritesNeedATokenUnlessOpened) {
                                     seconds(20));
     ASSERT_TRUE(admin) << daemon.output();
     int port = std::stoi((*admin)[1]);  // Before the output (which the match points into) grows.
-    ASSERT_TRUE(daemon.WaitForLine(std::regex("nlockd listening"), seconds(20)));
+    ASSERT_TRUE(daemon.LoggedOrWaitFor(std::regex("nlockd listening"), seconds(20)));
     httplib::Client client("127.0.0.1", port);
     httplib::Headers headers;
     if (!c.bearer.empty()) headers.emplace("Authorization", "Bearer " + c.bearer);
@@ -618,7 +618,7 @@ TEST(NlockdDaemon, SighupKeepsTheTokenOfAPublicAdminServer) {
                                   seconds(20));
   ASSERT_TRUE(admin) << daemon.output();
   int port = std::stoi((*admin)[1]);
-  ASSERT_TRUE(daemon.WaitForLine(std::regex("nlockd listening"), seconds(20)));
+  ASSERT_TRUE(daemon.LoggedOrWaitFor(std::regex("nlockd listening"), seconds(20)));
   dir.File("nlockd.toml", "admin_listen = \"127.0.0.1:0\"\n");
   ASSERT_EQ(kill(daemon.pid(), SIGHUP), 0);
   ASSERT_TRUE(daemon.WaitForLine(std::regex("nlockd reload refused"), seconds(10)))
@@ -706,7 +706,7 @@ TEST(NlockdDaemon, MetricsArePresentFromTheStart) {
                                   seconds(20));
   ASSERT_TRUE(admin) << daemon.output();
   int port = std::stoi((*admin)[1]);
-  ASSERT_TRUE(daemon.WaitForLine(std::regex("nlockd listening"), seconds(20)));
+  ASSERT_TRUE(daemon.LoggedOrWaitFor(std::regex("nlockd listening"), seconds(20)));
   httplib::Client client("127.0.0.1", port);
   auto metrics = client.Get("/metrics");
   ASSERT_TRUE(metrics);

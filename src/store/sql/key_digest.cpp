@@ -34,7 +34,7 @@ class KeyEncoder {
   std::string Digest() const {
     // Nettle's SHA-256: a direct call with no library state, where OpenSSL's EVP needed its
     // initialisation (and libcrypto's four thousand relocations at every start).
-    sha256_ctx context;
+    sha256_ctx context{};
     sha256_init(&context);
     sha256_update(&context, bytes_.size(), reinterpret_cast<const uint8_t*>(bytes_.data()));
     std::string digest(SHA256_DIGEST_SIZE, '\0');

@@ -17,6 +17,30 @@ TEST(KeyDigest, IsA32ByteSha256) {
       32U);
 }
 
+std::string Hex(const std::string& bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string hex;
+  for (const char c : bytes) {
+    const auto byte = static_cast<unsigned char>(c);
+    hex += kDigits[byte >> 4];
+    hex += kDigits[byte & 0xF];
+  }
+  return hex;
+}
+
+// Stores written by any version hold these keys: the values are SHA-256 of the documented
+// encoding as Python's hashlib computes it (tag, then 4-byte big-endian lengths and integers),
+// whichever library hashes here.
+TEST(KeyDigest, MatchesSha256OfTheEncoding) {
+  EXPECT_EQ(Hex(ShareDigest("f", "h", "o")),
+            "d41332608c5ea799dc744872763f3bb9cd0dc64f3197da06a7ed7986a7ec4cdd");
+  EXPECT_EQ(Hex(LockOwnerDigest(std::string(1024, 'f'), std::string(1024, 'h'), 1,
+                                std::string(1024, 'o'))),
+            "0ae22645bf0b7d1acd012e1ebaec2c85454361633fcd5be2d963b3450d721536");
+  EXPECT_EQ(Hex(RegistrationDigest("a", MyId{"b", 1, 2, 3})),
+            "0f23267619a8af92b9d95a5bb82436e0a6622937631b1e220c2cef06baf6c1e2");
+}
+
 TEST(KeyDigest, IsDeterministic) {
   EXPECT_EQ(ShareDigest("f", "h", "o"), ShareDigest("f", "h", "o"));
 }
