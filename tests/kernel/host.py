@@ -149,8 +149,14 @@ class Admin:
         except (urllib.error.URLError, OSError):
             return None, ""
 
-    def json(self, path):
+    def json(self, path, wait=10):
+        # nlockd opens its admin port once it serves, just after its rpcbind registration (the
+        # agent's "ready"): a port not answering yet is waited for, briefly.
+        deadline = time.monotonic() + wait
         status, body = self.get(path)
+        while status is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+            status, body = self.get(path)
         if status != 200:
             raise Failure("GET %s answered %s: %s" % (path, status, body))
         return json.loads(body)
