@@ -5,11 +5,8 @@
 #include <string>
 #include <vector>
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
+#include <httplib.h>
 
 namespace nlockd::cmd {
 namespace {
@@ -25,27 +22,6 @@ TEST(AdminModule, LooksBesideTheExecutableThenRelativeToItThenInTheInstalledDire
             (std::vector<std::string>{"/usr/lib/nlockd/nlockd-admin-http.so"}));
 }
 
-// One HTTP/1.0 request over a plain socket: the reply's whole text.
-std::string Get(uint16_t port, const std::string& target) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(port);
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string reply;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0) {
-    const std::string request = "GET " + target + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
-      char buffer[4096];
-      for (ssize_t n; (n = read(fd, buffer, sizeof buffer)) > 0;) {
-        reply.append(buffer, static_cast<size_t>(n));
-      }
-    }
-  }
-  close(fd);
-  return reply;
-}
-
 // The module built beside this test (as beside the daemon) loads, and its server answers
 // through the handler it was given.
 TEST(AdminModule, LoadsTheModuleAndServesTheHandler) {
@@ -57,9 +33,11 @@ TEST(AdminModule, LoadsTheModuleAndServesTheHandler) {
   ASSERT_NE(server, nullptr);
   server->Start("127.0.0.1", 0);
   ASSERT_NE(server->port(), 0);
-  const std::string reply = Get(server->port(), "/api/v1/status");
-  EXPECT_NE(reply.find(" 200 "), std::string::npos) << reply;
-  EXPECT_NE(reply.find("seen /api/v1/status"), std::string::npos) << reply;
+  httplib::Client client("127.0.0.1", server->port());
+  const auto reply = client.Get("/api/v1/status");
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->status, 200);
+  EXPECT_EQ(reply->body, "seen /api/v1/status");
   EXPECT_EQ(calls.load(), 1);
   server->Stop();
   // A second server comes from the module already loaded.
