@@ -30,8 +30,9 @@ log="$scratch/nlockd.log"
 "$nlockd" --store memory: --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 \
   --rpcbind-register false --grace 0 >"$log" 2>&1 &
 pid=$!
+# The admin server starts once the service serves: its line comes after "nlockd listening".
 for _ in $(seq 300); do
-  grep -q "nlockd listening" "$log" && break
+  grep -q "nlockd admin listening" "$log" && break
   kill -0 "$pid" 2>/dev/null || { cat "$log" >&2; exit 1; }
   sleep 0.1
 done
