@@ -307,8 +307,9 @@ TEST(LockServiceShutdown, UnderLoadWithNotificationsInFlightAndAHungStoreLosesNo
   const auto hung_for = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - hung_from);
   EXPECT_LE(log.Count("applying a logged lock-table write failed"),
             10u + static_cast<size_t>(hung_for.count()) + 1u);
-  // Every bound of the shutdown together, and the store's busy waits (5 s each: the bunches
-  // handed on, then the clean-shutdown mark): a shutdown past that hung on something unbounded.
+  // Every bound of the shutdown together, and two of the store's busy waits (5 s each: the
+  // transaction in flight, whose failure fails the writes queued behind it untried, then the
+  // clean-shutdown mark): a shutdown past that hung on something unbounded.
   EXPECT_LT(shutdown_took, rpc::kCoreTasksBound + rpc::kRpcDrainBound + rpc::kHostCallsBound +
                                rpc::kGraceTasksBound + options.nsm_callback_timeout +
                                rpc::kShutdownMargin + std::chrono::seconds(10))

@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <utility>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "base/error.hpp"
@@ -45,6 +47,21 @@ std::exception_ptr OwnCopy(const std::exception_ptr& error) {
     return std::make_exception_ptr(LeaseLost(e.what()));
   } catch (const Error& e) {
     return std::make_exception_ptr(Error(e.kind(), e.what()));
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+// The failure of a write that was not tried because the transaction before it failed for a
+// reason that was the database's: the same kind (a lost lease stays a lost lease), saying so.
+std::exception_ptr NotTriedBehind(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const LeaseLost& e) {
+    return std::make_exception_ptr(LeaseLost(e.what()));
+  } catch (const Error& e) {
+    return std::make_exception_ptr(
+        Error(e.kind(), fmt::format("not tried: the transaction before it failed: {}", e.what())));
   } catch (...) {
     return std::current_exception();
   }
@@ -108,9 +125,26 @@ void GroupCommitter::Run() {
         queue_.pop_front();
       }
     }
-    CommitAndComplete(batch);
+    if (const std::exception_ptr failure = CommitAndComplete(batch)) FailQueued(failure);
     batch.clear();
   }
+}
+
+void GroupCommitter::FailQueued(const std::exception_ptr& failure) {
+  std::vector<QueuedWrite> queued;
+  {
+    std::lock_guard lock(mu_);
+    queued.assign(std::make_move_iterator(queue_.begin()), std::make_move_iterator(queue_.end()));
+    queue_.clear();
+  }
+  FailUntried(queued, failure);
+}
+
+void GroupCommitter::FailUntried(std::vector<QueuedWrite>& writes,
+                                 const std::exception_ptr& failure) {
+  if (writes.empty()) return;
+  Report(CommitRecord{{}, writes.size(), /*failed=*/true});
+  Complete(writes, NotTriedBehind(failure));
 }
 
 void GroupCommitter::SetObserver(CommitObserver observer) {
@@ -128,7 +162,7 @@ void GroupCommitter::Report(const CommitRecord& record) {
   }
 }
 
-void GroupCommitter::CommitAndComplete(std::vector<QueuedWrite>& batch) {
+std::exception_ptr GroupCommitter::CommitAndComplete(std::vector<QueuedWrite>& batch) {
   std::exception_ptr error;
   const auto start = std::chrono::steady_clock::now();
   try {
@@ -145,18 +179,25 @@ void GroupCommitter::CommitAndComplete(std::vector<QueuedWrite>& batch) {
     }
     Report(CommitRecord{took, batch.size()});
     Complete(batch, nullptr);
-    return;
+    return nullptr;
   }
-  if (batch.size() == 1 || !MayBeOneWritesFault(error)) {
+  const bool databases_fault = !MayBeOneWritesFault(error);
+  if (batch.size() == 1 || databases_fault) {
     Report(CommitRecord{std::chrono::steady_clock::now() - start, batch.size(), /*failed=*/true});
     Complete(batch, error);
-    return;
+    return databases_fault ? error : nullptr;
   }
-  for (QueuedWrite& write : batch) {
+  for (auto write = batch.begin(); write != batch.end(); ++write) {
     std::vector<QueuedWrite> single;
-    single.push_back(std::move(write));
-    CommitAndComplete(single);
+    single.push_back(std::move(*write));
+    if (const std::exception_ptr failure = CommitAndComplete(single)) {
+      std::vector<QueuedWrite> rest(std::make_move_iterator(write + 1),
+                                    std::make_move_iterator(batch.end()));
+      FailUntried(rest, failure);
+      return failure;
+    }
   }
+  return nullptr;
 }
 
 void GroupCommitter::Complete(std::vector<QueuedWrite>& batch, const std::exception_ptr& error) {

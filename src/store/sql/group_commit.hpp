@@ -29,7 +29,10 @@ struct GroupCommitOptions {
 
 // Group commit for the SQL stores. Owns one writer thread that takes every queued write (up to
 // max_batch), hands them to `commit` as one transaction, and then runs each write's Done on that
-// thread. Writes are committed in submission order. Thread-safe.
+// thread. Writes are committed in submission order. A transaction that fails for the database's
+// reason (locked past its busy timeout, gone past its reconnection time, lease lost) fails the
+// writes queued behind it at once, untried; writes submitted after that are tried again.
+// Thread-safe.
 class GroupCommitter {
  public:
   // Applies batch in one transaction, synced to stable storage if durability is kSynced;
@@ -62,8 +65,13 @@ class GroupCommitter {
   void Run();
   // Commits batch and completes its writes. If a batch of several fails with kFailed (which may
   // be one write's fault), commits them one by one so that one bad write fails alone; any other
-  // failure (database gone or locked) fails the whole batch.
-  void CommitAndComplete(std::vector<QueuedWrite>& batch);
+  // failure (database gone or locked) fails the whole batch, and is returned so that the writes
+  // queued behind it fail at once too rather than each waiting out the same busy timeout or
+  // reconnection (a shutdown with the database hung then takes one wait, not one per batch).
+  std::exception_ptr CommitAndComplete(std::vector<QueuedWrite>& batch);
+  // Fails every queued write, untried, after `failure` (the database's).
+  void FailQueued(const std::exception_ptr& failure);
+  void FailUntried(std::vector<QueuedWrite>& writes, const std::exception_ptr& failure);
   void Report(const CommitRecord& record);
   void Complete(std::vector<QueuedWrite>& batch, const std::exception_ptr& error);
 

@@ -55,6 +55,10 @@ class FakeDatabase {
     std::lock_guard lock(mu_);
     return batches_;
   }
+  int calls() {
+    std::lock_guard lock(mu_);
+    return calls_started_;
+  }
 
  private:
   std::mutex mu_;
@@ -252,6 +256,53 @@ TEST(GroupCommitter, ALostOrLockedDatabaseFailsTheWholeBatchWithoutRetries) {
   EXPECT_EQ(db.batches(), (std::vector<std::string>{"a,"}));
 }
 
+TEST(GroupCommitter, WritesQueuedBehindALostDatabaseFailAtOnceUntriedAndLaterOnesAreTried) {
+  FakeDatabase db;
+  Outcomes outcomes;
+  GroupCommitter committer(db.Fn(), GroupCommitOptions{true, 2, 100});
+  db.Hold();
+  committer.Submit(Named("a"), outcomes.Expect());
+  db.WaitForCalls(1);
+  // Three transactions' worth queue behind "a": the first fails for the database's reason, so
+  // the other two would each wait out the same outage.
+  for (const char* name : {"gone", "b", "c", "d"}) committer.Submit(Named(name), outcomes.Expect());
+  std::string untried_message;
+  committer.Submit(Named("e"), [&](std::exception_ptr error) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const Error& e) {
+      untried_message = e.what();
+    }
+  });
+  db.Release();
+  EXPECT_EQ(outcomes.Wait(), (std::vector<std::string>{"ok", "disconnected", "disconnected",
+                                                       "disconnected", "disconnected"}));
+  EXPECT_EQ(db.calls(), 2) << "the writes behind the failed transaction were tried";
+  EXPECT_NE(untried_message.find("not tried"), std::string::npos) << untried_message;
+  EXPECT_NE(untried_message.find("database gone"), std::string::npos) << untried_message;
+  // The outage is not remembered: the next write is tried.
+  committer.Submit(Named("f"), outcomes.Expect());
+  EXPECT_EQ(outcomes.Wait().back(), "ok");
+  EXPECT_EQ(db.batches(), (std::vector<std::string>{"a,", "f,"}));
+}
+
+TEST(GroupCommitter, ALostDatabaseMetWhileRetryingWriteByWriteFailsTheRestUntried) {
+  FakeDatabase db;
+  Outcomes outcomes;
+  GroupCommitter committer(db.Fn(), GroupCommitOptions{});
+  db.Hold();
+  committer.Submit(Named("a"), outcomes.Expect());
+  db.WaitForCalls(1);
+  for (const char* name : {"x", "bad", "gone", "y"})
+    committer.Submit(Named(name), outcomes.Expect());
+  db.Release();
+  EXPECT_EQ(outcomes.Wait(),
+            (std::vector<std::string>{"ok", "ok", "failed", "disconnected", "disconnected"}));
+  // "a", the batch, then "x", "bad" and "gone" alone; "y" is not tried.
+  EXPECT_EQ(db.calls(), 5);
+  EXPECT_EQ(db.batches(), (std::vector<std::string>{"a,", "x,"}));
+}
+
 TEST(GroupCommitter, AFullQueueFailsNewWritesAtOnceWithOverloaded) {
   FakeDatabase db;
   Outcomes outcomes;
@@ -291,6 +342,22 @@ TEST(GroupCommitter, TheObserverIsToldOfEveryFailedWrite) {
   outcomes.Wait();
   EXPECT_EQ(log.sizes(), (std::vector<size_t>{1}));
   EXPECT_EQ(log.failed(), 4U);
+}
+
+TEST(GroupCommitter, TheObserverIsToldOfTheWritesFailedUntried) {
+  FakeDatabase db;
+  CommitLog log;
+  Outcomes outcomes;
+  GroupCommitter committer(db.Fn(), GroupCommitOptions{true, 1, 100});
+  committer.SetObserver(log.Observer());
+  db.Hold();
+  committer.Submit(Named("a"), outcomes.Expect());
+  db.WaitForCalls(1);
+  for (const char* name : {"gone", "b", "c"}) committer.Submit(Named(name), outcomes.Expect());
+  db.Release();
+  outcomes.Wait();
+  EXPECT_EQ(log.sizes(), (std::vector<size_t>{1}));
+  EXPECT_EQ(log.failed(), 3U);
 }
 
 TEST(GroupCommitter, DestructionCommitsEverythingQueued) {

@@ -3,11 +3,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <future>
 #include <limits>
+#include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -242,6 +245,50 @@ TEST_F(SqliteStoreTest, WithoutGroupCommitEachWriteIsOneTransaction) {
   }
   EXPECT_EQ(store.BumpState(), 1);
   EXPECT_EQ(store.writer_stats().transactions, 21U);
+}
+
+TEST_F(SqliteStoreTest, LockedPastItsBusyTimeoutTheDatabaseFailsTheQueuedWritesAfterOneWait) {
+  constexpr int kWrites = 100;
+  StoreOptions options;
+  options.max_batch = 8;
+  options.sqlite_busy_timeout = std::chrono::milliseconds(300);
+  SqliteStore store(path_, options);
+  // Another connection holds the write lock, as a hung process or an operator's shell might.
+  sqlite3* other = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &other), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(other, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr), SQLITE_OK);
+  std::mutex mu;
+  int overloaded = 0;
+  int untried = 0;
+  std::atomic<int> left{kWrites};
+  std::promise<void> all;
+  for (int i = 0; i < kWrites; ++i) {
+    store.PutRegistration(
+        MakeRegistration("h" + std::to_string(i), "lockd"), [&](std::exception_ptr error) {
+          try {
+            if (error) std::rethrow_exception(error);
+          } catch (const Error& e) {
+            std::lock_guard lock(mu);
+            if (e.kind() == ErrorKind::kOverloaded) ++overloaded;
+            if (std::string_view(e.what()).find("not tried") != std::string_view::npos) {
+              ++untried;
+            }
+          }
+          if (--left == 0) all.set_value();
+        });
+  }
+  all.get_future().wait();
+  // One transaction waited out the busy timeout; the writes queued behind it (all but at most
+  // one batch) failed with it rather than waiting in turn, batch after batch.
+  EXPECT_EQ(overloaded, kWrites);
+  EXPECT_GE(untried, kWrites - 8);
+  ASSERT_EQ(sqlite3_exec(other, "ROLLBACK", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(other);
+  // The lock gone, writes go through again.
+  Sync([&](Done done) {
+    store.PutRegistration(MakeRegistration("after", "lockd"), std::move(done));
+  });
+  EXPECT_EQ(store.Counts().registrations, 1U);
 }
 
 TEST_F(SqliteStoreTest, OpenThroughTheFactory) {
