@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <iterator>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -158,25 +159,31 @@ class DeadlineStream final : public httplib::Stream {
 };
 
 // httplib's task queue: one thread per connection up to the limit, so that a connection never
-// waits behind another's slow request. Threads start as connections need them and then stay
-// (a daemon whose admin API is seldom used does not start 32 idle threads: under emulation each
-// one cost its start measurably). When every thread is taken, a slow reader is evicted to make
+// waits behind another's slow request. Threads start as connections need them (a daemon whose
+// admin API is seldom used does not start 32 idle threads: under emulation each one cost its
+// start measurably) and end after `idle_thread_linger` without one, so that a burst of
+// connections leaves none behind. When every thread is taken, a slow reader is evicted to make
 // room (ConnectionGuard::MakeRoom); failing that a few connections wait, newest served first,
 // and past them the one that waited longest is answered 503 at once instead of holding its
 // descriptor in a queue.
 class ConnectionThreads final : public httplib::TaskQueue {
  public:
-  ConnectionThreads(size_t threads, ConnectionGuard& guard)
-      : max_threads_(threads), guard_(guard) {}
+  ConnectionThreads(size_t threads, std::chrono::milliseconds linger, ConnectionGuard& guard)
+      : max_threads_(threads), linger_(linger), guard_(guard) {}
 
   void enqueue(std::function<void()> fn) override {
     std::function<void()> refused;
+    std::list<std::thread> ended;
     {
       std::lock_guard lock(mutex_);
+      ended.swap(ended_);
       const bool all_taken = idle_ + starting_ <= jobs_.size();
       if (all_taken && threads_.size() < max_threads_ && !stopping_) {
         ++starting_;
-        threads_.emplace_back([this] { Work(); });
+        // The thread finds its own entry, to move it to ended_ when it ends; it takes mutex_
+        // first, so the entry is in place by then.
+        threads_.emplace_back();
+        threads_.back() = std::thread([this, self = std::prev(threads_.end())] { Work(self); });
       } else if (all_taken && !guard_.MakeRoom(jobs_.size()) &&
                  jobs_.size() >= kMaxWaitingConnections) {
         // The connection that has waited longest gives way: a newer one (a health check
@@ -192,6 +199,7 @@ class ConnectionThreads final : public httplib::TaskQueue {
       refusing = false;
     }
     ready_.notify_one();
+    for (auto& thread : ended) thread.join();  // they have returned, or are about to
   }
 
   void shutdown() override {
@@ -200,19 +208,26 @@ class ConnectionThreads final : public httplib::TaskQueue {
       std::lock_guard lock(mutex_);
       stopping_ = true;
       threads.swap(threads_);
+      threads.splice(threads.end(), ended_);
     }
     ready_.notify_all();
     for (auto& thread : threads) thread.join();
   }
 
  private:
-  void Work() {
+  void Work(std::list<std::thread>::iterator self) {
     std::unique_lock lock(mutex_);
     --starting_;
     for (;;) {
       ++idle_;
-      ready_.wait(lock, [this] { return !jobs_.empty() || stopping_; });
+      const bool woken =
+          ready_.wait_for(lock, linger_, [this] { return !jobs_.empty() || stopping_; });
       --idle_;
+      if (!woken) {
+        // Idle for the whole linger: this thread ends; the next enqueue (or shutdown) joins it.
+        ended_.splice(ended_.end(), threads_, self);
+        return;
+      }
       if (jobs_.empty()) return;  // stopping
       // The newest first, for the same reason.
       std::function<void()> job = std::move(jobs_.back());
@@ -228,6 +243,7 @@ class ConnectionThreads final : public httplib::TaskQueue {
   }
 
   const size_t max_threads_;
+  const std::chrono::milliseconds linger_;
   ConnectionGuard& guard_;
   std::mutex mutex_;
   std::condition_variable ready_;
@@ -235,7 +251,8 @@ class ConnectionThreads final : public httplib::TaskQueue {
   size_t idle_ = 0;                         // guarded by mutex_: waiting for a job
   size_t starting_ = 0;                     // guarded by mutex_: started, not waiting yet
   bool stopping_ = false;                   // guarded by mutex_
-  std::list<std::thread> threads_;          // guarded by mutex_
+  std::list<std::thread> threads_;          // guarded by mutex_: running
+  std::list<std::thread> ended_;            // guarded by mutex_: returned or returning, unjoined
 };
 
 // Closes a connection whose answer has been sent. A client may still be sending a body the
@@ -387,8 +404,9 @@ void AdminServer::Start(const std::string& address, uint16_t port) {
   guard_ = std::make_unique<ConnectionGuard>(limits.max_connections);
   work_slots_ = std::make_unique<WorkSlots>(options_.threads);
   auto server = std::make_unique<HttpServer>(*guard_, limits);
-  server->new_task_queue = [threads = limits.max_connections, guard = guard_.get()] {
-    return new ConnectionThreads(threads, *guard);
+  server->new_task_queue = [threads = limits.max_connections, linger = limits.idle_thread_linger,
+                            guard = guard_.get()] {
+    return new ConnectionThreads(threads, linger, *guard);
   };
   server->set_payload_max_length(options_.max_body_bytes);
   server->set_keep_alive_max_count(1);

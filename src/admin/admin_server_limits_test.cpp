@@ -185,6 +185,27 @@ TEST(AdminServerLimits, ConnectionThreadsStartAsConnectionsComeUpToTheLimit) {
   }
 }
 
+// Threads left idle by a burst end after their linger; the next connection starts one again.
+TEST(AdminServerLimits, ConnectionThreadsIdleForTheirLingerEnd) {
+  const size_t before = ThreadsOfThisProcess();
+  AdminServerOptions options;
+  options.connections.max_connections = 6;
+  options.connections.idle_thread_linger = milliseconds(200);
+  TestServer server(options);
+  {
+    SlowClients slow(server.server.port(), 4, milliseconds(50));
+    EXPECT_EQ(Healthz(server.url(), std::chrono::seconds(3)), 200);
+    EXPECT_GE(ThreadsOfThisProcess(), before + 1 + 1 + 4);
+  }
+  // The slow clients are gone (their connections closed): their threads go idle, then end.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (ThreadsOfThisProcess() > before + 1 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  EXPECT_EQ(ThreadsOfThisProcess(), before + 1) << "only the accept thread left";
+  EXPECT_EQ(Healthz(server.url(), std::chrono::seconds(3)), 200);
+}
+
 TEST(AdminServerLimits, FailedLoginsAreWarnedWithTheSourceAtALimitedRate) {
   testutil::CapturedLog log("%l %v");
   {

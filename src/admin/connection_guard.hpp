@@ -20,6 +20,9 @@ struct ConnectionLimits {
   std::chrono::milliseconds request_timeout{10'000};
   // For writing the answer: a client that does not read it holds its thread this long at most.
   std::chrono::milliseconds response_timeout{10'000};
+  // A connection's thread that has had no connection to serve for this long ends (the next
+  // connection starts one again), so that a burst leaves no idle threads behind it.
+  std::chrono::milliseconds idle_thread_linger{60'000};
 };
 
 // Which admin connections are open and which of them are still reading their request. When
