@@ -221,8 +221,9 @@ for round in $(seq "$rounds"); do
         errors=$(sed -n 's/.*"errors":\([0-9]*\).*/\1/p' <<<"$json")
         p50=$(sed -n 's/.*"p50_us":\([0-9]*\).*/\1/p' <<<"$json")
         if [[ -z "$rate" ]]; then
-          # The load client has no deadline per call: a server that never answers one holds it
-          # until the timeout above. That run counts as one error.
+          # The load client ends a connection whose call goes unanswered for --call-timeout
+          # (10 s), and the timeout above backs that up. A run without a result counts as one
+          # error.
           echo "run_ganesha_ab: no result from the load client against $cfg (a call never" \
             "answered?): $json" >&2
           rate=0 errors=1 p50=-

@@ -75,6 +75,7 @@ struct Shared {
   Clock::time_point stop_at;
   LatencyCounts latencies_us;
   uint64_t errors = 0;
+  uint64_t timeouts = 0;
   size_t live_connections = 0;
   uint64_t sent = 0;
 };
@@ -97,6 +98,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   asio::awaitable<void> Lane(std::shared_ptr<Connection> self, size_t lane);
   asio::awaitable<void> Reader(std::shared_ptr<Connection> self);
   asio::awaitable<void> Writer(std::shared_ptr<Connection> self);
+  // Ends the connection (once): counts an error, wakes every lane, closes the socket.
+  void Break();
 
   asio::ip::tcp::socket socket_;
   Shared& shared_;
@@ -119,7 +122,18 @@ asio::awaitable<void> Connection::Run(std::shared_ptr<Connection> self) {
                                   static_cast<uint32_t>(index_ % 250 + 1));
     socket_.bind({source, 0}, ec);
   }
+  // A server that never completes the handshake (its SYNs dropped) would hold the run for the
+  // kernel's connect timeout, minutes.
+  asio::steady_timer connect_deadline(socket_.get_executor());
+  connect_deadline.expires_after(shared_.options.call_timeout);
+  connect_deadline.async_wait([this, self](asio::error_code timer_ec) {
+    if (timer_ec) return;  // connected (or failed) first
+    ++shared_.timeouts;
+    asio::error_code ignored;
+    socket_.close(ignored);
+  });
   auto [connect_ec] = co_await socket_.async_connect(target, kUseTuple);
+  connect_deadline.cancel();
   if (connect_ec || ec) {
     ++shared_.errors;
     co_return;
@@ -154,8 +168,14 @@ asio::awaitable<void> Connection::Lane(std::shared_ptr<Connection> /*keep_alive*
     auto sent = Clock::now();
     outbox_.push_back(std::move(request));
     writer_signal_.cancel();
+    const auto deadline = sent + shared_.options.call_timeout;
     while (!pending.done && !broken_) {
-      pending.signal->expires_at(Clock::time_point::max());
+      if (Clock::now() >= deadline) {
+        ++shared_.timeouts;
+        Break();
+        break;
+      }
+      pending.signal->expires_at(deadline);
       co_await pending.signal->async_wait(kUseTuple);
     }
     pending_.erase(xid);
@@ -222,12 +242,18 @@ asio::awaitable<void> Connection::Reader(std::shared_ptr<Connection> /*keep_aliv
     }
     records.clear();
   }
-  if (lanes_running_ > 0) {
-    broken_ = true;
-    ++shared_.errors;
-    for (auto& [xid, pending] : pending_) pending->signal->cancel();
-  }
+  if (lanes_running_ > 0) Break();
   --shared_.live_connections;
+}
+
+void Connection::Break() {
+  if (broken_) return;
+  broken_ = true;
+  ++shared_.errors;
+  for (auto& [xid, pending] : pending_) pending->signal->cancel();
+  asio::error_code ignored;
+  socket_.close(ignored);
+  writer_signal_.cancel();
 }
 
 }  // namespace
@@ -238,7 +264,7 @@ std::string FixedWorkload::name() const {
 
 LoadResult RunLoad(const LoadOptions& options, Workload& workload) {
   asio::io_context io(1);
-  Shared shared{workload, options, {}, {}, {}, 0, 0, 0};
+  Shared shared{workload, options, {}, {}, {}, 0, 0, 0, 0};
   auto start = Clock::now();
   shared.measure_from = start + options.warmup;
   shared.stop_at = shared.measure_from + options.duration;
@@ -250,6 +276,7 @@ LoadResult RunLoad(const LoadOptions& options, Workload& workload) {
   LoadResult result;
   result.calls = shared.latencies_us.total();
   result.errors = shared.errors;
+  result.timeouts = shared.timeouts;
   result.seconds = std::chrono::duration<double>(options.duration).count();
   result.calls_per_second = static_cast<double>(result.calls) / result.seconds;
   result.p50_us = shared.latencies_us.Percentile(0.50);
@@ -264,9 +291,10 @@ std::string FormatResult(const LoadOptions& options, const std::string& workload
                          const LoadResult& result) {
   return fmt::format(
       "{:<28} C={:<3} P={:<3} {:>10.0f} calls/s  p50 {:>6.0f} us  p99 {:>6.0f} us  "
-      "p99.9 {:>6.0f} us  errors {}{}",
+      "p99.9 {:>6.0f} us  errors {}{}{}",
       workload, options.connections, options.pipeline, result.calls_per_second, result.p50_us,
       result.p99_us, result.p999_us, result.errors,
+      result.timeouts > 0 ? fmt::format(" ({} connections timed out)", result.timeouts) : "",
       options.distinct_sources ? "  (one host per connection)" : "");
 }
 
@@ -274,11 +302,11 @@ std::string ResultJson(const LoadOptions& options, const std::string& workload,
                        const LoadResult& result) {
   return fmt::format(
       R"({{"workload":"{}","connections":{},"pipeline":{},"distinct_sources":{},)"
-      R"("calls":{},"errors":{},"seconds":{:.3f},"calls_per_second":{:.1f},)"
+      R"("calls":{},"errors":{},"timeouts":{},"seconds":{:.3f},"calls_per_second":{:.1f},)"
       R"("p50_us":{:.0f},"p90_us":{:.0f},"p99_us":{:.0f},"p999_us":{:.0f},"max_us":{:.0f}}})",
       workload, options.connections, options.pipeline, options.distinct_sources, result.calls,
-      result.errors, result.seconds, result.calls_per_second, result.p50_us, result.p90_us,
-      result.p99_us, result.p999_us, result.max_us);
+      result.errors, result.timeouts, result.seconds, result.calls_per_second, result.p50_us,
+      result.p90_us, result.p99_us, result.p999_us, result.max_us);
 }
 
 }  // namespace nlockd::bench

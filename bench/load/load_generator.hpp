@@ -55,11 +55,15 @@ struct LoadOptions {
   // Stop once this many calls were sent in all (0: run for the duration). With a zero warm-up
   // and a long duration, this makes a fixed number of calls (a prefill).
   uint64_t max_calls = 0;
+  // A call unanswered this long, or a connection not made in it, ends its connection and counts
+  // as an error: a server that stops answering ends the run rather than hanging it.
+  std::chrono::milliseconds call_timeout{10'000};
 };
 
 struct LoadResult {
-  uint64_t calls = 0;   // Completed in the measured window.
-  uint64_t errors = 0;  // Not SUCCESS, bad result, or a broken connection.
+  uint64_t calls = 0;     // Completed in the measured window.
+  uint64_t errors = 0;    // Not SUCCESS, bad result, or a broken connection.
+  uint64_t timeouts = 0;  // Connections ended by call_timeout (each also counted in errors).
   double seconds = 0;
   double calls_per_second = 0;
   double p50_us = 0, p90_us = 0, p99_us = 0, p999_us = 0, max_us = 0;

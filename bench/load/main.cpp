@@ -51,14 +51,10 @@ void Print(const nlockd::bench::LoadOptions& options, const std::string& name,
 
 // nlm4-test: per file size, fill a file of its own over the wire, then TEST it; NULL first as
 // the ceiling, and every row's calls/s as a ratio of the first file size's TEST.
-int RunTests(const std::string& address, uint16_t port, const std::vector<size_t>& connections,
-             const std::vector<size_t>& pipelines, double duration, double warmup, bool json,
+// `base` holds the target, the durations and the call timeout.
+int RunTests(const nlockd::bench::LoadOptions& base, const std::vector<size_t>& connections,
+             const std::vector<size_t>& pipelines, bool json,
              const std::vector<uint64_t>& file_locks, uint64_t run, const std::string& fh) {
-  nlockd::bench::LoadOptions base;
-  base.target = asio::ip::make_address(address);
-  base.port = port;
-  base.duration = std::chrono::milliseconds(static_cast<int64_t>(duration * 1000));
-  base.warmup = std::chrono::milliseconds(static_cast<int64_t>(warmup * 1000));
   std::vector<uint64_t> runs;
   for (uint64_t locks : file_locks) {
     nlockd::bench::NlmFillWorkload fill(FileOf(fh, run + runs.size()));
@@ -113,7 +109,7 @@ int main(int argc, char** argv) {
   std::string target = "127.0.0.1:4045";
   std::vector<size_t> connections{1, 8, 64};
   std::vector<size_t> pipelines{1};
-  double duration = 5, warmup = 1;
+  double duration = 5, warmup = 1, call_timeout = 10;
   uint64_t calls = 0;
   uint32_t program = 100021, version = 4, procedure = 0;
   std::string args_hex, fh_hex;
@@ -128,6 +124,10 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   app.add_option("--duration", duration, "measured seconds per run (default 5)");
   app.add_option("--warmup", warmup, "unmeasured seconds before each run (default 1)");
+  app.add_option("--call-timeout", call_timeout,
+                 "seconds a call may go unanswered (or a connection unmade) before its "
+                 "connection is ended and counted as an error (default 10)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--calls", calls,
                  "stop each run after this many calls in all (0, the default: run for "
                  "--duration); with --warmup 0, a fixed amount of work, as the instruction "
@@ -176,13 +176,17 @@ int main(int argc, char** argv) {
     std::cerr << "--target must be ADDR:PORT\n";
     return EXIT_FAILURE;
   }
+  nlockd::bench::LoadOptions base;
+  base.target = asio::ip::make_address(target.substr(0, colon));
+  base.port = static_cast<uint16_t>(std::stoi(target.substr(colon + 1)));
+  base.duration = std::chrono::milliseconds(static_cast<int64_t>(duration * 1000));
+  base.warmup = std::chrono::milliseconds(static_cast<int64_t>(warmup * 1000));
+  base.call_timeout = std::chrono::milliseconds(static_cast<int64_t>(call_timeout * 1000));
   nlockd::bench::CallSpec spec{program, version, procedure, ParseHex(args_hex)};
   nlockd::bench::FixedWorkload fixed(spec);
   uint64_t run = std::random_device{}();
   if (workload_name == "nlm4-test") {
-    return RunTests(target.substr(0, colon),
-                    static_cast<uint16_t>(std::stoi(target.substr(colon + 1))), connections,
-                    pipelines, duration, warmup, json, file_locks, run, fh);
+    return RunTests(base, connections, pipelines, json, file_locks, run, fh);
   }
   for (size_t pipeline : pipelines) {
     for (size_t count : connections) {
@@ -194,9 +198,7 @@ int main(int argc, char** argv) {
                                           : workload_name == "nlm4-block-cancel"
                                               ? static_cast<nlockd::bench::Workload&>(block_cancel)
                                               : fixed;
-      nlockd::bench::LoadOptions options;
-      options.target = asio::ip::make_address(target.substr(0, colon));
-      options.port = static_cast<uint16_t>(std::stoi(target.substr(colon + 1)));
+      nlockd::bench::LoadOptions options = base;
       if (workload_name == "nlm4-block-cancel") {
         nlockd::bench::FixedWorkload holder(block_cancel.HolderLock());
         nlockd::bench::LoadOptions once = options;
@@ -212,8 +214,6 @@ int main(int argc, char** argv) {
       }
       options.connections = count;
       options.pipeline = pipeline;
-      options.duration = std::chrono::milliseconds(static_cast<int64_t>(duration * 1000));
-      options.warmup = std::chrono::milliseconds(static_cast<int64_t>(warmup * 1000));
       options.distinct_sources = distinct_sources;
       options.max_calls = calls;
       std::optional<nlockd::bench::LoadResult> null_result;
