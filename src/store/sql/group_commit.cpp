@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <iterator>
+#include <string_view>
 #include <utility>
 
 #include <fmt/format.h>
@@ -36,17 +37,17 @@ bool MayBeOneWritesFault(const std::exception_ptr& error) {
   }
 }
 
-// A new exception object equal to *error. Each Done gets its own: callers hand failures to
-// their own threads, and one object shared by several threads is freed by whichever lets go
-// last, through a reference count that ThreadSanitizer cannot see (libstdc++ is not built
-// with it).
-std::exception_ptr OwnCopy(const std::exception_ptr& error) {
+// A new exception object equal to *error, its message after `prefix` (a LeaseLost keeps its
+// own). Each Done gets its own: callers hand failures to their own threads, and one object
+// shared by several threads is freed by whichever lets go last, through a reference count that
+// ThreadSanitizer cannot see (libstdc++ is not built with it).
+std::exception_ptr OwnCopy(const std::exception_ptr& error, std::string_view prefix = {}) {
   try {
     std::rethrow_exception(error);
   } catch (const LeaseLost& e) {
     return std::make_exception_ptr(LeaseLost(e.what()));
   } catch (const Error& e) {
-    return std::make_exception_ptr(Error(e.kind(), e.what()));
+    return std::make_exception_ptr(Error(e.kind(), fmt::format("{}{}", prefix, e.what())));
   } catch (...) {
     return std::current_exception();
   }
@@ -55,16 +56,7 @@ std::exception_ptr OwnCopy(const std::exception_ptr& error) {
 // The failure of a write that was not tried because the transaction before it failed for a
 // reason that was the database's: the same kind (a lost lease stays a lost lease), saying so.
 std::exception_ptr NotTriedBehind(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const LeaseLost& e) {
-    return std::make_exception_ptr(LeaseLost(e.what()));
-  } catch (const Error& e) {
-    return std::make_exception_ptr(
-        Error(e.kind(), fmt::format("not tried: the transaction before it failed: {}", e.what())));
-  } catch (...) {
-    return std::current_exception();
-  }
+  return OwnCopy(error, "not tried: the transaction before it failed: ");
 }
 
 }  // namespace
