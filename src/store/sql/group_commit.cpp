@@ -182,7 +182,7 @@ std::exception_ptr GroupCommitter::CommitAndComplete(std::vector<QueuedWrite>& b
   for (auto write = batch.begin(); write != batch.end(); ++write) {
     std::vector<QueuedWrite> single;
     single.push_back(std::move(*write));
-    if (const std::exception_ptr failure = CommitAndComplete(single)) {
+    if (std::exception_ptr failure = CommitAndComplete(single)) {
       std::vector<QueuedWrite> rest(std::make_move_iterator(write + 1),
                                     std::make_move_iterator(batch.end()));
       FailUntried(rest, failure);
