@@ -266,15 +266,17 @@ TEST(GroupCommitter, WritesQueuedBehindALostDatabaseFailAtOnceUntriedAndLaterOne
   // Three transactions' worth queue behind "a": the first fails for the database's reason, so
   // the other two would each wait out the same outage.
   for (const char* name : {"gone", "b", "c", "d"}) committer.Submit(Named(name), outcomes.Expect());
-  std::string untried_message;
+  // The last one's message, handed over from the writer thread.
+  std::promise<std::string> untried;
   committer.Submit(Named("e"), [&](std::exception_ptr error) {
     try {
       std::rethrow_exception(error);
     } catch (const Error& e) {
-      untried_message = e.what();
+      untried.set_value(e.what());
     }
   });
   db.Release();
+  const std::string untried_message = untried.get_future().get();
   EXPECT_EQ(outcomes.Wait(), (std::vector<std::string>{"ok", "disconnected", "disconnected",
                                                        "disconnected", "disconnected"}));
   EXPECT_EQ(db.calls(), 2) << "the writes behind the failed transaction were tried";
