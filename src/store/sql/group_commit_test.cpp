@@ -3,6 +3,7 @@
 
 #include <condition_variable>
 #include <future>
+#include <initializer_list>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -103,6 +104,16 @@ class Outcomes {
 
 WriteOp Named(const std::string& name) { return RemoveNotifyOwedOp{name}; }
 
+// Holds the database while a write "a" is being committed and queues `names` behind it; the
+// caller releases the database, and the queued writes are then taken together (up to max_batch).
+void QueueBehindACommit(GroupCommitter& committer, FakeDatabase& db, Outcomes& outcomes,
+                        std::initializer_list<const char*> names) {
+  db.Hold();
+  committer.Submit(Named("a"), outcomes.Expect());
+  db.WaitForCalls(1);
+  for (const char* name : names) committer.Submit(Named(name), outcomes.Expect());
+}
+
 TEST(GroupCommitter, CommitsWritesQueuedDuringACommitInOneBatch) {
   FakeDatabase db;
   Outcomes outcomes;
@@ -122,10 +133,7 @@ TEST(GroupCommitter, WithoutBatchingCommitsOneWritePerTransaction) {
   FakeDatabase db;
   Outcomes outcomes;
   GroupCommitter committer(db.Fn(), GroupCommitOptions{false, 1024, 100});
-  db.Hold();
-  committer.Submit(Named("a"), outcomes.Expect());
-  db.WaitForCalls(1);
-  for (const char* name : {"b", "c"}) committer.Submit(Named(name), outcomes.Expect());
+  QueueBehindACommit(committer, db, outcomes, {"b", "c"});
   db.Release();
   outcomes.Wait();
   EXPECT_EQ(db.batches(), (std::vector<std::string>{"a,", "b,", "c,"}));
@@ -135,11 +143,7 @@ TEST(GroupCommitter, MaxBatchBoundsATransaction) {
   FakeDatabase db;
   Outcomes outcomes;
   GroupCommitter committer(db.Fn(), GroupCommitOptions{true, 2, 100});
-  db.Hold();
-  committer.Submit(Named("a"), outcomes.Expect());
-  db.WaitForCalls(1);
-  for (const char* name : {"b", "c", "d", "e", "f"})
-    committer.Submit(Named(name), outcomes.Expect());
+  QueueBehindACommit(committer, db, outcomes, {"b", "c", "d", "e", "f"});
   db.Release();
   outcomes.Wait();
   EXPECT_EQ(db.batches(), (std::vector<std::string>{"a,", "b,c,", "d,e,", "f,"}));
@@ -163,10 +167,7 @@ TEST(GroupCommitter, AFailedBatchIsRetriedWriteByWriteSoOnlyTheBadWriteFails) {
   FakeDatabase db;
   Outcomes outcomes;
   GroupCommitter committer(db.Fn(), GroupCommitOptions{});
-  db.Hold();
-  committer.Submit(Named("a"), outcomes.Expect());
-  db.WaitForCalls(1);
-  for (const char* name : {"b", "bad", "c"}) committer.Submit(Named(name), outcomes.Expect());
+  QueueBehindACommit(committer, db, outcomes, {"b", "bad", "c"});
   db.Release();
   EXPECT_EQ(outcomes.Wait(), (std::vector<std::string>{"ok", "ok", "failed", "ok"}));
   EXPECT_EQ(db.batches(), (std::vector<std::string>{"a,", "b,", "c,"}));
@@ -233,10 +234,7 @@ TEST(GroupCommitter, TheObserverSeesTheBatchSize) {
   Outcomes outcomes;
   GroupCommitter committer(db.Fn(), GroupCommitOptions{});
   committer.SetObserver(log.Observer());
-  db.Hold();
-  committer.Submit(Named("a"), outcomes.Expect());
-  db.WaitForCalls(1);
-  for (const char* name : {"b", "c", "d"}) committer.Submit(Named(name), outcomes.Expect());
+  QueueBehindACommit(committer, db, outcomes, {"b", "c", "d"});
   db.Release();
   outcomes.Wait();
   EXPECT_EQ(log.sizes(), (std::vector<size_t>{1, 3}));
@@ -246,10 +244,7 @@ TEST(GroupCommitter, ALostOrLockedDatabaseFailsTheWholeBatchWithoutRetries) {
   FakeDatabase db;
   Outcomes outcomes;
   GroupCommitter committer(db.Fn(), GroupCommitOptions{});
-  db.Hold();
-  committer.Submit(Named("a"), outcomes.Expect());
-  db.WaitForCalls(1);
-  for (const char* name : {"b", "gone", "c"}) committer.Submit(Named(name), outcomes.Expect());
+  QueueBehindACommit(committer, db, outcomes, {"b", "gone", "c"});
   db.Release();
   EXPECT_EQ(outcomes.Wait(),
             (std::vector<std::string>{"ok", "disconnected", "disconnected", "disconnected"}));
@@ -260,12 +255,9 @@ TEST(GroupCommitter, WritesQueuedBehindALostDatabaseFailAtOnceUntriedAndLaterOne
   FakeDatabase db;
   Outcomes outcomes;
   GroupCommitter committer(db.Fn(), GroupCommitOptions{true, 2, 100});
-  db.Hold();
-  committer.Submit(Named("a"), outcomes.Expect());
-  db.WaitForCalls(1);
   // Three transactions' worth queue behind "a": the first fails for the database's reason, so
   // the other two would each wait out the same outage.
-  for (const char* name : {"gone", "b", "c", "d"}) committer.Submit(Named(name), outcomes.Expect());
+  QueueBehindACommit(committer, db, outcomes, {"gone", "b", "c", "d"});
   // The last one's message, handed over from the writer thread.
   std::promise<std::string> untried;
   committer.Submit(Named("e"), [&](std::exception_ptr error) {
@@ -292,11 +284,7 @@ TEST(GroupCommitter, ALostDatabaseMetWhileRetryingWriteByWriteFailsTheRestUntrie
   FakeDatabase db;
   Outcomes outcomes;
   GroupCommitter committer(db.Fn(), GroupCommitOptions{});
-  db.Hold();
-  committer.Submit(Named("a"), outcomes.Expect());
-  db.WaitForCalls(1);
-  for (const char* name : {"x", "bad", "gone", "y"})
-    committer.Submit(Named(name), outcomes.Expect());
+  QueueBehindACommit(committer, db, outcomes, {"x", "bad", "gone", "y"});
   db.Release();
   EXPECT_EQ(outcomes.Wait(),
             (std::vector<std::string>{"ok", "ok", "failed", "disconnected", "disconnected"}));
@@ -333,11 +321,8 @@ TEST(GroupCommitter, TheObserverIsToldOfEveryFailedWrite) {
   Outcomes outcomes;
   GroupCommitter committer(db.Fn(), GroupCommitOptions{true, 1024, 3});
   committer.SetObserver(log.Observer());
-  db.Hold();
-  committer.Submit(Named("a"), outcomes.Expect());
-  db.WaitForCalls(1);
   // A lost database fails its whole batch; a full queue refuses a write at once.
-  for (const char* name : {"b", "gone", "c"}) committer.Submit(Named(name), outcomes.Expect());
+  QueueBehindACommit(committer, db, outcomes, {"b", "gone", "c"});
   committer.Submit(Named("d"), outcomes.Expect());
   EXPECT_EQ(log.failed(), 1U) << "the write refused by the full queue";
   db.Release();
@@ -352,10 +337,7 @@ TEST(GroupCommitter, TheObserverIsToldOfTheWritesFailedUntried) {
   Outcomes outcomes;
   GroupCommitter committer(db.Fn(), GroupCommitOptions{true, 1, 100});
   committer.SetObserver(log.Observer());
-  db.Hold();
-  committer.Submit(Named("a"), outcomes.Expect());
-  db.WaitForCalls(1);
-  for (const char* name : {"gone", "b", "c"}) committer.Submit(Named(name), outcomes.Expect());
+  QueueBehindACommit(committer, db, outcomes, {"gone", "b", "c"});
   db.Release();
   outcomes.Wait();
   EXPECT_EQ(log.sizes(), (std::vector<size_t>{1}));
