@@ -251,7 +251,8 @@ TEST_F(SqliteStoreTest, LockedPastItsBusyTimeoutTheDatabaseFailsTheQueuedWritesA
   constexpr int kWrites = 100;
   StoreOptions options;
   options.max_batch = 8;
-  options.sqlite_busy_timeout = std::chrono::milliseconds(300);
+  // Long enough that every write is queued before the first transaction gives up.
+  options.sqlite_busy_timeout = std::chrono::milliseconds(1000);
   SqliteStore store(path_, options);
   // Another connection holds the write lock, as a hung process or an operator's shell might.
   sqlite3* other = nullptr;
