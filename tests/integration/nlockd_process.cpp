@@ -45,17 +45,15 @@ NlockdProcess::NlockdProcess(std::string binary, std::vector<std::string> args,
   // Logged after the line above (before it with ha, whose standby answers first).
   const std::regex admin_line(R"(nlockd admin listening" address=\S+ port=(\d+))");
   std::smatch admin;
-  const std::string& output = process_->output();
-  if (std::regex_search(output, admin, admin_line)) {
-    admin_port_ = static_cast<uint16_t>(std::stoi(admin[1]));
-    return;
+  if (!std::regex_search(process_->output(), admin, admin_line)) {
+    auto later = process_->PeekForLine(admin_line, std::chrono::seconds(20));
+    if (!later) {
+      ADD_FAILURE() << "nlockd did not start its admin server:\n" << process_->output();
+      return;
+    }
+    admin = *later;
   }
-  auto later = process_->PeekForLine(admin_line, std::chrono::seconds(20));
-  if (!later) {
-    ADD_FAILURE() << "nlockd did not start its admin server:\n" << process_->output();
-    return;
-  }
-  admin_port_ = static_cast<uint16_t>(std::stoi((*later)[1]));
+  admin_port_ = static_cast<uint16_t>(std::stoi(admin[1]));
 }
 
 }  // namespace nlockd::integration
