@@ -117,19 +117,17 @@ void GroupCommitter::Run() {
         queue_.pop_front();
       }
     }
-    if (const std::exception_ptr failure = CommitAndComplete(batch)) FailQueued(failure);
+    CommitAndComplete(batch);
     batch.clear();
   }
 }
 
-void GroupCommitter::FailQueued(const std::exception_ptr& failure) {
-  std::vector<QueuedWrite> queued;
-  {
-    std::lock_guard lock(mu_);
-    queued.assign(std::make_move_iterator(queue_.begin()), std::make_move_iterator(queue_.end()));
-    queue_.clear();
-  }
-  FailUntried(queued, failure);
+std::vector<QueuedWrite> GroupCommitter::TakeQueued() {
+  std::lock_guard lock(mu_);
+  std::vector<QueuedWrite> queued(std::make_move_iterator(queue_.begin()),
+                                  std::make_move_iterator(queue_.end()));
+  queue_.clear();
+  return queued;
 }
 
 void GroupCommitter::FailUntried(std::vector<QueuedWrite>& writes,
@@ -175,8 +173,13 @@ std::exception_ptr GroupCommitter::CommitAndComplete(std::vector<QueuedWrite>& b
   }
   const bool databases_fault = !MayBeOneWritesFault(error);
   if (batch.size() == 1 || databases_fault) {
+    // The backlog is taken before anyone hears of the failure: a write submitted by a caller
+    // that has seen it (a retry, the next step of a recovery) is tried, not failed behind it.
+    std::vector<QueuedWrite> behind;
+    if (databases_fault) behind = TakeQueued();
     Report(CommitRecord{std::chrono::steady_clock::now() - start, batch.size(), /*failed=*/true});
     Complete(batch, error);
+    FailUntried(behind, error);
     return databases_fault ? error : nullptr;
   }
   for (auto write = batch.begin(); write != batch.end(); ++write) {

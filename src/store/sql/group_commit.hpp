@@ -65,12 +65,13 @@ class GroupCommitter {
   void Run();
   // Commits batch and completes its writes. If a batch of several fails with kFailed (which may
   // be one write's fault), commits them one by one so that one bad write fails alone; any other
-  // failure (database gone or locked) fails the whole batch, and is returned so that the writes
-  // queued behind it fail at once too rather than each waiting out the same busy timeout or
-  // reconnection (a shutdown with the database hung then takes one wait, not one per batch).
+  // failure (database gone or locked) fails the whole batch and the writes queued behind it, at
+  // once and untried, rather than each waiting out the same busy timeout or reconnection (a
+  // shutdown with the database hung then takes one wait, not one per batch); that failure is
+  // returned, so that a write-by-write retry fails its remaining writes the same way.
   std::exception_ptr CommitAndComplete(std::vector<QueuedWrite>& batch);
-  // Fails every queued write, untried, after `failure` (the database's).
-  void FailQueued(const std::exception_ptr& failure);
+  // Empties the queue into the result.
+  std::vector<QueuedWrite> TakeQueued();
   void FailUntried(std::vector<QueuedWrite>& writes, const std::exception_ptr& failure);
   void Report(const CommitRecord& record);
   void Complete(std::vector<QueuedWrite>& batch, const std::exception_ptr& error);

@@ -280,6 +280,21 @@ TEST(GroupCommitter, WritesQueuedBehindALostDatabaseFailAtOnceUntriedAndLaterOne
   EXPECT_EQ(db.batches(), (std::vector<std::string>{"a,", "f,"}));
 }
 
+TEST(GroupCommitter, AWriteSubmittedByACallerThatSawTheFailureIsTried) {
+  FakeDatabase db;
+  Outcomes outcomes;
+  GroupCommitter committer(db.Fn(), GroupCommitOptions{});
+  // The failed write's caller submits its next write from its completion, as a caller blocked
+  // on the failure does the moment it wakes: that write comes after the failure, not behind it.
+  Done retry = outcomes.Expect();
+  committer.Submit(Named("gone"), [&](std::exception_ptr error) {
+    EXPECT_TRUE(error);
+    committer.Submit(Named("next"), std::move(retry));
+  });
+  EXPECT_EQ(outcomes.Wait(), (std::vector<std::string>{"ok"}));
+  EXPECT_EQ(db.batches(), (std::vector<std::string>{"next,"}));
+}
+
 TEST(GroupCommitter, ALostDatabaseMetWhileRetryingWriteByWriteFailsTheRestUntried) {
   FakeDatabase db;
   Outcomes outcomes;
