@@ -152,47 +152,63 @@ void GroupCommitter::Report(const CommitRecord& record) {
   }
 }
 
-std::exception_ptr GroupCommitter::CommitAndComplete(std::vector<QueuedWrite>& batch) {
-  std::exception_ptr error;
-  const auto start = std::chrono::steady_clock::now();
+std::exception_ptr GroupCommitter::Commit(std::vector<QueuedWrite>& batch,
+                                          Clock::time_point start) {
   try {
     commit_(batch, BatchDurability(batch));
   } catch (...) {
-    error = std::current_exception();
+    return std::current_exception();
   }
-  if (!error) {
-    const auto took = std::chrono::steady_clock::now() - start;
-    {
-      std::lock_guard lock(mu_);
-      ++stats_.transactions;
-      stats_.writes += batch.size();
-    }
-    Report(CommitRecord{took, batch.size()});
-    Complete(batch, nullptr);
-    return nullptr;
+  const auto took = Clock::now() - start;
+  {
+    std::lock_guard lock(mu_);
+    ++stats_.transactions;
+    stats_.writes += batch.size();
   }
-  const bool databases_fault = !MayBeOneWritesFault(error);
-  if (batch.size() == 1 || databases_fault) {
-    // The backlog is taken before anyone hears of the failure: a write submitted by a caller
-    // that has seen it (a retry, the next step of a recovery) is tried, not failed behind it.
-    std::vector<QueuedWrite> behind;
-    if (databases_fault) behind = TakeQueued();
-    Report(CommitRecord{std::chrono::steady_clock::now() - start, batch.size(), /*failed=*/true});
-    Complete(batch, error);
-    FailUntried(behind, error);
-    return databases_fault ? error : nullptr;
+  Report(CommitRecord{took, batch.size()});
+  Complete(batch, nullptr);
+  return nullptr;
+}
+
+void GroupCommitter::Fail(std::vector<QueuedWrite>& failed, std::vector<QueuedWrite>& untried,
+                          const std::exception_ptr& error, Clock::time_point start) {
+  // On the database's failure the backlog is taken before anyone hears of it: a write
+  // submitted by a caller that has seen the failure (a retry, the next step of a recovery) is
+  // tried, not failed behind it. Completions keep submission order: the failed writes, the
+  // rest of their batch, then the backlog (LoggedStore counts on that order).
+  std::vector<QueuedWrite> behind;
+  if (!MayBeOneWritesFault(error)) behind = TakeQueued();
+  Report(CommitRecord{Clock::now() - start, failed.size(), /*failed=*/true});
+  Complete(failed, error);
+  FailUntried(untried, error);
+  FailUntried(behind, error);
+}
+
+void GroupCommitter::CommitAndComplete(std::vector<QueuedWrite>& batch) {
+  const auto start = Clock::now();
+  const std::exception_ptr error = Commit(batch, start);
+  if (!error) return;
+  std::vector<QueuedWrite> none;
+  if (batch.size() == 1 || !MayBeOneWritesFault(error)) {
+    Fail(batch, none, error, start);
+    return;
   }
   for (auto write = batch.begin(); write != batch.end(); ++write) {
     std::vector<QueuedWrite> single;
     single.push_back(std::move(*write));
-    if (std::exception_ptr failure = CommitAndComplete(single)) {
-      std::vector<QueuedWrite> rest(std::make_move_iterator(write + 1),
-                                    std::make_move_iterator(batch.end()));
-      FailUntried(rest, failure);
-      return failure;
+    const auto single_start = Clock::now();
+    const std::exception_ptr failure = Commit(single, single_start);
+    if (!failure) continue;
+    if (MayBeOneWritesFault(failure)) {
+      Fail(single, none, failure, single_start);
+      continue;
     }
+    // The database's failure: the rest of the batch would meet it too.
+    std::vector<QueuedWrite> rest(std::make_move_iterator(write + 1),
+                                  std::make_move_iterator(batch.end()));
+    Fail(single, rest, failure, single_start);
+    return;
   }
-  return nullptr;
 }
 
 void GroupCommitter::Complete(std::vector<QueuedWrite>& batch, const std::exception_ptr& error) {

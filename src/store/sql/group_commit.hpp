@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <span>
@@ -63,13 +65,20 @@ class GroupCommitter {
 
  private:
   void Run();
+  using Clock = std::chrono::steady_clock;
   // Commits batch and completes its writes. If a batch of several fails with kFailed (which may
   // be one write's fault), commits them one by one so that one bad write fails alone; any other
   // failure (database gone or locked) fails the whole batch and the writes queued behind it, at
   // once and untried, rather than each waiting out the same busy timeout or reconnection (a
-  // shutdown with the database hung then takes one wait, not one per batch); that failure is
-  // returned, so that a write-by-write retry fails its remaining writes the same way.
-  std::exception_ptr CommitAndComplete(std::vector<QueuedWrite>& batch);
+  // shutdown with the database hung then takes one wait, not one per batch). Writes complete in
+  // submission order.
+  void CommitAndComplete(std::vector<QueuedWrite>& batch);
+  // One transaction; on success completes the writes, on failure returns it (nothing completed).
+  std::exception_ptr Commit(std::vector<QueuedWrite>& batch, Clock::time_point start);
+  // Completes `failed` with `error`, then `untried` and, if the failure was the database's, every
+  // queued write, untried.
+  void Fail(std::vector<QueuedWrite>& failed, std::vector<QueuedWrite>& untried,
+            const std::exception_ptr& error, Clock::time_point start);
   // Empties the queue into the result.
   std::vector<QueuedWrite> TakeQueued();
   void FailUntried(std::vector<QueuedWrite>& writes, const std::exception_ptr& failure);

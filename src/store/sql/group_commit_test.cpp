@@ -2,6 +2,7 @@
 #include "store/sql/group_commit.hpp"
 
 #include <condition_variable>
+#include <functional>
 #include <future>
 #include <initializer_list>
 #include <mutex>
@@ -306,6 +307,37 @@ TEST(GroupCommitter, ALostDatabaseMetWhileRetryingWriteByWriteFailsTheRestUntrie
   // "a", the batch, then "x", "bad" and "gone" alone; "y" is not tried.
   EXPECT_EQ(db.calls(), 5);
   EXPECT_EQ(db.batches(), (std::vector<std::string>{"a,", "x,"}));
+}
+
+TEST(GroupCommitter, WritesCompleteInSubmissionOrderWhenARetryMeetsALostDatabase) {
+  FakeDatabase db;
+  GroupCommitter committer(db.Fn(), GroupCommitOptions{});
+  std::mutex mu;
+  std::vector<std::string> completed;
+  std::promise<void> all_done;
+  std::function<Done(std::string)> record = [&](std::string name) -> Done {
+    return [&, name](std::exception_ptr error) {
+      std::lock_guard lock(mu);
+      completed.push_back(name + (error ? "!" : ""));
+      if (completed.size() == 6) all_done.set_value();
+    };
+  };
+  db.Hold();
+  committer.Submit(Named("a"), record("a"));
+  db.WaitForCalls(1);
+  committer.Submit(Named("x"), record("x"));
+  // "bad" fails alone in the write-by-write retry; its caller then submits "z", queued while
+  // the retry goes on, so behind "y" of the batch being retried.
+  committer.Submit(Named("bad"), [&](std::exception_ptr error) {
+    record("bad")(error);
+    committer.Submit(Named("z"), record("z"));
+  });
+  committer.Submit(Named("gone"), record("gone"));
+  committer.Submit(Named("y"), record("y"));
+  db.Release();
+  all_done.get_future().get();
+  std::lock_guard lock(mu);
+  EXPECT_EQ(completed, (std::vector<std::string>{"a", "x", "bad!", "gone!", "y!", "z!"}));
 }
 
 TEST(GroupCommitter, AFullQueueFailsNewWritesAtOnceWithOverloaded) {
