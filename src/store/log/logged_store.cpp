@@ -332,7 +332,11 @@ void LoggedStore::RunHandOn() {
 void LoggedStore::Applied(uint64_t seq, bool ok) {
   std::lock_guard lock(applied_mu_);
   if (!ok) keep_segments_ = true;
-  applied_seq_.store(seq);
+  // Completions come in sequence, except that a write the wrapped store refuses at once (its
+  // queue full) completes ahead of earlier ones still queued: the applied sequence never goes
+  // back, or reads would wait for it forever. Such a refusal keeps the segments (above), so
+  // none is removed for writes not yet applied.
+  if (seq > applied_seq_.load()) applied_seq_.store(seq);
   while (!keep_segments_ && !closed_.empty() && closed_.front().last_seq <= seq) {
     RemoveFile(closed_.front().path);
     closed_.pop_front();

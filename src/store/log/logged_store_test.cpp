@@ -2,8 +2,13 @@
 #include "store/log/logged_store.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <filesystem>
+#include <future>
 #include <memory>
+#include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -13,6 +18,7 @@
 
 #include "store/log/old_format_log_test_data.hpp"
 #include "store/open_store.hpp"
+#include "store/sql/group_commit.hpp"
 #include "store/sqlite/sqlite_store.hpp"
 #include "store/testing/conformance.hpp"
 #include "store/testing/crash_test_util.hpp"
@@ -217,6 +223,68 @@ TEST_F(LoggedStoreTest, SegmentsAreRemovedOnceApplied) {
   }
   EXPECT_EQ(store->Counts().locks, writes);  // waits for the wrapped store
   EXPECT_LE(store->SegmentPaths().size(), 2U);
+}
+
+// A wrapped store whose write queue holds two writes, and whose commits of a RemoveNotifyOwed
+// wait until released: so a logged write can be refused at once (queue full) while an earlier
+// one still waits to be committed.
+class SmallQueueStore final : public Store {
+ public:
+  SmallQueueStore()
+      : committer_(
+            [this](std::span<const QueuedWrite> batch, Durability) {
+              std::unique_lock lock(mu_);
+              if (std::holds_alternative<RemoveNotifyOwedOp>(batch[0].op)) {
+                changed_.wait(lock, [this] { return !held_; });
+              }
+            },
+            GroupCommitOptions{true, 1024, /*max_queued=*/2}) {}
+  const StartupInfo& startup() const override { return startup_; }
+  LoadedState LoadAll() override { return {}; }
+  StoreCounts Counts() override { return {}; }
+  std::vector<StateChange> StateHistory() override { return {}; }
+  void WaitForSubmitted(int n) {
+    std::unique_lock lock(mu_);
+    changed_.wait(lock, [&] { return submitted_ >= n; });
+  }
+  void Release() {
+    std::lock_guard lock(mu_);
+    held_ = false;
+    changed_.notify_all();
+  }
+
+ protected:
+  void Submit(WriteOp op, Done done) override {
+    committer_.Submit(std::move(op), std::move(done));
+    std::lock_guard lock(mu_);
+    ++submitted_;
+    changed_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable changed_;
+  bool held_ = true;
+  int submitted_ = 0;
+  StartupInfo startup_;
+  GroupCommitter committer_;  // last: its writer thread uses the members above
+};
+
+TEST_F(LoggedStoreTest, AWriteRefusedBeforeAnEarlierOneIsAppliedDoesNotStallReads) {
+  auto inner = std::make_unique<SmallQueueStore>();
+  SmallQueueStore& wrapped = *inner;
+  LoggedStore store(std::move(inner), path_ + ".journal");
+  store.RemoveNotifyOwed("a", [](std::exception_ptr) {});  // held in its commit
+  store.ReleaseHost("h1", [](std::exception_ptr) {});      // logged: 1
+  store.RemoveNotifyOwed("b", [](std::exception_ptr) {});  // hands h1 on; the queue is full
+  store.ReleaseHost("h2", [](std::exception_ptr) {});      // logged: 2, refused when handed on
+  wrapped.WaitForSubmitted(4);
+  wrapped.Release();
+  // h2's refusal completed before h1's commit: a read must still find everything handed on
+  // settled, not wait for an applied sequence that went back to 1.
+  auto counts = std::async(std::launch::async, [&] { store.Counts(); });
+  ASSERT_EQ(counts.wait_for(std::chrono::seconds(30)), std::future_status::ready)
+      << "a read waits for writes that were all completed";
 }
 
 TEST_F(LoggedStoreTest, AcknowledgedLockWritesSurviveKillNine) {
