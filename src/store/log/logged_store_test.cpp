@@ -22,6 +22,7 @@
 #include "store/sqlite/sqlite_store.hpp"
 #include "store/testing/conformance.hpp"
 #include "store/testing/crash_test_util.hpp"
+#include "store/testing/write_only_store.hpp"
 #include "testutil/temp_dir.hpp"
 
 namespace nlockd::store {
@@ -228,7 +229,7 @@ TEST_F(LoggedStoreTest, SegmentsAreRemovedOnceApplied) {
 // A wrapped store whose write queue holds two writes, and whose commits of a RemoveNotifyOwed
 // wait until released: so a logged write can be refused at once (queue full) while an earlier
 // one still waits to be committed.
-class SmallQueueStore final : public Store {
+class SmallQueueStore final : public testutil::WriteOnlyStore {
  public:
   SmallQueueStore()
       : committer_(
@@ -239,10 +240,6 @@ class SmallQueueStore final : public Store {
               }
             },
             GroupCommitOptions{true, 1024, /*max_queued=*/2}) {}
-  const StartupInfo& startup() const override { return startup_; }
-  LoadedState LoadAll() override { return {}; }
-  StoreCounts Counts() override { return {}; }
-  std::vector<StateChange> StateHistory() override { return {}; }
   void WaitForSubmitted(int n) {
     std::unique_lock lock(mu_);
     changed_.wait(lock, [&] { return submitted_ >= n; });
@@ -266,7 +263,6 @@ class SmallQueueStore final : public Store {
   std::condition_variable changed_;
   bool held_ = true;
   int submitted_ = 0;
-  StartupInfo startup_;
   GroupCommitter committer_;  // last: its writer thread uses the members above
 };
 

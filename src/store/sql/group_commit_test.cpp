@@ -2,7 +2,6 @@
 #include "store/sql/group_commit.hpp"
 
 #include <condition_variable>
-#include <functional>
 #include <future>
 #include <initializer_list>
 #include <mutex>
@@ -315,7 +314,7 @@ TEST(GroupCommitter, WritesCompleteInSubmissionOrderWhenARetryMeetsALostDatabase
   std::mutex mu;
   std::vector<std::string> completed;
   std::promise<void> all_done;
-  std::function<Done(std::string)> record = [&](std::string name) -> Done {
+  auto record = [&](std::string name) -> Done {
     return [&, name](std::exception_ptr error) {
       std::lock_guard lock(mu);
       completed.push_back(name + (error ? "!" : ""));
