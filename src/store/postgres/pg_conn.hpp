@@ -91,6 +91,9 @@ class PgConn {
   // Whether the store's statements are prepared on this connection.
   bool prepared() const { return prepared_; }
   void set_prepared() { prepared_ = true; }
+  // Marks the connection as not to be used again (ok() turns false): its session was left in a
+  // state nobody tracks, so the pool closes it rather than lending it out.
+  void MarkBroken() { broken_ = true; }
 
   // Throws the Error for a failed result (or, without one, for the connection's last error).
   [[noreturn]] void Fail(const pg_result* result, std::string_view doing) const;
@@ -105,7 +108,7 @@ class PgConn {
   const Libpq& pq_;
   pg_conn* conn_ = nullptr;
   std::string server_;   // DescribePgServer() of the conninfo
-  bool broken_ = false;  // a pipeline failed midway
+  bool broken_ = false;  // a pipeline or the store's setup failed midway
   bool prepared_ = false;
 };
 

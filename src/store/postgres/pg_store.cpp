@@ -210,10 +210,17 @@ void PgStore::EnsurePrepared(PgConn& conn) {
   if (conn.prepared()) {
     return;
   }
-  SetUpSession(conn);
-  for (size_t i = 0; i < kStmtCount; ++i) {
-    const StatementDef& def = Statement(static_cast<Stmt>(i));
-    conn.Prepare(def.name, def.sql, def.params);
+  try {
+    SetUpSession(conn);
+    for (size_t i = 0; i < kStmtCount; ++i) {
+      const StatementDef& def = Statement(static_cast<Stmt>(i));
+      conn.Prepare(def.name, def.sql, def.params);
+    }
+  } catch (...) {
+    // Half prepared, it would fail every later setup ("already exists") and every statement
+    // not yet prepared ("does not exist"): a new connection starts over instead.
+    conn.MarkBroken();
+    throw;
   }
   conn.set_prepared();
 }
@@ -253,9 +260,12 @@ void PgStore::CommitBatch(std::span<const QueuedWrite> batch, Durability durabil
   for (;;) {
     try {
       if (!writer_lease_) {
-        writer_lease_.emplace(pool_.Acquire(deadline));
-        EnsurePrepared(writer_lease_->conn());
-        CheckStorageEpoch(writer_lease_->conn());
+        // Kept only once ready: a batch after a failed setup sets a connection up again rather
+        // than writing without its statements or its storage epoch checked.
+        PgPool::Lease lease = pool_.Acquire(deadline);
+        EnsurePrepared(lease.conn());
+        CheckStorageEpoch(lease.conn());
+        writer_lease_.emplace(std::move(lease));
       }
       writer_lease_->conn().RunPipeline(steps);
       return;

@@ -20,6 +20,7 @@
 
 #include "base/error.hpp"
 #include "store/open_store.hpp"
+#include "store/postgres/pg_conn.hpp"
 #include "store/postgres/pg_lease.hpp"
 #include "store/testing/conformance.hpp"
 #include "store/testing/crash_test_util.hpp"
@@ -335,6 +336,25 @@ TEST_F(PgStoreTest, WritesFailCleanlyWhenTheServerStaysAway) {
   ASSERT_EQ(std::system((std::string(pg_ctl) + " start >/dev/null").c_str()), 0);
   Sync([&](Done d) { store.PutRegistration(MakeRegistration("after", "lockd"), std::move(d)); });
   EXPECT_EQ(store.Counts().registrations, 2U);
+}
+
+// A connection whose setup failed midway is not used again: the next write and read set up a
+// new one rather than failing for ever on statements half prepared. Here PREPARE waits past
+// lock_timeout behind a table another session locked, as it may behind another node's migration.
+TEST_F(PgStoreTest, AConnectionWhoseSetupFailedIsNotUsedAgain) {
+  // A schema of its own, so that locking its table stalls no other test; lock waits end early.
+  const std::string uri = testutil::FreshPgSchemaUri("setup") + "%20-clock_timeout%3D200";
+  PgStore store(uri, options_);
+  PgConn blocker(uri, std::chrono::seconds(5));
+  // The statements on `locks` come after those on `registrations`: these are prepared by then.
+  blocker.Exec("BEGIN; LOCK TABLE locks IN ACCESS EXCLUSIVE MODE");
+  EXPECT_THROW(Sync([&](Done d) { store.ReleaseHost("h", std::move(d)); }), Error);
+  EXPECT_THROW(store.LoadAll(), Error);
+  blocker.Exec("COMMIT");
+
+  Sync([&](Done d) { store.ReleaseHost("h", std::move(d)); });
+  Sync([&](Done d) { store.PutRegistration(MakeRegistration("after", "lockd"), std::move(d)); });
+  EXPECT_EQ(store.LoadAll().registrations.size(), 1U);
 }
 
 std::optional<int64_t> EpochOf(const std::optional<LeaseGrant>& grant) {
