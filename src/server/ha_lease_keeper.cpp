@@ -323,6 +323,8 @@ void HaLeaseKeeper::WatchDeadline(std::stop_token stop) {
 }
 
 void HaLeaseKeeper::FailClosed(const std::string& why) {
+  // A second caller waits here until the first one's _Exit ends the process.
+  fail_closed_.lock();  // never unlocked
   spdlog::critical(
       "ha: lost the lease of service '{}' (epoch {}): {}; stopping at once so that this node "
       "never serves without it (exit status {})",

@@ -98,6 +98,9 @@ class HaLeaseKeeper {
   // The end of the lease by this node's clock, counted from when the request that set it was
   // sent.
   std::chrono::steady_clock::time_point valid_until_;  // guarded by mutex_
+  // Taken by the first FailClosed and never given back: the renewer, the deadline watcher and a
+  // store write may see the loss at once, and the standby hook must run once.
+  std::mutex fail_closed_;
   std::jthread renewer_;
   std::jthread deadline_watcher_;
 };
