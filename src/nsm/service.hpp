@@ -144,6 +144,8 @@ class NsmService {
   void SetCallerRules(const NsmOptions& options);
 
   int32_t state() const { return state_; }
+  // Start-up, after Load: the state number once it has moved on (Load had the stored one).
+  void set_state(int32_t state) { state_ = state; }
   const Registry& registry() const { return registry_; }
   const NsmStats& stats() const { return stats_; }
 

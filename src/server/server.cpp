@@ -238,6 +238,13 @@ nlm::nlm4_lock ToWireLock(const std::string& file, const nlockd::LockOwner& owne
   return nlm::nlm4_lock{owner.host, file, owner.handle, owner.svid, range.offset, range.length};
 }
 
+std::vector<nsm::NotifyTarget> OwedTargets(const std::vector<store::NotifyOwed>& rows) {
+  std::vector<nsm::NotifyTarget> targets;
+  targets.reserve(rows.size());
+  for (const store::NotifyOwed& row : rows) targets.push_back({row.mon_name, row.address});
+  return targets;
+}
+
 }  // namespace
 
 Core::Core(asio::any_io_executor executor, nlockd::Options options, HaLink ha_link)
@@ -398,6 +405,12 @@ void Core::Start() {
   auto loaded = std::make_shared<store::LoadedState>(store_->LoadAll());
   restart_on_same_boot_ =
       statd_this_boot || IsMonitorRestartOnSameBoot(options_, store_->startup(), loaded->state);
+  nsm_.Load(loaded->state, loaded->registrations);
+  // Only a status monitor alone ever restarts without announcing a new state. Recorded before
+  // the bump: a restart after it finds the hosts owed, one before it still announces the boot.
+  if (!restart_on_same_boot_ && !options_.serve_nlm && store_->startup().persistent) {
+    RecordRoundAsOwed(loaded->notify_owed);
+  }
   int32_t state = restart_on_same_boot_ && loaded->state != 0 ? LastServedState(loaded->state)
                                                               : store_->BumpState();
   if (statd_directory_) {
@@ -406,7 +419,7 @@ void Core::Start() {
   } else if (options_.serve_nsm && store_->startup().persistent && store_->startup().first_run) {
     state = ContinueStatdState(state, StatdState(), false);
   }
-  nsm_.Load(state, loaded->registrations);
+  nsm_.set_state(state);
   admin_backend_.MarkStoreLoaded();
   asio::post(executor_, [this, state, loaded] { Serve(state, std::move(*loaded)); });
   if (ha_) ha_->BecameActive();
@@ -416,10 +429,12 @@ bool Core::IsMonitorRestartOnSameBoot(const nlockd::Options& options,
                                       const store::StartupInfo& startup, int32_t stored_state) {
   // A status monitor alone (serve = nsm) restarted while the host kept running: the kernel's
   // lockd still holds its locks, so, like rpc.statd (whose sm-notify runs once per boot), it
-  // keeps its state number and notifies no one. Notifying would make servers drop those locks.
-  // With NLM served here the restart lost this process's grants, so the peers must reclaim.
+  // keeps its state number and notifies only the hosts still owed. Notifying anew would make
+  // servers drop those locks. With NLM served here the restart lost this process's grants, so
+  // the peers must reclaim. The state's own boot decides, not the last run's: a run that
+  // stopped before its bump (a port already taken) has not announced this boot yet.
   return !options.serve_nlm && startup.persistent && !startup.first_run &&
-         !startup.previous_boot_id.empty() && startup.previous_boot_id == startup.boot_id &&
+         !startup.state_boot_id.empty() && startup.state_boot_id == startup.boot_id &&
          stored_state != 0;
 }
 
@@ -489,9 +504,18 @@ void Core::GiveBackStatdFiles() {
   }
 }
 
+void Core::RecordRoundAsOwed(const std::vector<store::NotifyOwed>& owed) {
+  std::vector<store::NotifyOwed> rows;
+  for (nsm::NotifyTarget& target :
+       nsm::MergeTargets(OwedTargets(owed), nsm::MonitoredTargets(nsm_.registry()))) {
+    // State 0: not announced yet (the round records the state it announces).
+    rows.push_back({std::move(target.mon_name), std::move(target.address), 0, 0});
+  }
+  if (!rows.empty()) store_->PutNotifyOwedAndWait(std::move(rows));
+}
+
 void Core::Serve(int32_t state, store::LoadedState loaded) {
-  std::vector<nsm::NotifyTarget> owed;
-  for (const auto& row : loaded.notify_owed) owed.push_back({row.mon_name, row.address});
+  std::vector<nsm::NotifyTarget> owed = OwedTargets(loaded.notify_owed);
   // Restored locks are in place and the window open before the first request is read.
   // Grace is NLM's: a status monitor alone (serve = nsm) has no locks for clients to reclaim.
   const GracePlan plan = options_.serve_nlm

@@ -169,6 +169,11 @@ class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
   void GiveBackStatdFiles();
   // What status and readiness report as the HA role; empty without ha.
   std::function<admin::HaView()> HaViewSource();
+  // Records every host a new boot's round will tell (StartNotificationRound's) as owed, before
+  // the round can be held (notify.hold) or cut short: a restart on the same boot announces only
+  // what is owed, and would otherwise tell no one of this boot. Blocks until durable.
+  // REQUIRES: nsm_ loaded.
+  void RecordRoundAsOwed(const std::vector<store::NotifyOwed>& owed);
   // The part of Start() that runs on the executor.
   void Serve(int32_t state, store::LoadedState loaded);
   // SM_NOTIFY(our name, state) to every distinct monitored host and every host still owed one

@@ -42,6 +42,7 @@ RunStart BeginRun(const std::optional<RunRecord>& previous, const std::string& b
   const bool complete = previous->locks_complete && (previous->clean_shutdown || nothing_lost);
   start.info.previous_run_clean = previous->clean_shutdown;
   start.info.previous_boot_id = previous->boot_id;
+  start.info.state_boot_id = previous->state_boot_id;
   start.info.state = previous->state;
   start.info.lock_table_complete = complete;
   start.record.state = previous->state;

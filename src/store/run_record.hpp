@@ -23,6 +23,8 @@ struct RunRecord {
   std::string storage_epoch;
   bool clean_shutdown = false;
   bool locks_complete = true;
+  // The boot on which BumpState last moved the state (it records the run's boot_id); read only.
+  std::string state_boot_id;
 };
 
 // What opening a store reports, and the record it writes (durably) before serving.

@@ -68,6 +68,11 @@ void Store::PutNotifyOwed(std::vector<NotifyOwed> owed, Done done) {
   Submit(PutNotifyOwedOp{std::move(owed)}, std::move(done));
 }
 
+void Store::PutNotifyOwedAndWait(std::vector<NotifyOwed> owed) {
+  SubmitAndWait([this](WriteOp op, Done done) { Submit(std::move(op), std::move(done)); },
+                PutNotifyOwedOp{std::move(owed)});
+}
+
 void Store::Clear(Done done) { Submit(ClearOp{}, std::move(done)); }
 
 int32_t Store::BumpState() {

@@ -49,7 +49,11 @@ struct StartupInfo {
   bool previous_run_clean = false;  // the previous run ended with MarkCleanShutdown()
   std::string previous_boot_id;     // the kernel boot id of the previous run ("" if none)
   std::string boot_id;              // the kernel boot id now
-  int32_t state = 0;                // the stored state number (even after a clean shutdown)
+  // The boot id on which the stored state was last moved to a new odd number (BumpState), ""
+  // if never. Unlike previous_boot_id, not yet this boot's when a run on it stopped before
+  // announcing its state.
+  std::string state_boot_id;
+  int32_t state = 0;  // the stored state number (even after a clean shutdown)
   // Whether the lock table LoadAll() returns holds every lock that was granted. False after an
   // unclean run on an earlier boot (a host crash may have lost kCommitted writes) or, for
   // PostgreSQL, when the database server restarted or recovered since (during a run, or between
@@ -111,6 +115,8 @@ class Store {
   void RemoveRegistrationsOf(MyId my_id, Done done);
   // Inserts or updates (by mon_name) hosts owed an SM_NOTIFY.
   void PutNotifyOwed(std::vector<NotifyOwed> owed, Done done);
+  // As PutNotifyOwed, returning once the rows are durable; blocks.
+  void PutNotifyOwedAndWait(std::vector<NotifyOwed> owed);
   // Removes every registration, lock and share (the admin command). The state number, its
   // history and the hosts owed a notification stay.
   void Clear(Done done);

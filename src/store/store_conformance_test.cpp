@@ -429,6 +429,22 @@ TEST_P(PersistentStore, ReopenKeepsEverything) {
   EXPECT_EQ(store_->BumpState(), 3);
 }
 
+// The boot a state was announced on is the bump's, not merely the last run's: a run that stopped
+// on a new boot before announcing leaves the earlier boot's.
+TEST_P(PersistentStore, RecordsTheBootOnWhichTheStateWasLastBumped) {
+  EXPECT_EQ(store_->startup().state_boot_id, "");
+  EXPECT_EQ(store_->BumpState(), 1);
+  Reopen("boot-2");
+  EXPECT_EQ(store_->startup().state_boot_id, "boot-1");
+  Reopen("boot-2");  // boot-2's run stopped before its bump
+  EXPECT_EQ(store_->startup().previous_boot_id, "boot-2");
+  EXPECT_EQ(store_->startup().state_boot_id, "boot-1");
+  EXPECT_EQ(store_->BumpState(), 3);
+  store_->MarkCleanShutdown();  // a clean stop moves the state, but announces nothing
+  Reopen("boot-2");
+  EXPECT_EQ(store_->startup().state_boot_id, "boot-2");
+}
+
 TEST_P(PersistentStore, ReportsEachCommittedTransactionToItsCommitObserver) {
   std::mutex mu;
   std::vector<size_t> batch_sizes;

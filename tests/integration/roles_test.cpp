@@ -9,6 +9,7 @@
 #include <csignal>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <regex>
 #include <string>
 #include <thread>
@@ -261,6 +262,74 @@ TEST_F(Roles, NsmAloneRestartOnTheSameBootKeepsItsStateAndTellsNoOne) {
             std::string::npos)
       << lock_manager->output();
   EXPECT_EQ(nsm->Stop(SIGTERM, std::chrono::seconds(20)), 0) << nsm->output();
+}
+
+// A new boot's notification must survive a restart before it went out: nlockd stopped (or, in
+// the second round, killed) while it holds the round for nfsd (notify.hold), or failing to
+// start before it announced anything, then started again on the same boot, must still tell
+// every monitored host, with the new boot's state. A restart on the same boot otherwise
+// notifies only the hosts recorded as owed.
+TEST_F(Roles, NsmAloneRestartedBeforeItsBootsNotificationWentOutStillSendsIt) {
+  TempDir client_statd;
+  testutil::Subprocess* lock_manager = ClientStatdWatchesTheServer(client_statd, 9);
+  ASSERT_FALSE(HasFailure());
+
+  ScopedBootId boot("roles-boot-c");
+  const std::vector<std::string> args{
+      "--serve", "nsm", "--listen", "0.0.0.0:4046", "--store", "sqlite:" + dir_.path() + "/nsm.db"};
+  std::vector<std::string> held = args;
+  held.insert(held.end(), {"--notify-hold", "600"});
+  testutil::Subprocess* nsm = StartNlockd(args, 1);
+  auto [server_status, server_mon] = hosts_->RunOnServer(
+      {NSM_CLIENT_BINARY, "--server", "127.0.0.1",
+       "mon name=" + Client() + " my_name=127.0.0.1 prog=100021 vers=4 proc=16 priv0=1"});
+  ASSERT_EQ(server_mon.size(), 1u) << server_status;
+  ASSERT_EQ(server_mon[0].rfind("mon res=succ state=", 0), 0u) << server_mon[0];
+  int32_t state = std::stoi(server_mon[0].substr(std::string("mon res=succ state=").size()));
+  ASSERT_EQ(nsm->Stop(SIGTERM, std::chrono::seconds(20)), 0) << nsm->output();
+
+  std::regex callback("^STATUS proc=16 mon_name=(\\S+) state=(-?\\d+) priv0=9");
+  int new_boot = 0;
+  for (const int stop : {SIGTERM, SIGKILL}) {
+    boot.Set("roles-boot-new-" + std::to_string(++new_boot));
+    nsm = StartNlockd(held, 1);
+    ASSERT_TRUE(nsm->LoggedOrWaitFor(std::regex("nsm holding the restart notification"), kWait))
+        << nsm->output();
+    nsm->Stop(stop, std::chrono::seconds(20));
+    nsm = StartNlockd(args, 1);
+    auto told = lock_manager->WaitForLine(callback, kWait);
+    ASSERT_TRUE(told) << "stopped by signal " << stop << "\n"
+                      << lock_manager->output() << nsm->output();
+    EXPECT_EQ((*told)[1].str(), Server());
+    EXPECT_EQ(std::stoi((*told)[2].str()), state + 2) << "the new boot's state, kept";
+    state += 2;
+    ASSERT_EQ(nsm->Stop(SIGTERM, std::chrono::seconds(20)), 0) << nsm->output();
+  }
+
+  // A start on a new boot that fails after opening its store, before announcing anything (its
+  // port taken), leaves the boot to announce: the next start on that boot does.
+  boot.Set("roles-boot-new-" + std::to_string(++new_boot));
+  testutil::Subprocess* squatter =
+      hosts_->StartOnServer({"python3", "-c",
+                             "import socket, time\n"
+                             "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+                             "s.bind(('0.0.0.0', 4046))\n"
+                             "print('bound', flush=True)\n"
+                             "time.sleep(600)\n"});
+  ASSERT_TRUE(squatter->WaitForLine(std::regex("^bound"), kWait)) << squatter->output();
+  std::vector<std::string> argv{NLOCKD_BINARY, "--grace", "0",     "--admin-listen",
+                                "127.0.0.1:0", "--name",  Server()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  testutil::Subprocess* refused = hosts_->StartOnServer(argv);
+  const std::optional<int> status = refused->Wait(std::chrono::seconds(20));
+  ASSERT_TRUE(status.has_value()) << refused->output();
+  EXPECT_NE(*status, 0) << refused->output();
+  squatter->Stop(SIGKILL, std::chrono::seconds(20));
+  nsm = StartNlockd(args, 1);
+  auto told = lock_manager->WaitForLine(callback, kWait);
+  ASSERT_TRUE(told) << lock_manager->output() << refused->output() << nsm->output();
+  EXPECT_EQ(std::stoi((*told)[2].str()), state + 2);
+  ASSERT_EQ(nsm->Stop(SIGTERM, std::chrono::seconds(20)), 0) << nsm->output();
 }
 
 }  // namespace

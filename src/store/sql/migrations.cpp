@@ -85,9 +85,17 @@ constexpr const char* kSchemaV2 = R"sql(
 ALTER TABLE registrations ADD COLUMN peer_state BIGINT NOT NULL DEFAULT 0;
 )sql";
 
+// Version 3: the boot on which the state number was last announced (BumpState). Until then the
+// run record's boot stood for it, so rows migrated take that.
+constexpr const char* kSchemaV3 = R"sql(
+ALTER TABLE node_state ADD COLUMN state_boot_id TEXT NOT NULL DEFAULT '';
+UPDATE node_state SET state_boot_id = boot_id;
+)sql";
+
 constexpr std::array kMigrations{
     Migration{1, "registrations, locks, shares, notifications owed, state", kSchemaV1},
     Migration{2, "registrations.peer_state", kSchemaV2},
+    Migration{3, "node_state.state_boot_id", kSchemaV3},
 };
 
 void ReplaceAll(std::string& text, std::string_view token, std::string_view with) {

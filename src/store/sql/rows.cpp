@@ -90,6 +90,7 @@ RunRecord DecodeRunRecord(const SqlRow& row) {
   run.clean_shutdown = row.Int(2) != 0;
   run.locks_complete = row.Int(3) != 0;
   run.storage_epoch = ToString(row.Bytes(4));
+  run.state_boot_id = ToString(row.Bytes(5));
   return run;
 }
 

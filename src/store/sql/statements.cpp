@@ -59,7 +59,9 @@ const std::array<StatementDef, kStmtCount> kStatements{{
     {"clear_locks", "DELETE FROM locks WHERE node = $1", kNode},
     {"clear_shares", "DELETE FROM shares WHERE node = $1", kNode},
     {"bump_state",
-     "UPDATE node_state SET state = " NLOCKD_NEXT_ODD " WHERE node = $1 RETURNING state", kNode},
+     "UPDATE node_state SET state = " NLOCKD_NEXT_ODD
+     ", state_boot_id = boot_id WHERE node = $1 RETURNING state",
+     kNode},
     {"mark_clean",
      "UPDATE node_state SET clean_shutdown = 1, state = " NLOCKD_NEXT_EVEN " WHERE node = $1",
      kNode},
@@ -90,8 +92,8 @@ const std::array<StatementDef, kStmtCount> kStatements{{
     {"release_host_locks", "DELETE FROM locks WHERE node = $1 AND host = $2", kNodeBytes},
     {"release_host_shares", "DELETE FROM shares WHERE node = $1 AND host = $2", kNodeBytes},
     {"read_run",
-     "SELECT state, boot_id, clean_shutdown, locks_complete, storage_epoch FROM node_state "
-     "WHERE node = $1",
+     "SELECT state, boot_id, clean_shutdown, locks_complete, storage_epoch, state_boot_id "
+     "FROM node_state WHERE node = $1",
      kNode},
     {"write_run",
      "INSERT INTO node_state (node, state, boot_id, clean_shutdown, locks_complete, started_at, "

@@ -215,6 +215,25 @@ TEST_F(SqliteStoreTest, MigratesAnOlderSchemaKeepingItsRows) {
   EXPECT_THAT(OpenError(path_).what(), HasSubstr("newer nlockd"));
 }
 
+// Before schema version 3 the run record's boot stood for the boot of the state's last bump (a
+// restart on the same boot kept the state): a store migrated from version 2 keeps meaning that.
+TEST_F(SqliteStoreTest, AStoreFromBeforeStateBootIdsTakesItsRunRecordsBoot) {
+  StoreOptions options;
+  options.boot_id = "boot-old";
+  {
+    SqliteStore store(path_, options);
+    EXPECT_EQ(store.BumpState(), 1);
+  }
+  // The file as version 2 left it.
+  RawExec(path_, "ALTER TABLE node_state DROP COLUMN state_boot_id");
+  RawExec(path_, "UPDATE schema_version SET version = 2");
+  options.boot_id = "boot-new";
+  SqliteStore store(path_, options);
+  EXPECT_EQ(store.startup().previous_boot_id, "boot-old");
+  EXPECT_EQ(store.startup().state_boot_id, "boot-old");
+  EXPECT_EQ(store.startup().state, 1);
+}
+
 TEST_F(SqliteStoreTest, GroupCommitPutsConcurrentWritesInFewTransactions) {
   constexpr int kWrites = 256;
   SqliteStore store(path_, StoreOptions{});
