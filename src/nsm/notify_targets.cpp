@@ -38,4 +38,13 @@ std::vector<NotifyTarget> MonitoredTargets(const Registry& registry,
   return targets;
 }
 
+std::vector<store::NotifyOwed> UnannouncedOwedRows(std::vector<NotifyTarget> targets) {
+  std::vector<store::NotifyOwed> rows;
+  rows.reserve(targets.size());
+  for (NotifyTarget& target : targets) {
+    rows.push_back({std::move(target.mon_name), std::move(target.address), 0, 0});
+  }
+  return rows;
+}
+
 }  // namespace nlockd::nsm

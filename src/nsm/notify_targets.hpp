@@ -28,5 +28,9 @@ std::vector<NotifyTarget> MergeTargets(std::vector<NotifyTarget> owed,
 // an address it is known by when it has one.
 std::vector<NotifyTarget> MonitoredTargets(const Registry& registry,
                                            const std::optional<std::string>& only = std::nullopt);
+// Store rows recording `targets` as owed a notification before its state is announced: state 0,
+// which the round that announces one replaces. Written before a bump, so that a restart after
+// it on the same boot still owes the round (Core::RecordRoundAsOwed, SM_SIMU_CRASH).
+std::vector<store::NotifyOwed> UnannouncedOwedRows(std::vector<NotifyTarget> targets);
 
 }  // namespace nlockd::nsm

@@ -14,6 +14,7 @@
 
 #include "base/describe.hpp"
 #include "base/logging.hpp"
+#include "nsm/notify_targets.hpp"
 #include "rpc/address.hpp"
 #include "rpc/use_tuple.hpp"
 #include "rpc/wait_bounds.hpp"
@@ -139,8 +140,6 @@ void NsmService::Load(int32_t state, const std::vector<store::Registration>& reg
     const int32_t known = registry_.StateOf(mon_name);
     if (known == 0 || StateIsNewer(peer_state, known)) registry_.SetPeerState(mon_name, peer_state);
   }
-  spdlog::info("nsm state={} registrations={} hosts={}", state_, registry_.size(),
-               registry_.peer_count());
 }
 
 bool NsmService::CallerAllowed(const rpc::CallContext& context, SmProc procedure) {
@@ -407,6 +406,19 @@ asio::awaitable<void> NsmService::SimuCrash(const rpc::CallContext& context) {
   if (!SimuCrashAllowed(context)) co_return;
   int32_t state = 0;
   simu_crash_running_ = true;
+  // Owed before the bump, as at start-up: a restart after it, on this boot, still announces it.
+  if (std::vector<store::NotifyOwed> rows = UnannouncedOwedRows(MonitoredTargets(registry_));
+      !rows.empty()) {
+    if (std::exception_ptr error = co_await Persist([this, &rows](store::Done done) {
+          store_.PutNotifyOwed(std::move(rows), std::move(done));
+        })) {
+      simu_crash_running_ = false;
+      ++stats_.store_failures;
+      ++stats_.failed[SM_SIMU_CRASH];
+      spdlog::error("nsm SM_SIMU_CRASH cannot record the hosts to notify: {}", Describe(error));
+      co_return;
+    }
+  }
   try {
     state = co_await BumpStateOffThread();
   } catch (const std::exception& e) {

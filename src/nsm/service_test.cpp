@@ -2,15 +2,20 @@
 #include "nsm/service.hpp"
 
 #include <map>
+#include <string>
+#include <variant>
+#include <vector>
 
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/this_coro.hpp>
 #include <gtest/gtest.h>
 
+#include "base/error.hpp"
 #include "rpc/address.hpp"
 #include "rpc/use_tuple.hpp"
 #include "store/open_store.hpp"
+#include "store/testing/write_only_store.hpp"
 #include "testutil/captured_log.hpp"
 #include "testutil/run_coroutine.hpp"
 
@@ -395,6 +400,56 @@ TEST_F(NsmServiceTest, SimuCrashBumpsTheStateOffTheIoThreadAndAsksForARound) {
   EXPECT_EQ(store_->LoadAll().state, before + 2);
   EXPECT_EQ(testutil::RunCoroutine(io_, service_->Mon(From("127.0.0.1"), Mon("a"))).state,
             before + 2);
+}
+
+// The hosts the new state goes to are owed before the state moves: a restart of nlockd after the
+// bump, on the same boot, finds them owed and still announces it.
+TEST_F(NsmServiceTest, SimuCrashRecordsTheMonitoredHostsAsOwedBeforeItMovesTheState) {
+  CallMon(Mon("a"));
+  testutil::RunCoroutine(io_, service_->SimuCrash(From("127.0.0.1")));
+  const std::vector<store::NotifyOwed> owed = store_->LoadAll().notify_owed;
+  ASSERT_EQ(owed.size(), 1u);
+  EXPECT_EQ(owed[0].mon_name, "a");
+  EXPECT_EQ(owed[0].state, 0) << "not announced yet: the round writes the state it announces";
+}
+
+// A store that records the order of writes and refuses the hosts owed.
+class RefusesOwedStore final : public store::testutil::WriteOnlyStore {
+ public:
+  std::vector<std::string> writes;
+
+ private:
+  void Submit(store::WriteOp op, store::Done done) override {
+    if (std::holds_alternative<store::PutNotifyOwedOp>(op)) {
+      writes.emplace_back("owed");
+      done(std::make_exception_ptr(Error(ErrorKind::kFailed, "disk full")));
+      return;
+    }
+    if (auto* bump = std::get_if<store::BumpStateOp>(&op)) {
+      writes.emplace_back("bump");
+      *bump->new_state = 3;
+    } else {
+      writes.emplace_back("other");
+    }
+    done(nullptr);
+  }
+};
+
+TEST(NsmServiceSimuCrash, WithoutTheHostsRecordedAsOwedTheStateDoesNotMove) {
+  asio::io_context io;
+  RefusesOwedStore store;
+  FakeCaller caller;
+  FakeLocal local;
+  FakeHook hook;
+  NsmService service(io.get_executor(), store, caller, local, NsmOptions{});
+  service.SetRestartHook(&hook);
+  service.Load(1, {});
+  testutil::RunCoroutine(io, service.Mon(From("127.0.0.1"), Mon("a")));
+  testutil::RunCoroutine(io, service.SimuCrash(From("127.0.0.1")));
+  EXPECT_EQ(store.writes, (std::vector<std::string>{"other", "owed"}));
+  EXPECT_EQ(service.state(), 1);
+  EXPECT_TRUE(hook.states.empty());
+  EXPECT_EQ(service.stats().failed[SM_SIMU_CRASH], 1u);
 }
 
 TEST(NsmServiceNames, AHostRegisteredByNameIsCheckedAgainstItsResolvedAddresses) {

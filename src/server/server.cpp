@@ -420,6 +420,8 @@ void Core::Start() {
     state = ContinueStatdState(state, StatdState(), false);
   }
   nsm_.set_state(state);
+  spdlog::info("nsm state={} registrations={} hosts={}", state, nsm_.registry().size(),
+               nsm_.registry().peer_count());
   admin_backend_.MarkStoreLoaded();
   asio::post(executor_, [this, state, loaded] { Serve(state, std::move(*loaded)); });
   if (ha_) ha_->BecameActive();
@@ -505,17 +507,18 @@ void Core::GiveBackStatdFiles() {
 }
 
 void Core::RecordRoundAsOwed(const std::vector<store::NotifyOwed>& owed) {
-  std::vector<store::NotifyOwed> rows;
-  for (nsm::NotifyTarget& target :
-       nsm::MergeTargets(OwedTargets(owed), nsm::MonitoredTargets(nsm_.registry()))) {
-    // State 0: not announced yet (the round records the state it announces).
-    rows.push_back({std::move(target.mon_name), std::move(target.address), 0, 0});
-  }
+  std::vector<store::NotifyOwed> rows = nsm::UnannouncedOwedRows(
+      nsm::MergeTargets(OwedTargets(owed), nsm::MonitoredTargets(nsm_.registry())));
   if (!rows.empty()) store_->PutNotifyOwedAndWait(std::move(rows));
 }
 
 void Core::Serve(int32_t state, store::LoadedState loaded) {
   std::vector<nsm::NotifyTarget> owed = OwedTargets(loaded.notify_owed);
+  // Rows recorded before a bump (RecordRoundAsOwed) carry state 0 until a round announces one:
+  // the previous run stopped before its round began, so this one still waits for notify.hold.
+  round_never_began_ = restart_on_same_boot_ &&
+                       std::any_of(loaded.notify_owed.begin(), loaded.notify_owed.end(),
+                                   [](const store::NotifyOwed& row) { return row.state == 0; });
   // Restored locks are in place and the window open before the first request is read.
   // Grace is NLM's: a status monitor alone (serve = nsm) has no locks for clients to reclaim.
   const GracePlan plan = options_.serve_nlm
@@ -567,7 +570,12 @@ void Core::Serve(int32_t state, store::LoadedState loaded) {
                      asio::detached);
     }
   }
-  if (restart_on_same_boot_) {
+  if (restart_on_same_boot_ && round_never_began_) {
+    spdlog::info(
+        "nsm restarted on the same boot before its restart notification went out: state {} "
+        "kept, {} hosts still owed it",
+        state, owed.size());
+  } else if (restart_on_same_boot_) {
     // Peers still hold this boot's locks: tell them nothing new, finish only what the previous
     // run owed.
     spdlog::info("nsm restarted on the same boot: state {} kept, no restart notification", state);
@@ -612,7 +620,7 @@ asio::awaitable<void> Core::NotifyWhenReady(int32_t state, std::vector<nsm::Noti
     spdlog::warn("nsm notifying before rpcbind has our registrations: still trying after {} s",
                  rpc::kRegistrationWait.count());
   }
-  if (restart_on_same_boot_) {
+  if (restart_on_same_boot_ && !round_never_began_) {
     notifier_.StartRound(options_.name, state, std::move(owed));
     co_return;
   }
@@ -627,6 +635,11 @@ asio::awaitable<void> Core::NotifyWhenReady(int32_t state, std::vector<nsm::Noti
       spdlog::warn("nsm nobody said to send the restart notification in {} s: sending it now",
                    options_.notify_hold.count());
     }
+  }
+  if (restart_on_same_boot_) {
+    // Only the hosts recorded: any host monitored since learnt this state from its own calls.
+    notifier_.StartRound(options_.name, state, std::move(owed));
+    co_return;
   }
   StartNotificationRound(state, std::move(owed));
 }
@@ -653,8 +666,9 @@ asio::awaitable<void> Core::ShutDown() {
   admin_backend_.Close();
   grace_.Stop();
   // Cancel, then wait, owner by owner (docs/architecture.md, "Cancellation and shutdown"). A
-  // round still waiting (for rpcbind, or held) is not begun: hosts owed from an earlier run
-  // stay owed in the store, and the next start on a new boot notifies every monitored host.
+  // round still waiting (for rpcbind, or held) is not begun: the hosts owed stay owed in the
+  // store, and the next start notifies them (a status monitor alone, on the same boot) or every
+  // monitored host (a new boot).
   co_await tasks_.CancelAndWait(rpc::kCoreTasksBound);
   for (const auto& server : rpc_servers_) co_await server->Shutdown();
   co_await calls_.CancelAndWait(rpc::kHostCallsBound);

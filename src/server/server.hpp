@@ -181,7 +181,7 @@ class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
   void StartNotificationRound(int32_t state, std::vector<nsm::NotifyTarget> owed);
   // The restart round (Serve), once rpcbind holds our registrations (bounded) and, on a new
   // boot with Options::notify_hold, once ReleaseNotificationHold() said so or the hold passed.
-  // On the same boot only `owed` is notified, and nothing is held.
+  // On the same boot only `owed` is notified, held only if the previous run's round never began.
   asio::awaitable<void> NotifyWhenReady(int32_t state, std::vector<nsm::NotifyTarget> owed);
   asio::awaitable<void> RegisterWithRpcbind(std::vector<std::pair<uint32_t, uint32_t>> programs,
                                             rpc::RpcbindListener listener);
@@ -242,6 +242,8 @@ class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
   // Options::notify_hold: set by ReleaseNotificationHold().
   rpc::Event notify_hold_;
   bool restart_on_same_boot_ = false;  // see IsMonitorRestartOnSameBoot()
+  // On a restart on the same boot: the previous run stopped before its round began (Serve).
+  bool round_never_began_ = false;
   // Written by Start() on the caller's thread; read on the executor, where calls handed in
   // before it are refused.
   std::atomic<bool> started_{false};

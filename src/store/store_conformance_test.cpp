@@ -440,8 +440,9 @@ TEST_P(PersistentStore, RecordsTheBootOnWhichTheStateWasLastBumped) {
   EXPECT_EQ(store_->startup().previous_boot_id, "boot-2");
   EXPECT_EQ(store_->startup().state_boot_id, "boot-1");
   EXPECT_EQ(store_->BumpState(), 3);
+  Reopen("boot-3");
   store_->MarkCleanShutdown();  // a clean stop moves the state, but announces nothing
-  Reopen("boot-2");
+  Reopen("boot-3");
   EXPECT_EQ(store_->startup().state_boot_id, "boot-2");
 }
 

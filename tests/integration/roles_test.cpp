@@ -267,8 +267,8 @@ TEST_F(Roles, NsmAloneRestartOnTheSameBootKeepsItsStateAndTellsNoOne) {
 // A new boot's notification must survive a restart before it went out: nlockd stopped (or, in
 // the second round, killed) while it holds the round for nfsd (notify.hold), or failing to
 // start before it announced anything, then started again on the same boot, must still tell
-// every monitored host, with the new boot's state. A restart on the same boot otherwise
-// notifies only the hosts recorded as owed.
+// every monitored host, with the new boot's state, once the hold ends (SIGUSR2). A restart on
+// the same boot otherwise notifies only the hosts recorded as owed, at once.
 TEST_F(Roles, NsmAloneRestartedBeforeItsBootsNotificationWentOutStillSendsIt) {
   TempDir client_statd;
   testutil::Subprocess* lock_manager = ClientStatdWatchesTheServer(client_statd, 9);
@@ -296,7 +296,14 @@ TEST_F(Roles, NsmAloneRestartedBeforeItsBootsNotificationWentOutStillSendsIt) {
     ASSERT_TRUE(nsm->LoggedOrWaitFor(std::regex("nsm holding the restart notification"), kWait))
         << nsm->output();
     nsm->Stop(stop, std::chrono::seconds(20));
-    nsm = StartNlockd(args, 1);
+    // The round never began, so it still waits for the hold's end (nfsd running): SIGUSR2.
+    nsm = StartNlockd(held, 1);
+    ASSERT_TRUE(nsm->LoggedOrWaitFor(
+        std::regex("restarted on the same boot before its restart notification went out"), kWait))
+        << nsm->output();
+    ASSERT_TRUE(nsm->LoggedOrWaitFor(std::regex("nsm holding the restart notification"), kWait))
+        << nsm->output();
+    ASSERT_EQ(::kill(nsm->pid(), SIGUSR2), 0);
     auto told = lock_manager->WaitForLine(callback, kWait);
     ASSERT_TRUE(told) << "stopped by signal " << stop << "\n"
                       << lock_manager->output() << nsm->output();
