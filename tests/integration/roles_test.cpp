@@ -43,15 +43,40 @@ class Roles : public ::testing::Test {
   // nlockd on the server host with `args`; waits for it to listen and register `programs`
   // version pairs with the server's rpcbind.
   testutil::Subprocess* StartNlockd(std::vector<std::string> args, int pairs) {
-    std::vector<std::string> argv{NLOCKD_BINARY, "--grace", "0",     "--admin-listen",
-                                  "127.0.0.1:0", "--name",  Server()};
-    argv.insert(argv.end(), args.begin(), args.end());
-    testutil::Subprocess* process = hosts_->StartOnServer(argv);
+    testutil::Subprocess* process = hosts_->StartOnServer(NlockdArgv(std::move(args)));
     EXPECT_TRUE(process->WaitForLine(std::regex("nlockd listening"), kWait)) << process->output();
     EXPECT_TRUE(process->LoggedOrWaitFor(
         std::regex("registered " + std::to_string(pairs) + " programs with rpcbind"), kWait))
         << process->output();
     return process;
+  }
+
+  // nlockd on the server host with `args`, not waited for.
+  std::vector<std::string> NlockdArgv(std::vector<std::string> args) const {
+    std::vector<std::string> argv{NLOCKD_BINARY, "--grace", "0",     "--admin-listen",
+                                  "127.0.0.1:0", "--name",  Server()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return argv;
+  }
+
+  // nlockd serving NSM alone on the server host, its store in the test's directory.
+  std::vector<std::string> NsmAloneArgs() const {
+    return {"--serve",      "nsm",     "--listen",
+            "0.0.0.0:4046", "--store", "sqlite:" + dir_.path() + "/nsm.db"};
+  }
+
+  // The server's kernel lockd has the status monitor on the server watch the client (SM_MON
+  // over loopback); the state it answered, or nullopt after a failed expectation.
+  std::optional<int32_t> ServerMonitorsTheClient() {
+    auto [status, lines] = hosts_->RunOnServer(
+        {NSM_CLIENT_BINARY, "--server", "127.0.0.1",
+         "mon name=" + Client() + " my_name=127.0.0.1 prog=100021 vers=4 proc=16 priv0=1"});
+    const std::string succeeded = "mon res=succ state=";
+    EXPECT_EQ(lines.size(), 1u) << status;
+    if (lines.size() != 1) return std::nullopt;
+    EXPECT_EQ(lines[0].rfind(succeeded, 0), 0u) << lines[0];
+    if (lines[0].rfind(succeeded, 0) != 0) return std::nullopt;
+    return std::stoi(lines[0].substr(succeeded.size()));
   }
 
   // The server's rpcbind: the port of (program, version) over udp, 0 when not registered.
@@ -228,16 +253,12 @@ TEST_F(Roles, NsmAloneRestartOnTheSameBootKeepsItsStateAndTellsNoOne) {
   ASSERT_FALSE(HasFailure());
 
   ScopedBootId boot("roles-boot-a");
-  const std::vector<std::string> args{
-      "--serve", "nsm", "--listen", "0.0.0.0:4046", "--store", "sqlite:" + dir_.path() + "/nsm.db"};
+  const std::vector<std::string> args = NsmAloneArgs();
   testutil::Subprocess* nsm = StartNlockd(args, 1);
   // ...and the server's kernel lockd has nlockd watch the client.
-  auto [server_status, server_mon] = hosts_->RunOnServer(
-      {NSM_CLIENT_BINARY, "--server", "127.0.0.1",
-       "mon name=" + Client() + " my_name=127.0.0.1 prog=100021 vers=4 proc=16 priv0=1"});
-  ASSERT_EQ(server_mon.size(), 1u) << server_status;
-  ASSERT_EQ(server_mon[0].rfind("mon res=succ state=", 0), 0u) << server_mon[0];
-  const int32_t state = std::stoi(server_mon[0].substr(std::string("mon res=succ state=").size()));
+  const std::optional<int32_t> monitored = ServerMonitorsTheClient();
+  ASSERT_TRUE(monitored.has_value());
+  const int32_t state = *monitored;
   ASSERT_EQ(nsm->Stop(SIGTERM, std::chrono::seconds(20)), 0) << nsm->output();
 
   nsm = StartNlockd(args, 1);
@@ -275,17 +296,13 @@ TEST_F(Roles, NsmAloneRestartedBeforeItsBootsNotificationWentOutStillSendsIt) {
   ASSERT_FALSE(HasFailure());
 
   ScopedBootId boot("roles-boot-c");
-  const std::vector<std::string> args{
-      "--serve", "nsm", "--listen", "0.0.0.0:4046", "--store", "sqlite:" + dir_.path() + "/nsm.db"};
+  const std::vector<std::string> args = NsmAloneArgs();
   std::vector<std::string> held = args;
   held.insert(held.end(), {"--notify-hold", "600"});
   testutil::Subprocess* nsm = StartNlockd(args, 1);
-  auto [server_status, server_mon] = hosts_->RunOnServer(
-      {NSM_CLIENT_BINARY, "--server", "127.0.0.1",
-       "mon name=" + Client() + " my_name=127.0.0.1 prog=100021 vers=4 proc=16 priv0=1"});
-  ASSERT_EQ(server_mon.size(), 1u) << server_status;
-  ASSERT_EQ(server_mon[0].rfind("mon res=succ state=", 0), 0u) << server_mon[0];
-  int32_t state = std::stoi(server_mon[0].substr(std::string("mon res=succ state=").size()));
+  const std::optional<int32_t> monitored = ServerMonitorsTheClient();
+  ASSERT_TRUE(monitored.has_value());
+  int32_t state = *monitored;
   ASSERT_EQ(nsm->Stop(SIGTERM, std::chrono::seconds(20)), 0) << nsm->output();
 
   std::regex callback("^STATUS proc=16 mon_name=(\\S+) state=(-?\\d+) priv0=9");
@@ -324,10 +341,7 @@ TEST_F(Roles, NsmAloneRestartedBeforeItsBootsNotificationWentOutStillSendsIt) {
                              "print('bound', flush=True)\n"
                              "time.sleep(600)\n"});
   ASSERT_TRUE(squatter->WaitForLine(std::regex("^bound"), kWait)) << squatter->output();
-  std::vector<std::string> argv{NLOCKD_BINARY, "--grace", "0",     "--admin-listen",
-                                "127.0.0.1:0", "--name",  Server()};
-  argv.insert(argv.end(), args.begin(), args.end());
-  testutil::Subprocess* refused = hosts_->StartOnServer(argv);
+  testutil::Subprocess* refused = hosts_->StartOnServer(NlockdArgv(args));
   const std::optional<int> status = refused->Wait(std::chrono::seconds(20));
   ASSERT_TRUE(status.has_value()) << refused->output();
   EXPECT_NE(*status, 0) << refused->output();
