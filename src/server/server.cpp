@@ -516,9 +516,10 @@ void Core::Serve(int32_t state, store::LoadedState loaded) {
   std::vector<nsm::NotifyTarget> owed = OwedTargets(loaded.notify_owed);
   // Rows recorded before a bump (RecordRoundAsOwed) carry state 0 until a round announces one:
   // the previous run stopped before its round began, so this one still waits for notify.hold.
-  round_never_began_ = restart_on_same_boot_ &&
-                       std::any_of(loaded.notify_owed.begin(), loaded.notify_owed.end(),
-                                   [](const store::NotifyOwed& row) { return row.state == 0; });
+  const bool round_never_began =
+      restart_on_same_boot_ &&
+      std::any_of(loaded.notify_owed.begin(), loaded.notify_owed.end(),
+                  [](const store::NotifyOwed& row) { return row.state == 0; });
   // Restored locks are in place and the window open before the first request is read.
   // Grace is NLM's: a status monitor alone (serve = nsm) has no locks for clients to reclaim.
   const GracePlan plan = options_.serve_nlm
@@ -570,7 +571,7 @@ void Core::Serve(int32_t state, store::LoadedState loaded) {
                      asio::detached);
     }
   }
-  if (restart_on_same_boot_ && round_never_began_) {
+  if (restart_on_same_boot_ && round_never_began) {
     spdlog::info(
         "nsm restarted on the same boot before its restart notification went out: state {} "
         "kept, {} hosts still owed it",
@@ -582,7 +583,9 @@ void Core::Serve(int32_t state, store::LoadedState loaded) {
   }
   if (registrations_pending_ == 0) registrations_done_.Set();
   if (!restart_on_same_boot_ || !owed.empty()) {
-    tasks_.Spawn("restart round", [&] { return NotifyWhenReady(state, std::move(owed)); });
+    tasks_.Spawn("restart round", [&] {
+      return NotifyWhenReady(state, std::move(owed), !restart_on_same_boot_ || round_never_began);
+    });
   }
   started_.store(true);
 }
@@ -613,18 +616,15 @@ void Core::StartNotificationRound(int32_t state, std::vector<nsm::NotifyTarget> 
 }
 
 // A task of tasks_: shutdown cancels its waits.
-asio::awaitable<void> Core::NotifyWhenReady(int32_t state, std::vector<nsm::NotifyTarget> owed) {
+asio::awaitable<void> Core::NotifyWhenReady(int32_t state, std::vector<nsm::NotifyTarget> owed,
+                                            bool held) {
   const bool registered = co_await WaitForRegistrations();
   if (stopping_) co_return;
   if (!registered) {
     spdlog::warn("nsm notifying before rpcbind has our registrations: still trying after {} s",
                  rpc::kRegistrationWait.count());
   }
-  if (restart_on_same_boot_ && !round_never_began_) {
-    notifier_.StartRound(options_.name, state, std::move(owed));
-    co_return;
-  }
-  if (options_.notify_hold.count() > 0 && !notify_hold_.IsSet()) {
+  if (held && options_.notify_hold.count() > 0 && !notify_hold_.IsSet()) {
     spdlog::info(
         "nsm holding the restart notification (state {}) until told to send it (SIGUSR2), at "
         "most {} s",
@@ -637,7 +637,7 @@ asio::awaitable<void> Core::NotifyWhenReady(int32_t state, std::vector<nsm::Noti
     }
   }
   if (restart_on_same_boot_) {
-    // Only the hosts recorded: any host monitored since learnt this state from its own calls.
+    // Only the hosts owed: any host monitored since learnt this state from its own calls.
     notifier_.StartRound(options_.name, state, std::move(owed));
     co_return;
   }

@@ -179,10 +179,12 @@ class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
   // SM_NOTIFY(our name, state) to every distinct monitored host and every host still owed one
   // from an earlier run (`owed`).
   void StartNotificationRound(int32_t state, std::vector<nsm::NotifyTarget> owed);
-  // The restart round (Serve), once rpcbind holds our registrations (bounded) and, on a new
-  // boot with Options::notify_hold, once ReleaseNotificationHold() said so or the hold passed.
-  // On the same boot only `owed` is notified, held only if the previous run's round never began.
-  asio::awaitable<void> NotifyWhenReady(int32_t state, std::vector<nsm::NotifyTarget> owed);
+  // The restart round (Serve), once rpcbind holds our registrations (bounded) and, when `held`
+  // (a new boot, or a restart on the same boot whose round never began) with
+  // Options::notify_hold, once ReleaseNotificationHold() said so or the hold passed. On the same
+  // boot only `owed` is notified.
+  asio::awaitable<void> NotifyWhenReady(int32_t state, std::vector<nsm::NotifyTarget> owed,
+                                        bool held);
   asio::awaitable<void> RegisterWithRpcbind(std::vector<std::pair<uint32_t, uint32_t>> programs,
                                             rpc::RpcbindListener listener);
   // The (program, version) pairs `server` serves (every served pair when it names none).
@@ -242,8 +244,6 @@ class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
   // Options::notify_hold: set by ReleaseNotificationHold().
   rpc::Event notify_hold_;
   bool restart_on_same_boot_ = false;  // see IsMonitorRestartOnSameBoot()
-  // On a restart on the same boot: the previous run stopped before its round began (Serve).
-  bool round_never_began_ = false;
   // Written by Start() on the caller's thread; read on the executor, where calls handed in
   // before it are refused.
   std::atomic<bool> started_{false};
