@@ -56,9 +56,15 @@ store::Done LogStoreFailure(std::string what) {
 
 Notifier::Notifier(asio::any_io_executor executor, rpc::Client& client, store::Store& store,
                    const Clock& clock, NotifierOptions options)
+    : Notifier(executor, client, clock, options) {
+  store_ = &store;
+}
+
+Notifier::Notifier(asio::any_io_executor executor, rpc::Client& client, const Clock& clock,
+                   NotifierOptions options)
     : executor_(executor),
       client_(client),
-      store_(store),
+      store_(nullptr),
       clock_(clock),
       options_(options),
       schedule_(ScheduleOptionsFrom(options)),
@@ -112,7 +118,9 @@ void Notifier::StartRound(std::string our_name, int32_t state, std::vector<Notif
   }
   spdlog::info("nsm notifier: announcing state {} as '{}' to {} hosts", state, our_name,
                owed.size());
-  store_.PutNotifyOwed(std::move(owed), LogStoreFailure("recording hosts owed SM_NOTIFY"));
+  if (store_ != nullptr) {
+    store_->PutNotifyOwed(std::move(owed), LogStoreFailure("recording hosts owed SM_NOTIFY"));
+  }
 
   if (pump_running_) {
     wake_.Set();
@@ -290,7 +298,8 @@ NotifyAttemptReport::Outcome Notifier::Finish(const NotifyAttempt& attempt,
 }
 
 void Notifier::RemoveOwed(const std::string& mon_name) {
-  store_.RemoveNotifyOwed(mon_name, LogStoreFailure("removing owed SM_NOTIFY of " + mon_name));
+  if (store_ == nullptr) return;
+  store_->RemoveNotifyOwed(mon_name, LogStoreFailure("removing owed SM_NOTIFY of " + mon_name));
 }
 
 void Notifier::EndRound() {

@@ -114,6 +114,10 @@ class Notifier {
  public:
   Notifier(asio::any_io_executor executor, rpc::Client& client, store::Store& store,
            const Clock& clock, NotifierOptions options);
+  // A notifier whose rounds are not recorded in a store: what it owes is lost with it (the
+  // status monitor's early round, which the store's own round follows).
+  Notifier(asio::any_io_executor executor, rpc::Client& client, const Clock& clock,
+           NotifierOptions options);
   ~Notifier();
   Notifier(const Notifier&) = delete;
   Notifier& operator=(const Notifier&) = delete;
@@ -176,7 +180,7 @@ class Notifier {
 
   asio::any_io_executor executor_;
   rpc::Client& client_;
-  store::Store& store_;
+  store::Store* store_;  // null: nothing recorded
   const Clock& clock_;
   NotifierOptions options_;  // SetTiming changes some; see there
   NotifySchedule schedule_;

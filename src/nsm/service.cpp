@@ -19,6 +19,7 @@
 #include "rpc/use_tuple.hpp"
 #include "rpc/wait_bounds.hpp"
 #include "store/async_write.hpp"
+#include "store/write_op.hpp"
 
 namespace nlockd::nsm {
 
@@ -34,17 +35,20 @@ store::MyId ToStore(const my_id& id) {
   return store::MyId{id.my_name, id.my_prog, id.my_vers, id.my_proc};
 }
 
-// Runs the blocking BumpState on `pool` and hands the new state (or the failure) back.
+// Runs the blocking BumpState (after the hook's BeforeStateBump, if any) on `pool` and hands the
+// new state (or the failure) back.
 template <typename Token>
-auto AsyncBumpState(asio::thread_pool& pool, store::Store& store, Token&& token) {
+auto AsyncBumpState(asio::thread_pool& pool, store::Store& store, RestartHook* hook, int32_t from,
+                    Token&& token) {
   return asio::async_initiate<Token, void(std::exception_ptr, int32_t)>(
-      [&pool, &store](auto handler) {
+      [&pool, &store, hook, from](auto handler) {
         auto executor = asio::get_associated_executor(handler);
         auto shared = std::make_shared<decltype(handler)>(std::move(handler));
-        asio::post(pool, [shared, executor, &store] {
+        asio::post(pool, [shared, executor, &store, hook, from] {
           std::exception_ptr error;
           int32_t state = 0;
           try {
+            if (hook != nullptr) hook->BeforeStateBump(store::NextOddState(from));
             state = store.BumpState();
           } catch (...) {
             error = std::current_exception();
@@ -371,7 +375,8 @@ asio::awaitable<sm_stat> NsmService::UnmonAll(const rpc::CallContext& context, m
 }
 
 asio::awaitable<int32_t> NsmService::BumpStateOffThread() {
-  auto [error, state] = co_await AsyncBumpState(worker_, store_, rpc::kUseTuple);
+  auto [error, state] =
+      co_await AsyncBumpState(worker_, store_, restart_hook_, state_, rpc::kUseTuple);
   if (error) std::rethrow_exception(error);
   co_return state;
 }

@@ -65,6 +65,9 @@ class RestartHook {
  public:
   virtual ~RestartHook() = default;
   virtual void Restarted(int32_t state) = 0;
+  // Before SM_SIMU_CRASH moves the state to `next_state`, on a worker thread; throwing stops
+  // the bump (SM_SIMU_CRASH then fails).
+  virtual void BeforeStateBump(int32_t /*next_state*/) {}
 };
 
 }  // namespace nlockd::nsm

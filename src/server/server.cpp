@@ -6,6 +6,7 @@
 #include <fstream>
 #include <limits>
 #include <random>
+#include <unordered_set>
 
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
@@ -16,12 +17,17 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include "base/describe.hpp"
 #include "base/error.hpp"
+#include "base/host_name.hpp"
 #include "base/redact.hpp"
 #include "rpc/address.hpp"
+#include "rpc/use_tuple.hpp"
 #include "rpc/wait_bounds.hpp"
 #include "server/recovery.hpp"
 #include "store/open_store.hpp"
+#include "store/run_record.hpp"
+#include "store/write_op.hpp"
 
 namespace nlockd::server {
 
@@ -86,6 +92,41 @@ std::unique_ptr<HaLeaseKeeper> TakeLeaseIfHa(const nlockd::Options& options,
   return std::make_unique<HaLeaseKeeper>(std::move(ha));
 }
 
+// Tests fake a reboot of the host by changing it: the store records the boot id of each run
+// to tell a process restart (lock table complete) from a host reboot.
+std::string BootIdOverride() {
+  const char* boot_id = std::getenv("NLOCKD_BOOT_ID");
+  return boot_id != nullptr ? boot_id : "";
+}
+
+std::string ThisBoot() {
+  store::StoreOptions options;
+  options.boot_id = BootIdOverride();
+  return store::CurrentBootId(options);
+}
+
+// A status monitor alone on a SQLite store keeps the early-notify file, unless its round must
+// wait (notify.hold: for nfsd; ha: for the lease), rpc.statd's files give its state, or its calls
+// leave from one fixed port (the early round's socket would hold it).
+bool KeepsEarlyNotifyFile(const nlockd::Options& options, bool statd_directory) {
+  return options.serve_nsm && !options.serve_nlm && !options.ha && !statd_directory &&
+         options.notify_hold.count() == 0 && options.callback_source_port == 0;
+}
+
+// The early-notify file of a SQLite store, or nullptr; a configuration that does not keep it
+// removes it, so that no later start announces from a file left behind its store.
+std::unique_ptr<EarlyNotifyFile> EarlyNotifyFileFor(const nlockd::Options& options,
+                                                    bool statd_directory) {
+  const std::optional<std::string> sqlite = store::SqliteStorePath(options.store);
+  if (!sqlite) return nullptr;
+  const std::string path = EarlyNotifyFile::PathFor(*sqlite);
+  if (!KeepsEarlyNotifyFile(options, statd_directory)) {
+    EarlyNotifyFile::RemoveStale(path);
+    return nullptr;
+  }
+  return std::make_unique<EarlyNotifyFile>(path);
+}
+
 std::unique_ptr<store::Store> OpenConfiguredStore(const nlockd::Options& options,
                                                   HaLeaseKeeper* ha) {
   store::StoreOptions store_options;
@@ -100,11 +141,7 @@ std::unique_ptr<store::Store> OpenConfiguredStore(const nlockd::Options& options
   // --name loads its state number, registrations and lock table. A SQLite file serves one node
   // and keeps its rows under the default key, as files written by earlier versions have them.
   if (store::IsSharedStoreUri(options.store)) store_options.node_id = options.name;
-  // Tests fake a reboot of the host by changing it: the store records the boot id of each run
-  // to tell a process restart (lock table complete) from a host reboot.
-  if (const char* boot_id = std::getenv("NLOCKD_BOOT_ID"); boot_id != nullptr) {
-    store_options.boot_id = boot_id;
-  }
+  store_options.boot_id = BootIdOverride();
   auto store = store::OpenStore(options.store, store_options);
   spdlog::info("store {} opened (previous run {})", RedactStoreUri(options.store),
                store->startup().first_run            ? "none"
@@ -160,6 +197,11 @@ GraceControllerOptions GraceOptionsFrom(const nlockd::Options& options) {
 constexpr const char* kStatdStateFile = "/var/lib/nfs/state";
 // At most this many bumps to catch up with rpc.statd's number: beyond, the file is not trusted.
 constexpr int kMaxStateCatchUp = 100'000;
+// The early-notify file's hosts are written this long after the SM_MON or SM_UNMON that changed
+// them, once for a burst.
+constexpr auto kEarlyHostsSettle = std::chrono::milliseconds(100);
+// The store's round waits for the early round's attempts at most their deadline and this.
+constexpr auto kEarlyRoundMargin = std::chrono::seconds(1);
 
 // rpc.statd's last state number on this host, if it left one.
 std::optional<int32_t> StatdState() {
@@ -265,6 +307,11 @@ Core::Core(asio::any_io_executor executor, nlockd::Options options, HaLink ha_li
                           }
                           if (ha_link_.on_report) ha_link_.on_report(report);
                         })),
+      early_file_(EarlyNotifyFileFor(options_, statd_directory_.has_value())),
+      early_round_(early_file_ ? BeginEarlyRound(*early_file_, ThisBoot(), options_.name,
+                                                 *store::SqliteStorePath(options_.store),
+                                                 NotifierOptionsFrom(options_))
+                               : nullptr),
       store_(OpenConfiguredStore(options_, ha_.get())),
       locks_(clock_, LockOptions(options_)),
       status_caller_(client_, StatusCallerOptions(options_)),
@@ -291,7 +338,8 @@ Core::Core(asio::any_io_executor executor, nlockd::Options options, HaLink ha_li
       calls_(executor_, "calls handed in"),
       tasks_(executor_, "core"),
       registrations_done_(executor_),
-      notify_hold_(executor_) {
+      notify_hold_(executor_),
+      early_round_done_(std::make_shared<rpc::Event>(executor_)) {
   if (!options_.serve_nlm && !options_.serve_nsm) {
     throw Error(ErrorKind::kFailed, "serve names neither nlm nor nsm");
   }
@@ -299,7 +347,11 @@ Core::Core(asio::any_io_executor executor, nlockd::Options options, HaLink ha_li
   nsm_.SetRestartHook(this);
   if (!options_.statd_ha_callout.empty() && options_.serve_nsm) {
     ha_callout_ = std::make_unique<HaCallout>(HaCalloutOptions{options_.statd_ha_callout});
-    nsm_.SetMonitorEvents(ha_callout_.get());
+  }
+  if (ha_callout_ || early_file_) nsm_.SetMonitorEvents(this);
+  if (early_round_) {
+    // The event outlives the Core if the executor runs the post after it.
+    early_round_->WhenFinished(executor_, [done = early_round_done_] { done->Set(); });
   }
   if (options_.persist_locks && store_->startup().persistent) {
     journal_.emplace(locks_, *store_);
@@ -411,8 +463,16 @@ void Core::Start() {
   if (!restart_on_same_boot_ && !options_.serve_nlm && store_->startup().persistent) {
     RecordRoundAsOwed(loaded->notify_owed);
   }
-  int32_t state = restart_on_same_boot_ && loaded->state != 0 ? LastServedState(loaded->state)
-                                                              : store_->BumpState();
+  const bool keep_state = restart_on_same_boot_ && loaded->state != 0;
+  int32_t state = keep_state ? LastServedState(loaded->state) : BumpStoreState(loaded->state);
+  // A store kept from before the file existed gets one now: this boot's, with the kept state.
+  if (keep_state && early_file_) early_file_->Reserve(state, store_->startup().boot_id);
+  if (early_round_ && state != early_round_->state()) {
+    spdlog::warn(
+        "nsm the early round announced state {}, the store is at {}: every host is told {} "
+        "(was {} written by another program?)",
+        early_round_->state(), state, state, early_file_->path());
+  }
   if (statd_directory_) {
     state = ContinueStatdState(state, statd_state, restart_on_same_boot_);
     statd_directory_->WriteState(state);
@@ -440,6 +500,30 @@ bool Core::IsMonitorRestartOnSameBoot(const nlockd::Options& options,
          stored_state != 0;
 }
 
+int32_t Core::BumpStoreState(int32_t from) {
+  if (!early_file_) return store_->BumpState();
+  const std::string& boot = store_->startup().boot_id;
+  int32_t wanted = store::NextOddState(from);
+  if (const std::optional<EarlyNotifyRecord> record = early_file_->record()) {
+    // Reserved on this boot (by its early round, or a start cut short), it is this boot's to
+    // announce; reserved on another, that boot may have announced it.
+    const int32_t reserved =
+        record->boot_id == boot ? record->state : store::NextOddState(record->state);
+    if (nsm::StateIsNewer(reserved, wanted)) wanted = reserved;
+  }
+  early_file_->Reserve(wanted, boot);
+  int32_t state = store_->BumpState();
+  for (int bumps = 1; nsm::StateIsNewer(wanted, state); ++bumps) {
+    if (bumps == kMaxStateCatchUp) {
+      spdlog::warn("nsm state {} of {} not reached after {} steps; staying at {}", wanted,
+                   early_file_->path(), kMaxStateCatchUp, state);
+      break;
+    }
+    state = store_->BumpState();
+  }
+  return state;
+}
+
 int32_t Core::LastServedState(int32_t stored_state) {
   // Odd while up; a clean stop moved it on to the next even number (which wraps, as states do).
   if (stored_state % 2 != 0) return stored_state;
@@ -464,7 +548,7 @@ int32_t Core::ContinueStatdState(int32_t state, std::optional<int32_t> statd, bo
                    kMaxStateCatchUp, state);
       return state;
     }
-    state = store_->BumpState();
+    state = BumpStoreState(state);
   }
   spdlog::info("nsm state continues from rpc.statd's {}: {} -> {}", *statd, first, state);
   return state;
@@ -590,6 +674,39 @@ void Core::Serve(int32_t state, store::LoadedState loaded) {
   started_.store(true);
 }
 
+void Core::BeforeStateBump(int32_t next_state) {
+  if (early_file_) early_file_->Reserve(next_state, store_->startup().boot_id);
+}
+
+void Core::ClientAdded(const std::string& mon_name, const std::string& my_name) {
+  if (ha_callout_) ha_callout_->ClientAdded(mon_name, my_name);
+  if (early_file_ && !early_hosts_pending_ && !stopping_) {
+    early_hosts_pending_ = true;
+    tasks_.Spawn("early-notify hosts", [this] { return WriteEarlyHostsSoon(); });
+  }
+}
+
+void Core::ClientRemoved(const std::string& mon_name, const std::string& my_name) {
+  if (ha_callout_) ha_callout_->ClientRemoved(mon_name, my_name);
+  if (early_file_ && !early_hosts_pending_ && !stopping_) {
+    early_hosts_pending_ = true;
+    tasks_.Spawn("early-notify hosts", [this] { return WriteEarlyHostsSoon(); });
+  }
+}
+
+void Core::NotifyReceived(const std::string& mon_name, const std::string& address, int32_t state) {
+  if (ha_callout_) ha_callout_->NotifyReceived(mon_name, address, state);
+}
+
+// A task of tasks_. One list per burst of SM_MON: each write takes the whole registry.
+asio::awaitable<void> Core::WriteEarlyHostsSoon() {
+  asio::steady_timer settle(executor_, kEarlyHostsSettle);
+  co_await settle.async_wait(rpc::kUseTuple);
+  early_hosts_pending_ = false;
+  // Shutdown writes the last list itself.
+  if (!stopping_) early_file_->SetHosts(nsm::MonitoredTargets(nsm_.registry()));
+}
+
 void Core::Restarted(int32_t state) {
   if (statd_directory_) {
     // Four bytes, as statd writes them; on the io thread, like the round it precedes.
@@ -607,10 +724,31 @@ void Core::HostRebooted(const std::string& mon_name, int32_t state) {
   if (events_.host_rebooted) events_.host_rebooted(nlockd::HostRebooted{mon_name, state, released});
 }
 
-void Core::StartNotificationRound(int32_t state, std::vector<nsm::NotifyTarget> owed) {
+void Core::StartNotificationRound(int32_t state, std::vector<nsm::NotifyTarget> owed,
+                                  const std::vector<std::string>& told) {
   std::vector<nsm::NotifyTarget> targets =
       nsm::MergeTargets(std::move(owed), nsm::MonitoredTargets(nsm_.registry()));
-  spdlog::info("nsm notifying {} hosts of state {} as {}", targets.size(), state, options_.name);
+  if (early_file_) early_file_->SetHosts(nsm::MonitoredTargets(nsm_.registry()));
+  if (!told.empty()) {
+    std::unordered_set<std::string> answered;
+    for (const std::string& mon_name : told) answered.insert(FoldHostName(mon_name));
+    // They have this state: only the row recorded before the bump (RecordRoundAsOwed) is left.
+    std::erase_if(targets, [&](const nsm::NotifyTarget& target) {
+      if (!answered.contains(FoldHostName(target.mon_name))) return false;
+      store_->RemoveNotifyOwed(target.mon_name,
+                               [mon_name = target.mon_name](const std::exception_ptr& error) {
+                                 if (error) {
+                                   spdlog::warn("nsm cannot remove the owed notification of {}: {}",
+                                                mon_name, Describe(error));
+                                 }
+                               });
+      return true;
+    });
+    spdlog::info("nsm notifying {} hosts of state {} as {} ({} answered the early round)",
+                 targets.size(), state, options_.name, told.size());
+  } else {
+    spdlog::info("nsm notifying {} hosts of state {} as {}", targets.size(), state, options_.name);
+  }
   if (targets.empty()) return;
   notifier_.StartRound(options_.name, state, std::move(targets));
 }
@@ -641,7 +779,15 @@ asio::awaitable<void> Core::NotifyWhenReady(int32_t state, std::vector<nsm::Noti
     notifier_.StartRound(options_.name, state, std::move(owed));
     co_return;
   }
-  StartNotificationRound(state, std::move(owed));
+  std::vector<std::string> told;
+  if (early_round_ && early_round_->state() == state) {
+    // Its attempts end within the notification timeout; a host still unanswered then is told
+    // again by this round, with the same state.
+    co_await early_round_done_->WaitFor(options_.notify_timeout + kEarlyRoundMargin);
+    if (stopping_) co_return;
+    told = early_round_->Answered();
+  }
+  StartNotificationRound(state, std::move(owed), told);
 }
 
 void Core::ReleaseNotificationHold() {
@@ -670,6 +816,10 @@ asio::awaitable<void> Core::ShutDown() {
   // store, and the next start notifies them (a status monitor alone, on the same boot) or every
   // monitored host (a new boot).
   co_await tasks_.CancelAndWait(rpc::kCoreTasksBound);
+  // Written by the file's thread, which its destructor waits for.
+  if (early_file_ && start_posted_) {
+    early_file_->SetHosts(nsm::MonitoredTargets(nsm_.registry()));
+  }
   for (const auto& server : rpc_servers_) co_await server->Shutdown();
   co_await calls_.CancelAndWait(rpc::kHostCallsBound);
   co_await nlm_.Shutdown();

@@ -38,6 +38,8 @@
 #include "rpc/task_gate.hpp"
 #include "server/admin_backend.hpp"
 #include "server/call_metrics.hpp"
+#include "server/early_notify_file.hpp"
+#include "server/early_round.hpp"
 #include "server/grace_controller.hpp"
 #include "server/ha_callout.hpp"
 #include "server/ha_lease_keeper.hpp"
@@ -75,7 +77,9 @@ struct HaLink {
   std::chrono::milliseconds hold_off{0};
 };
 
-class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
+class Core final : public nsm::RestartHook,
+                   public nsm::LocalStatusReceiver,
+                   public nsm::MonitorEvents {
  public:
   // With Options::ha the constructor waits as standby until this node holds the lease.
   Core(asio::any_io_executor executor, nlockd::Options options, HaLink ha_link = {});
@@ -147,6 +151,13 @@ class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
 
   // nsm::RestartHook: SM_SIMU_CRASH moved the state; announce it like a restart.
   void Restarted(int32_t state) override;
+  // nsm::RestartHook: SM_SIMU_CRASH is about to move the state (the early-notify file first).
+  void BeforeStateBump(int32_t next_state) override;
+  // nsm::MonitorEvents: to the ha_callout program, and the early-notify file's hosts.
+  void ClientAdded(const std::string& mon_name, const std::string& my_name) override;
+  void ClientRemoved(const std::string& mon_name, const std::string& my_name) override;
+  void NotifyReceived(const std::string& mon_name, const std::string& address,
+                      int32_t state) override;
   // nsm::LocalStatusReceiver: a host our NLM monitors rebooted; releases it through the bridge
   // and tells the host program.
   void HostRebooted(const std::string& mon_name, int32_t state) override;
@@ -155,6 +166,12 @@ class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
   // serve = nsm restarted on the boot its store last ran on: keep the state, notify no one.
   static bool IsMonitorRestartOnSameBoot(const nlockd::Options& options,
                                          const store::StartupInfo& startup, int32_t stored_state);
+  // Moves the store's state on from `from` (a new boot, a catch-up), the early-notify file
+  // first: to the next odd state, or to the state the file reserved when that is newer (the
+  // early round announced it, or may have on another boot). Returns the state.
+  int32_t BumpStoreState(int32_t from);
+  // The early-notify file's hosts, from the registry, after SM_MON and SM_UNMON settle.
+  asio::awaitable<void> WriteEarlyHostsSoon();
   // The state number the previous run served, from the stored one.
   static int32_t LastServedState(int32_t stored_state);
   // Moves the state past rpc.statd's last one (`statd`, from its state file), so that peers
@@ -177,8 +194,9 @@ class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
   // The part of Start() that runs on the executor.
   void Serve(int32_t state, store::LoadedState loaded);
   // SM_NOTIFY(our name, state) to every distinct monitored host and every host still owed one
-  // from an earlier run (`owed`).
-  void StartNotificationRound(int32_t state, std::vector<nsm::NotifyTarget> owed);
+  // from an earlier run (`owed`), but those in `told` (the early round's answers).
+  void StartNotificationRound(int32_t state, std::vector<nsm::NotifyTarget> owed,
+                              const std::vector<std::string>& told = {});
   // The restart round (Serve), once rpcbind holds our registrations (bounded) and, when `held`
   // (a new boot, or a restart on the same boot whose round never began) with
   // Options::notify_hold, once ReleaseNotificationHold() said so or the hold passed. On the same
@@ -209,6 +227,11 @@ class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
   admin::HaView ha_view_;
   // With Options::ha: the service's lease, taken (waiting as standby) before the store opens.
   std::unique_ptr<HaLeaseKeeper> ha_;
+  // A status monitor alone on a SQLite store (EarlyNotifyFileFor): what its next start may
+  // announce before the store opens, and this start's early round, if it had one. Before
+  // store_, which they precede.
+  std::unique_ptr<EarlyNotifyFile> early_file_;
+  std::unique_ptr<EarlyRound> early_round_;
   std::unique_ptr<store::Store> store_;
   lock::LockManager locks_;
   NsmBridge bridge_;
@@ -243,6 +266,10 @@ class Core final : public nsm::RestartHook, public nsm::LocalStatusReceiver {
   rpc::Event registrations_done_;
   // Options::notify_hold: set by ReleaseNotificationHold().
   rpc::Event notify_hold_;
+  // Set once every host of early_round_ answered or failed its attempt (shared: see the
+  // constructor).
+  std::shared_ptr<rpc::Event> early_round_done_;
+  bool early_hosts_pending_ = false;   // WriteEarlyHostsSoon() waits to run
   bool restart_on_same_boot_ = false;  // see IsMonitorRestartOnSameBoot()
   // Written by Start() on the caller's thread; read on the executor, where calls handed in
   // before it are refused.

@@ -9,6 +9,7 @@
 #include "store/log/logged_store.hpp"
 #include "store/memory/memory_store.hpp"
 #include "store/postgres/pg_store.hpp"
+#include "store/sqlite/file_holder.hpp"
 #include "store/sqlite/sqlite_store.hpp"
 
 namespace nlockd::store {
@@ -18,13 +19,25 @@ bool IsSharedStoreUri(const std::string& uri) {
   return view.starts_with("postgresql://") || view.starts_with("postgres://");
 }
 
+std::optional<std::string> SqliteStorePath(const std::string& uri) {
+  constexpr std::string_view kScheme = "sqlite:";
+  if (!std::string_view(uri).starts_with(kScheme)) return std::nullopt;
+  return uri.substr(kScheme.size());
+}
+
+// The lock file and the name SqliteStore uses.
+SqliteStoreLock::SqliteStoreLock(const std::string& path)
+    : holder_(std::make_unique<FileHolder>(path + ".lock", "SQLite database " + path)) {}
+
+SqliteStoreLock::~SqliteStoreLock() = default;
+
 std::unique_ptr<Store> OpenStore(const std::string& uri, const StoreOptions& options) {
   const std::string_view view = uri;
   if (view == "memory:") {
     return std::make_unique<MemoryStore>(options);
   }
-  if (view.starts_with("sqlite:")) {
-    const std::string path = uri.substr(std::string_view("sqlite:").size());
+  if (std::optional<std::string> sqlite_path = SqliteStorePath(uri)) {
+    const std::string& path = *sqlite_path;
     // The lock log next to the file; the SqliteStore holds the file (and so the log) first.
     auto sqlite = std::make_unique<SqliteStore>(path, options);
     return std::make_unique<LoggedStore>(std::move(sqlite), path + ".journal");

@@ -8,7 +8,9 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <optional>
 #include <regex>
 #include <string>
@@ -350,6 +352,90 @@ TEST_F(Roles, NsmAloneRestartedBeforeItsBootsNotificationWentOutStillSendsIt) {
   auto told = lock_manager->WaitForLine(callback, kWait);
   ASSERT_TRUE(told) << lock_manager->output() << refused->output() << nsm->output();
   EXPECT_EQ(std::stoi((*told)[2].str()), state + 2);
+  ASSERT_EQ(nsm->Stop(SIGTERM, std::chrono::seconds(20)), 0) << nsm->output();
+}
+
+// Like sm-notify, which tells the peers of a reboot without waiting for rpc.statd, nlockd serving
+// NSM alone (notify.hold 0) announces a new boot from its early-notify file before its store
+// opens: the next state after the file's, to the hosts it lists. The store then serves that
+// state, and its own round does not tell those hosts again. A start on the same boot announces
+// nothing early; a file ahead of the store (a start cut short after reserving a state) moves the
+// store up to the state announced.
+TEST_F(Roles, NsmAloneAnnouncesANewBootBeforeItsStoreOpens) {
+  TempDir client_statd;
+  testutil::Subprocess* lock_manager = ClientStatdWatchesTheServer(client_statd, 11);
+  ASSERT_FALSE(HasFailure());
+
+  ScopedBootId boot("roles-boot-early-a");
+  const std::vector<std::string> args = NsmAloneArgs();
+  const std::string early_file = dir_.path() + "/nsm.db.early-notify";
+  testutil::Subprocess* nsm = StartNlockd(args, 1);
+  const std::optional<int32_t> monitored = ServerMonitorsTheClient();
+  ASSERT_TRUE(monitored.has_value());
+  const int32_t state = *monitored;
+  // The client's SM_MON reaches the file shortly after (written off the io thread).
+  auto deadline = std::chrono::steady_clock::now() + kWait;
+  auto lists_the_client = [&] {
+    std::ifstream in(early_file);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return text.find("\nhost " + Client() + " ") != std::string::npos;
+  };
+  while (!lists_the_client() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(lists_the_client()) << nsm->output();
+  nsm->Stop(SIGKILL, std::chrono::seconds(20));  // a power cut, as far as nlockd can tell
+
+  std::regex callback("^STATUS proc=16 mon_name=(\\S+) state=(-?\\d+) priv0=11");
+  boot.Set("roles-boot-early-b");
+  nsm = StartNlockd(args, 1);
+  auto told = lock_manager->WaitForLine(callback, kWait);
+  ASSERT_TRUE(told) << lock_manager->output() << nsm->output();
+  EXPECT_EQ((*told)[1].str(), Server());
+  EXPECT_EQ(std::stoi((*told)[2].str()), state + 2);
+  ASSERT_TRUE(nsm->LoggedOrWaitFor(
+      std::regex("nsm notifying 0 hosts of state " + std::to_string(state + 2) +
+                 " as \\S+ \\(1 answered the early round\\)"),
+      kWait))
+      << nsm->output();
+  const std::string& log = nsm->output();
+  const size_t early = log.find("before the store opens (early round)");
+  ASSERT_NE(early, std::string::npos) << log;
+  EXPECT_LT(early, log.find("store sqlite:")) << log;
+  // The store serves the state announced, and the client heard of it once.
+  EXPECT_EQ(ServerMonitorsTheClient(), state + 2);
+  EXPECT_EQ(lock_manager->output().find("STATUS proc=16",
+                                        lock_manager->output().find("STATUS proc=16") + 1),
+            std::string::npos)
+      << lock_manager->output();
+  ASSERT_EQ(nsm->Stop(SIGTERM, std::chrono::seconds(20)), 0) << nsm->output();
+
+  // The same boot: nothing early, the state kept.
+  nsm = StartNlockd(args, 1);
+  EXPECT_EQ(nsm->output().find("early round"), std::string::npos) << nsm->output();
+  EXPECT_NE(nsm->output().find("nsm restarted on the same boot: state " +
+                               std::to_string(state + 2) + " kept"),
+            std::string::npos)
+      << nsm->output();
+  ASSERT_EQ(nsm->Stop(SIGTERM, std::chrono::seconds(20)), 0) << nsm->output();
+
+  // A file ahead of the store, as a start that reserved state + 6 and was cut short before its
+  // store moved leaves it: the next boot announces state + 8, and the store catches up to it.
+  {
+    std::ifstream in(early_file);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string old_state = "\nstate " + std::to_string(state + 2) + "\n";
+    const size_t at = text.find(old_state);
+    ASSERT_NE(at, std::string::npos) << text;
+    text.replace(at, old_state.size(), "\nstate " + std::to_string(state + 6) + "\n");
+    std::ofstream(early_file, std::ios::trunc) << text;
+  }
+  boot.Set("roles-boot-early-c");
+  nsm = StartNlockd(args, 1);
+  told = lock_manager->WaitForLine(callback, kWait);
+  ASSERT_TRUE(told) << lock_manager->output() << nsm->output();
+  EXPECT_EQ(std::stoi((*told)[2].str()), state + 8);
+  EXPECT_EQ(ServerMonitorsTheClient(), state + 8);
   ASSERT_EQ(nsm->Stop(SIGTERM, std::chrono::seconds(20)), 0) << nsm->output();
 }
 
