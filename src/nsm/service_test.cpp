@@ -81,7 +81,13 @@ struct StalledResolver final : NameResolver {
 
 struct FakeHook final : RestartHook {
   void Restarted(int32_t state) override { states.push_back(state); }
+  void BeforeStateBump(int32_t next_state) override {
+    before_bump.push_back(next_state);
+    if (refuse_bump) throw Error(ErrorKind::kFailed, "the early-notify file cannot be kept");
+  }
   std::vector<int32_t> states;
+  std::vector<int32_t> before_bump;
+  bool refuse_bump = false;
 };
 
 // A call from `address`; port 811 is a reserved one (as the kernel's lockd uses).
@@ -396,6 +402,7 @@ TEST_F(NsmServiceTest, SimuCrashBumpsTheStateOffTheIoThreadAndAsksForARound) {
   int32_t before = service_->state();
   testutil::RunCoroutine(io_, service_->SimuCrash(From("127.0.0.1")));
   EXPECT_EQ(service_->state(), before + 2);
+  EXPECT_EQ(hook_.before_bump, std::vector<int32_t>{before + 2}) << "told first";
   EXPECT_EQ(hook_.states, std::vector<int32_t>{before + 2});
   EXPECT_EQ(store_->LoadAll().state, before + 2);
   EXPECT_EQ(testutil::RunCoroutine(io_, service_->Mon(From("127.0.0.1"), Mon("a"))).state,
@@ -411,6 +418,19 @@ TEST_F(NsmServiceTest, SimuCrashRecordsTheMonitoredHostsAsOwedBeforeItMovesTheSt
   ASSERT_EQ(owed.size(), 1u);
   EXPECT_EQ(owed[0].mon_name, "a");
   EXPECT_EQ(owed[0].state, 0) << "not announced yet: the round writes the state it announces";
+}
+
+// The server keeps its early-notify file ahead of the store: a file it cannot keep stops the
+// bump, and nothing is announced.
+TEST_F(NsmServiceTest, SimuCrashDoesNotMoveTheStateWhenTheHookRefusesTheBump) {
+  const int32_t before = service_->state();
+  hook_.refuse_bump = true;
+  testutil::RunCoroutine(io_, service_->SimuCrash(From("127.0.0.1")));
+  EXPECT_EQ(hook_.before_bump, std::vector<int32_t>{before + 2});
+  EXPECT_EQ(service_->state(), before);
+  EXPECT_EQ(store_->LoadAll().state, before);
+  EXPECT_TRUE(hook_.states.empty());
+  EXPECT_EQ(service_->stats().failed[SM_SIMU_CRASH], 1u);
 }
 
 // A store that records the order of writes and refuses the hosts owed.

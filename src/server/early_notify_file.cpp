@@ -80,6 +80,27 @@ std::vector<std::string_view> Words(std::string_view line) {
   throw Error(ErrorKind::kFailed, fmt::format("{} {}: {}", what, path, std::strerror(errno)));
 }
 
+void SyncDirectoryOf(const std::string& path) {
+  const std::string directory = std::filesystem::path(path).parent_path().string();
+  const int dir = ::open(directory.empty() ? "." : directory.c_str(), O_RDONLY | O_CLOEXEC);
+  if (dir < 0) FailErrno("cannot open the directory of", path);
+  const bool synced = ::fsync(dir) == 0;
+  const int saved = errno;
+  ::close(dir);
+  errno = saved;
+  if (!synced) FailErrno("cannot sync the directory of", path);
+}
+
+// Removes `path` and syncs its directory, so that an older record cannot come back after a
+// crash. Nothing to do when it is not there.
+void RemoveDurably(const std::string& path) {
+  if (::unlink(path.c_str()) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return;
+    FailErrno("cannot remove the early-notify file", path);
+  }
+  SyncDirectoryOf(path);
+}
+
 // PATH.new written and synced, renamed over PATH, the directory synced: the file is either the
 // old record or the new one, after a crash too.
 void WriteDurably(const std::string& path, std::string_view text) {
@@ -103,12 +124,7 @@ void WriteDurably(const std::string& path, std::string_view text) {
     errno = failed;
     FailErrno("cannot write", path);
   }
-  const std::string directory = std::filesystem::path(path).parent_path().string();
-  const int dir = ::open(directory.empty() ? "." : directory.c_str(), O_RDONLY | O_CLOEXEC);
-  if (dir < 0) FailErrno("cannot open the directory of", path);
-  const bool synced = ::fsync(dir) == 0;
-  ::close(dir);
-  if (!synced) FailErrno("cannot sync the directory of", path);
+  SyncDirectoryOf(path);
 }
 
 }  // namespace
@@ -180,7 +196,8 @@ std::optional<EarlyNotifyRecord> ParseEarlyNotifyRecord(std::string_view text,
   return record;
 }
 
-EarlyNotifyFile::EarlyNotifyFile(std::string path) : path_(std::move(path)) {
+EarlyNotifyFile::EarlyNotifyFile(std::string path, bool keep)
+    : path_(std::move(path)), keep_(keep) {
   std::error_code error;
   const std::uintmax_t size = std::filesystem::file_size(path_, error);
   if (!error && size <= kMaxFileBytes) {
@@ -188,13 +205,12 @@ EarlyNotifyFile::EarlyNotifyFile(std::string path) : path_(std::move(path)) {
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     std::string problem;
     record_ = ParseEarlyNotifyRecord(text, &problem);
-    if (!record_) {
-      spdlog::warn("nsm early-notify file {} not used: {}", path_, problem);
-    }
+    if (!record_) spdlog::warn("nsm early-notify file {} not used: {}", path_, problem);
   } else if (!error) {
     spdlog::warn("nsm early-notify file {} not used: {} bytes", path_, size);
   }
-  writer_ = std::thread([this] { WriterLoop(); });
+  if (record_) RaiseFloor(*record_);
+  if (keep_) writer_ = std::thread([this] { WriterLoop(); });
 }
 
 EarlyNotifyFile::~EarlyNotifyFile() {
@@ -203,21 +219,27 @@ EarlyNotifyFile::~EarlyNotifyFile() {
     stopping_ = true;
   }
   changed_.notify_all();
-  writer_.join();
-}
-
-void EarlyNotifyFile::RemoveStale(const std::string& path) {
-  if (::unlink(path.c_str()) == 0) {
-    spdlog::info("nsm early-notify file {} removed: this configuration does not keep it", path);
-    return;
-  }
-  if (errno == ENOENT || errno == ENOTDIR) return;
-  FailErrno("cannot remove the early-notify file, which this configuration does not keep:", path);
+  if (writer_.joinable()) writer_.join();
 }
 
 std::optional<EarlyNotifyRecord> EarlyNotifyFile::record() const {
   std::lock_guard lock(mutex_);
   return record_;
+}
+
+std::optional<EarlyNotifyRecord> EarlyNotifyFile::floor() const {
+  std::lock_guard lock(mutex_);
+  return floor_;
+}
+
+void EarlyNotifyFile::RaiseFloor(const EarlyNotifyRecord& record) {
+  // The boot that reserved the newest state: a state reserved on another boot than this one's
+  // may have been announced there.
+  if (!floor_ || nsm::StateIsNewer(record.state, floor_->state)) {
+    floor_ = EarlyNotifyRecord{record.state, record.boot_id, {}};
+  } else if (record.state == floor_->state) {
+    floor_->boot_id = record.boot_id;
+  }
 }
 
 bool EarlyNotifyFile::Reserve(int32_t state, const std::string& boot_id) {
@@ -229,7 +251,9 @@ bool EarlyNotifyFile::Reserve(int32_t state, const std::string& boot_id) {
     if (!record_ || nsm::StateIsNewer(state, next.state)) next.state = state;
     next.boot_id = boot_id;
     if (pending_hosts_) next.hosts = *pending_hosts_;
-    if (record_ && *record_ == next) return true;
+    // Even unwritten: a state reserved may be announced by this process.
+    RaiseFloor(next);
+    if (!keep_ || (record_ && *record_ == next)) return true;
   }
   if (Write(next)) {
     std::lock_guard lock(mutex_);
@@ -237,15 +261,26 @@ bool EarlyNotifyFile::Reserve(int32_t state, const std::string& boot_id) {
     return true;
   }
   // Whatever the file says now may be behind the store's coming state: it must not stay.
-  if (::unlink(path_.c_str()) != 0 && errno != ENOENT) {
-    FailErrno("cannot remove the early-notify file, which would be behind the store:", path_);
+  try {
+    RemoveDurably(path_);
+  } catch (const std::exception& e) {
+    throw Error(ErrorKind::kFailed,
+                fmt::format("{}: it would be behind the store's state", e.what()));
   }
   std::lock_guard lock(mutex_);
   record_.reset();
   return false;
 }
 
+void EarlyNotifyFile::Remove() {
+  std::lock_guard write(write_mutex_);
+  RemoveDurably(path_);
+  std::lock_guard lock(mutex_);
+  record_.reset();
+}
+
 void EarlyNotifyFile::SetHosts(std::vector<nsm::NotifyTarget> hosts) {
+  if (!keep_) return;
   {
     std::lock_guard lock(mutex_);
     pending_hosts_ = std::move(hosts);

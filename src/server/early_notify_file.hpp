@@ -40,16 +40,18 @@ std::string FormatEarlyNotifyRecord(const EarlyNotifyRecord& record);
 std::optional<EarlyNotifyRecord> ParseEarlyNotifyRecord(std::string_view text,
                                                         std::string* problem);
 
-// The file next to a SQLite store (PATH.early-notify), kept by the process that holds the store.
-// Invariant, kept by Reserve() before every bump of the store's state: when the file exists, its
-// state is the store's or newer, and its boot is the boot of the store's last bump or newer. A
-// file that cannot be kept so is removed. Thread-safe; host lists are written by a thread of its
-// own, so that SM_MON never waits for a disk.
+// The file next to a SQLite store (PATH.early-notify), read and kept by the process that holds
+// the store's lock. Invariant, kept by Reserve() before every bump of the store's state: when the
+// file exists, its state is the store's or newer, and its boot is the boot of the store's last
+// bump or newer. A file that cannot be kept so is removed. Thread-safe; host lists are written by
+// a thread of its own, so that SM_MON never waits for a disk.
 class EarlyNotifyFile {
  public:
   // Loads the file at `path` if it is there and whole (a file that is not is logged, then
-  // treated as absent and replaced at the next Reserve).
-  explicit EarlyNotifyFile(std::string path);
+  // treated as absent and replaced at the next Reserve). With `keep` false (a configuration
+  // without early rounds) the file is only read, for floor(), and then Remove()d: Reserve and
+  // SetHosts write nothing.
+  EarlyNotifyFile(std::string path, bool keep);
   ~EarlyNotifyFile();
   EarlyNotifyFile(const EarlyNotifyFile&) = delete;
   EarlyNotifyFile& operator=(const EarlyNotifyFile&) = delete;
@@ -57,12 +59,14 @@ class EarlyNotifyFile {
   static std::string PathFor(const std::string& sqlite_path) {
     return sqlite_path + ".early-notify";
   }
-  // Removes a file no process keeps (a configuration without early rounds), so that a later
-  // one cannot announce from it. Throws nlockd::Error if it is there and cannot be removed.
-  static void RemoveStale(const std::string& path);
 
-  // The record as loaded or last written; nullopt if there is none.
+  bool keeps() const { return keep_; }
+  // The record as loaded or last written; nullopt if there is none (or it was removed).
   std::optional<EarlyNotifyRecord> record() const;
+  // The newest state (with its boot) this process has seen in the file or reserved, kept after
+  // the file is removed: the store's next bump must not come back to a state that may have
+  // been announced.
+  std::optional<EarlyNotifyRecord> floor() const;
   // Before the store's state moves to `state` on boot `boot_id`: makes the file say so (its state
   // never goes back), durably. Returns false after a failed write, the file then removed; throws
   // nlockd::Error when it could not be removed either (the invariant would not hold).
@@ -70,8 +74,11 @@ class EarlyNotifyFile {
   // The hosts of the next early round; written in the background, coalesced, once a record
   // exists (a Reserve). A failed write is logged and leaves the previous file.
   void SetHosts(std::vector<nsm::NotifyTarget> hosts);
-  // Waits until the hosts given so far are written (or failed); for tests and shutdown.
+  // Waits until the hosts given so far are written (or failed); for tests.
   void Flush();
+  // Removes the file, durably (the directory synced). Throws nlockd::Error if it is there and
+  // cannot be removed.
+  void Remove();
 
   const std::string& path() const { return path_; }
 
@@ -79,18 +86,22 @@ class EarlyNotifyFile {
   void WriterLoop();
   // Writes `record` to the file durably; false (logged) on failure.
   bool Write(const EarlyNotifyRecord& record);
+  // Raises floor_ to `record`'s state and boot when newer. REQUIRES: mutex_ held.
+  void RaiseFloor(const EarlyNotifyRecord& record);
 
   const std::string path_;
+  const bool keep_;
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::optional<EarlyNotifyRecord> record_;  // guarded by mutex_
+  std::optional<EarlyNotifyRecord> floor_;   // guarded by mutex_; its hosts are not kept
   // Hosts set but not yet written (guarded by mutex_), and whether the writer is busy.
   std::optional<std::vector<nsm::NotifyTarget>> pending_hosts_;
   bool writing_ = false;
   bool stopping_ = false;
-  // Serialises whole writes (Reserve's and the writer's) to the file.
+  // Serialises whole writes and removals (Reserve's, Remove's and the writer's) of the file.
   std::mutex write_mutex_;
-  std::thread writer_;
+  std::thread writer_;  // only when keep_
 };
 
 }  // namespace nlockd::server

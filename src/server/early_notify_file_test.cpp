@@ -19,7 +19,6 @@
 #include "rpc/dispatcher.hpp"
 #include "rpc/server.hpp"
 #include "server/early_round.hpp"
-#include "store/open_store.hpp"
 #include "testutil/temp_dir.hpp"
 
 namespace nlockd::server {
@@ -73,12 +72,12 @@ TEST(EarlyNotifyFile, ReserveNeverMovesTheStateBackButTakesTheBoot) {
   TempDir dir;
   const std::string path = dir.path() + "/nsm.db.early-notify";
   {
-    EarlyNotifyFile file(path);
+    EarlyNotifyFile file(path, true);
     EXPECT_FALSE(file.record().has_value());
     ASSERT_TRUE(file.Reserve(9, "boot-a"));
     ASSERT_TRUE(file.Reserve(5, "boot-b"));  // behind: the state stays, the boot is the new one
   }
-  EarlyNotifyFile again(path);
+  EarlyNotifyFile again(path, true);
   ASSERT_TRUE(again.record().has_value());
   EXPECT_EQ(again.record()->state, 9);
   EXPECT_EQ(again.record()->boot_id, "boot-b");
@@ -91,7 +90,7 @@ TEST(EarlyNotifyFile, ReserveNeverMovesTheStateBackButTakesTheBoot) {
 TEST(EarlyNotifyFile, HostsAreWrittenOnlyOnceAStateIsReserved) {
   TempDir dir;
   const std::string path = dir.path() + "/nsm.db.early-notify";
-  EarlyNotifyFile file(path);
+  EarlyNotifyFile file(path, true);
   file.SetHosts({{"client-1", "192.0.2.1"}});
   file.Flush();
   EXPECT_FALSE(std::filesystem::exists(path)) << "no state to announce yet";
@@ -104,8 +103,6 @@ TEST(EarlyNotifyFile, HostsAreWrittenOnlyOnceAStateIsReserved) {
   EXPECT_EQ(record->state, 3);
   EXPECT_EQ(record->hosts,
             (std::vector<nsm::NotifyTarget>{{"client-1", "192.0.2.1"}, {"client-2", ""}}));
-  // The last list before the file's end is written too.
-  file.SetHosts({});
 }
 
 TEST(EarlyNotifyFile, AFileThatCannotBeKeptIsRemovedOrStopsTheBump) {
@@ -113,20 +110,56 @@ TEST(EarlyNotifyFile, AFileThatCannotBeKeptIsRemovedOrStopsTheBump) {
   // A directory where the file should be: neither written nor removed, so Reserve throws.
   const std::string path = dir.path() + "/nsm.db.early-notify";
   std::filesystem::create_directories(path + "/inside");
-  EarlyNotifyFile blocked(path);
+  EarlyNotifyFile blocked(path, true);
   EXPECT_THROW(blocked.Reserve(3, "boot-a"), std::exception);
-  EXPECT_THROW(EarlyNotifyFile::RemoveStale(path), std::exception);
+  EXPECT_THROW(blocked.Remove(), std::exception);
+
+  // Not written (its directory is gone): nothing is left to be behind the store, but the
+  // state reserved stays the floor of the next bump.
+  const std::string gone = dir.path() + "/gone/nsm.db.early-notify";
+  EarlyNotifyFile unwritable(gone, true);
+  EXPECT_FALSE(unwritable.Reserve(5, "boot-a"));
+  EXPECT_FALSE(unwritable.record().has_value());
+  ASSERT_TRUE(unwritable.floor().has_value());
+  EXPECT_EQ(unwritable.floor()->state, 5);
 
   // A file that is unreadable as a record is not used, and Reserve replaces it.
   const std::string other = dir.path() + "/other.early-notify";
   Spill(other, "nlockd early-notify 1\nstate 41\n");
-  EarlyNotifyFile damaged(other);
+  EarlyNotifyFile damaged(other, true);
   EXPECT_FALSE(damaged.record().has_value());
   ASSERT_TRUE(damaged.Reserve(3, "boot-a"));
-  EXPECT_EQ(EarlyNotifyFile(other).record()->state, 3);
-  EarlyNotifyFile::RemoveStale(other);
+  EXPECT_EQ(EarlyNotifyFile(other, true).record()->state, 3);
+  damaged.Remove();
   EXPECT_FALSE(std::filesystem::exists(other));
-  EarlyNotifyFile::RemoveStale(other);  // gone already: nothing to do
+  damaged.Remove();  // gone already: nothing to do
+}
+
+// A configuration without early rounds reads the file only for its floor, writes nothing, and
+// removes it.
+TEST(EarlyNotifyFile, NotKeptItIsReadForItsFloorOnly) {
+  TempDir dir;
+  const std::string path = dir.path() + "/nsm.db.early-notify";
+  {
+    EarlyNotifyFile kept(path, true);
+    ASSERT_TRUE(kept.Reserve(11, "boot-a"));
+  }
+  const std::string before = Slurp(path);
+  EarlyNotifyFile file(path, false);
+  EXPECT_EQ(file.floor()->state, 11);
+  EXPECT_EQ(file.floor()->boot_id, "boot-a");
+  EXPECT_TRUE(file.Reserve(13, "boot-b"));
+  file.SetHosts({{"client-1", ""}});
+  EXPECT_EQ(Slurp(path), before) << "nothing written";
+  EXPECT_EQ(file.floor()->state, 13);
+  EXPECT_EQ(file.floor()->boot_id, "boot-b");
+  // An older reservation moves neither the floor's state nor its boot.
+  EXPECT_TRUE(file.Reserve(9, "boot-c"));
+  EXPECT_EQ(file.floor()->state, 13);
+  EXPECT_EQ(file.floor()->boot_id, "boot-b");
+  file.Remove();
+  EXPECT_FALSE(std::filesystem::exists(path));
+  EXPECT_EQ(file.floor()->state, 13) << "the floor outlives the file";
 }
 
 // A status monitor on 127.0.0.1 that records each SM_NOTIFY.
@@ -176,7 +209,8 @@ nsm::NotifierOptions ToStatdAt(uint16_t port) {
   nsm::NotifierOptions options;
   options.statd_port = port;
   options.attempt_deadline = std::chrono::milliseconds(1500);
-  options.udp_retry = std::chrono::milliseconds(200);
+  // No retransmission within the attempt: the statd below must see each SM_NOTIFY once.
+  options.udp_retry = std::chrono::milliseconds(5000);
   return options;
 }
 
@@ -184,22 +218,24 @@ TEST(EarlyRound, OnANewBootTellsTheFilesHostsTheNextStateOnce) {
   TempDir dir;
   const std::string db = dir.path() + "/nsm.db";
   LoopbackStatd statd;
-  EarlyNotifyFile file(EarlyNotifyFile::PathFor(db));
+  EarlyNotifyFile file(EarlyNotifyFile::PathFor(db), true);
   ASSERT_TRUE(file.Reserve(7, "boot-a"));
   // 127.0.0.1 answers; nothing listens at 127.0.0.2's port.
   file.SetHosts({{"peer-up", "127.0.0.1"}, {"peer-down", "127.0.0.2"}});
   file.Flush();
 
   // The boot that reserved the state announces nothing early.
-  EXPECT_EQ(BeginEarlyRound(file, "boot-a", "me", db, ToStatdAt(statd.port())), nullptr);
+  EXPECT_EQ(BeginEarlyRound(file, "boot-a", "me", ToStatdAt(statd.port())), nullptr);
+  // Nor does a start that cannot tell its boot.
+  EXPECT_EQ(BeginEarlyRound(file, "", "me", ToStatdAt(statd.port())), nullptr);
 
   std::unique_ptr<EarlyRound> round =
-      BeginEarlyRound(file, "boot-b", "me", db, ToStatdAt(statd.port()));
+      BeginEarlyRound(file, "boot-b", "me", ToStatdAt(statd.port()));
   ASSERT_NE(round, nullptr);
   EXPECT_EQ(round->state(), 9);
   // Reserved before anything was sent: the store must reach 9 on this boot.
-  EXPECT_EQ(EarlyNotifyFile(file.path()).record()->state, 9);
-  EXPECT_EQ(EarlyNotifyFile(file.path()).record()->boot_id, "boot-b");
+  EXPECT_EQ(EarlyNotifyFile(file.path(), false).record()->state, 9);
+  EXPECT_EQ(EarlyNotifyFile(file.path(), false).record()->boot_id, "boot-b");
 
   asio::io_context io;
   auto work = asio::make_work_guard(io);
@@ -216,25 +252,14 @@ TEST(EarlyRound, OnANewBootTellsTheFilesHostsTheNextStateOnce) {
   EXPECT_EQ(statd.received().size(), 1u) << "one attempt: the store's round retries";
 }
 
-TEST(EarlyRound, NotWhileAnotherProcessHoldsTheStore) {
+TEST(EarlyRound, NotWithoutHostsToTell) {
   TempDir dir;
-  const std::string db = dir.path() + "/nsm.db";
-  LoopbackStatd statd;
-  EarlyNotifyFile file(EarlyNotifyFile::PathFor(db));
+  EarlyNotifyFile file(dir.path() + "/nsm.db.early-notify", true);
+  EXPECT_EQ(BeginEarlyRound(file, "boot-b", "me", ToStatdAt(9)), nullptr) << "no file";
   ASSERT_TRUE(file.Reserve(7, "boot-a"));
-  file.SetHosts({{"peer-up", "127.0.0.1"}});
-  file.Flush();
-  {
-    const store::SqliteStoreLock serving(db);
-    EXPECT_EQ(BeginEarlyRound(file, "boot-b", "me", db, ToStatdAt(statd.port())), nullptr);
-  }
+  EXPECT_EQ(BeginEarlyRound(file, "boot-b", "me", ToStatdAt(9)), nullptr) << "no hosts";
   EXPECT_EQ(file.record()->state, 7) << "nothing reserved";
-  EXPECT_TRUE(statd.received().empty());
-  // No hosts to tell: no early round, nothing reserved.
-  file.SetHosts({});
-  file.Flush();
-  EXPECT_EQ(BeginEarlyRound(file, "boot-b", "me", db, ToStatdAt(statd.port())), nullptr);
-  EXPECT_EQ(file.record()->state, 7);
+  EXPECT_EQ(file.record()->boot_id, "boot-a");
 }
 
 }  // namespace

@@ -10,7 +10,6 @@
 
 #include "base/describe.hpp"
 #include "nsm/notify_targets.hpp"
-#include "store/open_store.hpp"
 #include "store/write_op.hpp"
 
 namespace nlockd::server {
@@ -87,14 +86,14 @@ void EarlyRound::Stop() {
 
 std::unique_ptr<EarlyRound> BeginEarlyRound(EarlyNotifyFile& file, const std::string& boot_id,
                                             const std::string& our_name,
-                                            const std::string& sqlite_path,
                                             nsm::NotifierOptions options) {
   const std::optional<EarlyNotifyRecord> record = file.record();
-  // This boot reserved a state already: the store knows whether it was announced.
-  if (!record || record->boot_id == boot_id || record->hosts.empty()) return nullptr;
+  // This boot reserved a state already: the store knows whether it was announced. Without a
+  // boot id a restart cannot be told from a reboot.
+  if (!record || boot_id.empty() || record->boot_id == boot_id || record->hosts.empty()) {
+    return nullptr;
+  }
   try {
-    // Not while another process serves the store: its state is not ours to announce.
-    const store::SqliteStoreLock lock(sqlite_path);
     const int32_t state = store::NextOddState(record->state);
     if (!file.Reserve(state, boot_id)) {
       spdlog::warn("nsm no early round: state {} could not be reserved in {}", state, file.path());

@@ -66,13 +66,13 @@ class EarlyRound {
 };
 
 // The early round of a status monitor alone whose start finds `file` written on another boot
-// than `boot_id`: reserves the next state in the file, then sends it. Holds the lock of the
-// SQLite store at `sqlite_path` meanwhile, so that nothing is announced while another process
-// serves the store. nullptr (logged) when there is nothing to announce early or it cannot be
-// done safely; the store's round then announces the boot as it always does.
+// than `boot_id`: reserves the next state in the file, then sends it. nullptr (logged) when
+// there is nothing to announce early or it cannot be done safely (no boot id); the store's
+// round then announces the boot as it always does.
+// REQUIRES: this process holds the store's lock (store::SqliteStoreLock) since before `file`
+// was read, and keeps it until the store has its state.
 std::unique_ptr<EarlyRound> BeginEarlyRound(EarlyNotifyFile& file, const std::string& boot_id,
                                             const std::string& our_name,
-                                            const std::string& sqlite_path,
                                             nsm::NotifierOptions options);
 
 }  // namespace nlockd::server

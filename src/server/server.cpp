@@ -92,16 +92,14 @@ std::unique_ptr<HaLeaseKeeper> TakeLeaseIfHa(const nlockd::Options& options,
   return std::make_unique<HaLeaseKeeper>(std::move(ha));
 }
 
-// Tests fake a reboot of the host by changing it: the store records the boot id of each run
-// to tell a process restart (lock table complete) from a host reboot.
-std::string BootIdOverride() {
-  const char* boot_id = std::getenv("NLOCKD_BOOT_ID");
-  return boot_id != nullptr ? boot_id : "";
-}
-
+// The kernel's boot id, read once: the early round and the store must agree on it. Tests fake
+// a reboot of the host by changing it (NLOCKD_BOOT_ID): the store records the boot id of each
+// run to tell a process restart (lock table complete) from a host reboot.
 std::string ThisBoot() {
   store::StoreOptions options;
-  options.boot_id = BootIdOverride();
+  if (const char* boot_id = std::getenv("NLOCKD_BOOT_ID"); boot_id != nullptr) {
+    options.boot_id = boot_id;
+  }
   return store::CurrentBootId(options);
 }
 
@@ -113,22 +111,17 @@ bool KeepsEarlyNotifyFile(const nlockd::Options& options, bool statd_directory) 
          options.notify_hold.count() == 0 && options.callback_source_port == 0;
 }
 
-// The early-notify file of a SQLite store, or nullptr; a configuration that does not keep it
-// removes it, so that no later start announces from a file left behind its store.
-std::unique_ptr<EarlyNotifyFile> EarlyNotifyFileFor(const nlockd::Options& options,
-                                                    bool statd_directory) {
+// A SQLite store's lock, taken before anything reads or acts on the files beside it (the
+// store adopts it).
+std::shared_ptr<store::SqliteStoreLock> LockSqliteStore(const nlockd::Options& options) {
   const std::optional<std::string> sqlite = store::SqliteStorePath(options.store);
   if (!sqlite) return nullptr;
-  const std::string path = EarlyNotifyFile::PathFor(*sqlite);
-  if (!KeepsEarlyNotifyFile(options, statd_directory)) {
-    EarlyNotifyFile::RemoveStale(path);
-    return nullptr;
-  }
-  return std::make_unique<EarlyNotifyFile>(path);
+  return std::make_shared<store::SqliteStoreLock>(*sqlite);
 }
 
-std::unique_ptr<store::Store> OpenConfiguredStore(const nlockd::Options& options,
-                                                  HaLeaseKeeper* ha) {
+std::unique_ptr<store::Store> OpenConfiguredStore(
+    const nlockd::Options& options, HaLeaseKeeper* ha, std::string boot_id,
+    std::shared_ptr<store::SqliteStoreLock> sqlite_lock) {
   store::StoreOptions store_options;
   // Every write checks, in its transaction, that this node still holds the lease.
   if (ha != nullptr) {
@@ -141,7 +134,8 @@ std::unique_ptr<store::Store> OpenConfiguredStore(const nlockd::Options& options
   // --name loads its state number, registrations and lock table. A SQLite file serves one node
   // and keeps its rows under the default key, as files written by earlier versions have them.
   if (store::IsSharedStoreUri(options.store)) store_options.node_id = options.name;
-  store_options.boot_id = BootIdOverride();
+  store_options.boot_id = std::move(boot_id);
+  store_options.sqlite_lock = std::move(sqlite_lock);
   auto store = store::OpenStore(options.store, store_options);
   spdlog::info("store {} opened (previous run {})", RedactStoreUri(options.store),
                store->startup().first_run            ? "none"
@@ -200,6 +194,9 @@ constexpr int kMaxStateCatchUp = 100'000;
 // The early-notify file's hosts are written this long after the SM_MON or SM_UNMON that changed
 // them, once for a burst.
 constexpr auto kEarlyHostsSettle = std::chrono::milliseconds(100);
+// A store this far behind its early-notify file is not caught up further: normally the file
+// is one bump ahead at most.
+constexpr int kMaxEarlyCatchUp = 1000;
 // The store's round waits for the early round's attempts at most their deadline and this.
 constexpr auto kEarlyRoundMargin = std::chrono::seconds(1);
 
@@ -307,12 +304,17 @@ Core::Core(asio::any_io_executor executor, nlockd::Options options, HaLink ha_li
                           }
                           if (ha_link_.on_report) ha_link_.on_report(report);
                         })),
-      early_file_(EarlyNotifyFileFor(options_, statd_directory_.has_value())),
-      early_round_(early_file_ ? BeginEarlyRound(*early_file_, ThisBoot(), options_.name,
-                                                 *store::SqliteStorePath(options_.store),
-                                                 NotifierOptionsFrom(options_))
+      boot_id_(ThisBoot()),
+      sqlite_lock_(LockSqliteStore(options_)),
+      early_file_(sqlite_lock_ ? std::make_unique<EarlyNotifyFile>(
+                                     EarlyNotifyFile::PathFor(sqlite_lock_->path()),
+                                     KeepsEarlyNotifyFile(options_, statd_directory_.has_value()))
                                : nullptr),
-      store_(OpenConfiguredStore(options_, ha_.get())),
+      early_round_(early_file_ && early_file_->keeps()
+                       ? BeginEarlyRound(*early_file_, boot_id_, options_.name,
+                                         NotifierOptionsFrom(options_))
+                       : nullptr),
+      store_(OpenConfiguredStore(options_, ha_.get(), boot_id_, sqlite_lock_)),
       locks_(clock_, LockOptions(options_)),
       status_caller_(client_, StatusCallerOptions(options_)),
       name_resolver_(executor_, NameLookupOptions()),
@@ -457,6 +459,16 @@ void Core::Start() {
   auto loaded = std::make_shared<store::LoadedState>(store_->LoadAll());
   restart_on_same_boot_ =
       statd_this_boot || IsMonitorRestartOnSameBoot(options_, store_->startup(), loaded->state);
+  if (early_round_ && restart_on_same_boot_) {
+    // The file said another boot, the store this one (a version without the file ran on this
+    // boot): the peers were told of a reboot all the same, so the store takes that state and
+    // every host hears it.
+    spdlog::error(
+        "nsm the early round announced state {} as a new boot, but the store moved its state on "
+        "this boot already: announcing {} to every host",
+        early_round_->state(), early_round_->state());
+    restart_on_same_boot_ = false;
+  }
   nsm_.Load(loaded->state, loaded->registrations);
   // Only a status monitor alone ever restarts without announcing a new state. Recorded before
   // the bump: a restart after it finds the hosts owed, one before it still announces the boot.
@@ -465,8 +477,14 @@ void Core::Start() {
   }
   const bool keep_state = restart_on_same_boot_ && loaded->state != 0;
   int32_t state = keep_state ? LastServedState(loaded->state) : BumpStoreState(loaded->state);
-  // A store kept from before the file existed gets one now: this boot's, with the kept state.
-  if (keep_state && early_file_) early_file_->Reserve(state, store_->startup().boot_id);
+  if (early_file_ && early_file_->keeps()) {
+    // A store kept from before the file existed gets one now: this boot's, with the kept state.
+    if (keep_state) early_file_->Reserve(state, boot_id_);
+    early_file_->SetHosts(nsm::MonitoredTargets(nsm_.registry()));
+  } else if (early_file_ && early_file_->record()) {
+    // This configuration keeps no file; the store is past what it held now.
+    early_file_->Remove();
+  }
   if (early_round_ && state != early_round_->state()) {
     spdlog::warn(
         "nsm the early round announced state {}, the store is at {}: every host is told {} "
@@ -502,21 +520,20 @@ bool Core::IsMonitorRestartOnSameBoot(const nlockd::Options& options,
 
 int32_t Core::BumpStoreState(int32_t from) {
   if (!early_file_) return store_->BumpState();
-  const std::string& boot = store_->startup().boot_id;
   int32_t wanted = store::NextOddState(from);
-  if (const std::optional<EarlyNotifyRecord> record = early_file_->record()) {
+  if (const std::optional<EarlyNotifyRecord> floor = early_file_->floor()) {
     // Reserved on this boot (by its early round, or a start cut short), it is this boot's to
     // announce; reserved on another, that boot may have announced it.
     const int32_t reserved =
-        record->boot_id == boot ? record->state : store::NextOddState(record->state);
+        floor->boot_id == boot_id_ ? floor->state : store::NextOddState(floor->state);
     if (nsm::StateIsNewer(reserved, wanted)) wanted = reserved;
   }
-  early_file_->Reserve(wanted, boot);
+  early_file_->Reserve(wanted, boot_id_);
   int32_t state = store_->BumpState();
   for (int bumps = 1; nsm::StateIsNewer(wanted, state); ++bumps) {
-    if (bumps == kMaxStateCatchUp) {
-      spdlog::warn("nsm state {} of {} not reached after {} steps; staying at {}", wanted,
-                   early_file_->path(), kMaxStateCatchUp, state);
+    if (bumps == kMaxEarlyCatchUp) {
+      spdlog::error("nsm state {} of {} not reached after {} steps; staying at {}", wanted,
+                    early_file_->path(), kMaxEarlyCatchUp, state);
       break;
     }
     state = store_->BumpState();
@@ -675,7 +692,7 @@ void Core::Serve(int32_t state, store::LoadedState loaded) {
 }
 
 void Core::BeforeStateBump(int32_t next_state) {
-  if (early_file_) early_file_->Reserve(next_state, store_->startup().boot_id);
+  if (early_file_) early_file_->Reserve(next_state, boot_id_);
 }
 
 void Core::ClientAdded(const std::string& mon_name, const std::string& my_name) {
@@ -816,15 +833,13 @@ asio::awaitable<void> Core::ShutDown() {
   // store, and the next start notifies them (a status monitor alone, on the same boot) or every
   // monitored host (a new boot).
   co_await tasks_.CancelAndWait(rpc::kCoreTasksBound);
-  // Written by the file's thread, which its destructor waits for.
-  if (early_file_ && start_posted_) {
-    early_file_->SetHosts(nsm::MonitoredTargets(nsm_.registry()));
-  }
   for (const auto& server : rpc_servers_) co_await server->Shutdown();
   co_await calls_.CancelAndWait(rpc::kHostCallsBound);
   co_await nlm_.Shutdown();
   co_await grace_.Shutdown();
   co_await nsm_.Shutdown();
+  // The last list, written by the file's thread, which its destructor waits for.
+  if (early_file_ && start_posted_) early_file_->SetHosts(nsm::MonitoredTargets(nsm_.registry()));
   // The events of the calls served run; a callout that hangs is killed at its timeout.
   if (ha_callout_) ha_callout_->Stop(HaCalloutOptions{}.timeout);
   co_await notifier_.Shutdown();

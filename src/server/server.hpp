@@ -46,6 +46,7 @@
 #include "server/lock_journal_store.hpp"
 #include "server/nsm_bridge.hpp"
 #include "server/statd_handover.hpp"
+#include "store/open_store.hpp"
 #include "store/store.hpp"
 
 namespace nlockd::server {
@@ -227,9 +228,13 @@ class Core final : public nsm::RestartHook,
   admin::HaView ha_view_;
   // With Options::ha: the service's lease, taken (waiting as standby) before the store opens.
   std::unique_ptr<HaLeaseKeeper> ha_;
-  // A status monitor alone on a SQLite store (EarlyNotifyFileFor): what its next start may
-  // announce before the store opens, and this start's early round, if it had one. Before
-  // store_, which they precede.
+  // The kernel's boot id, read once for the early round and the store.
+  std::string boot_id_;
+  // A SQLite store's lock, taken before the early-notify file is read; the store adopts it.
+  std::shared_ptr<store::SqliteStoreLock> sqlite_lock_;
+  // A SQLite store's early-notify file: what a status monitor alone's next start may announce
+  // before the store opens (kept only by such a configuration; others read it for its floor and
+  // remove it), and this start's early round, if it had one. Before store_, which they precede.
   std::unique_ptr<EarlyNotifyFile> early_file_;
   std::unique_ptr<EarlyRound> early_round_;
   std::unique_ptr<store::Store> store_;

@@ -27,9 +27,19 @@ std::optional<std::string> SqliteStorePath(const std::string& uri) {
 
 // The lock file and the name SqliteStore uses.
 SqliteStoreLock::SqliteStoreLock(const std::string& path)
-    : holder_(std::make_unique<FileHolder>(path + ".lock", "SQLite database " + path)) {}
+    : path_(path),
+      holder_(std::make_unique<FileHolder>(path + ".lock", "SQLite database " + path)) {}
 
 SqliteStoreLock::~SqliteStoreLock() = default;
+
+std::unique_ptr<FileHolder> SqliteStoreLock::TakeHolder(const std::string& path) {
+  if (path != path_ || !holder_) {
+    throw Error(
+        ErrorKind::kFailed,
+        fmt::format("SQLite database {}: the lock taken for {} is not its own", path, path_));
+  }
+  return std::move(holder_);
+}
 
 std::unique_ptr<Store> OpenStore(const std::string& uri, const StoreOptions& options) {
   const std::string_view view = uri;

@@ -26,9 +26,10 @@ std::optional<std::string> SqliteStorePath(const std::string& uri);
 
 class FileHolder;
 
-// The lock a SqliteStore holds on PATH.lock, taken by a process about to act on the store before
-// it opens it (the status monitor's early round), so that nothing is done beside another
-// process serving the store. Released before the store opens: both conflict, in one process too.
+// The lock a SqliteStore holds on PATH.lock, taken by a process before it opens the store, so
+// that what it does first (the status monitor's early round) is not done beside another process
+// serving the store. Given to the store through StoreOptions::sqlite_lock, which keeps it: the
+// lock is never released in between (two holders conflict, in one process too).
 class SqliteStoreLock {
  public:
   // Throws nlockd::Error as opening the store would when another process holds it.
@@ -37,7 +38,13 @@ class SqliteStoreLock {
   SqliteStoreLock(const SqliteStoreLock&) = delete;
   SqliteStoreLock& operator=(const SqliteStoreLock&) = delete;
 
+  const std::string& path() const { return path_; }
+  // For the SqliteStore on `path`: the lock itself, once. Throws nlockd::Error for another path
+  // or a lock already taken.
+  std::unique_ptr<FileHolder> TakeHolder(const std::string& path);
+
  private:
+  std::string path_;
   std::unique_ptr<FileHolder> holder_;
 };
 

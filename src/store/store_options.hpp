@@ -5,9 +5,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 namespace nlockd::store {
+
+class SqliteStoreLock;
 
 // How hard SQLite syncs a transaction that holds a durable (fsync-class) write; PRAGMA synchronous.
 enum class SqliteSync { kOff, kNormal, kFull, kExtra };
@@ -39,6 +42,10 @@ struct StoreOptions {
 
   // The kernel's boot id; empty means read kBootIdPath. Tests inject one to fake a host reboot.
   std::string boot_id;
+
+  // SQLite: the store's lock, taken by the caller before it opened the store (the status
+  // monitor's early round decides under it); the store keeps it rather than taking it again.
+  std::shared_ptr<SqliteStoreLock> sqlite_lock;
 
   // Whether this run writes the lock table (nlockd --persist-locks). false records the table as
   // incomplete for the next start, whatever the previous run left.

@@ -417,7 +417,23 @@ TEST_F(Roles, NsmAloneAnnouncesANewBootBeforeItsStoreOpens) {
                                std::to_string(state + 2) + " kept"),
             std::string::npos)
       << nsm->output();
+  // A second process on the same store, as if on another boot, announces nothing: the store's
+  // lock is taken before the file is read.
+  boot.Set("roles-boot-early-x");
+  testutil::Subprocess* second = hosts_->StartOnServer(NlockdArgv(args));
+  const std::optional<int> refused = second->Wait(std::chrono::seconds(20));
+  ASSERT_TRUE(refused.has_value()) << second->output();
+  EXPECT_NE(*refused, 0) << second->output();
+  EXPECT_NE(second->output().find("in use by another nlockd"), std::string::npos)
+      << second->output();
+  EXPECT_EQ(second->output().find("early round"), std::string::npos) << second->output();
+  boot.Set("roles-boot-early-b");
   ASSERT_EQ(nsm->Stop(SIGTERM, std::chrono::seconds(20)), 0) << nsm->output();
+  // Neither the restart on the same boot nor the second process told the client anything.
+  EXPECT_EQ(lock_manager->output().find("STATUS proc=16",
+                                        lock_manager->output().find("STATUS proc=16") + 1),
+            std::string::npos)
+      << lock_manager->output();
 
   // A file ahead of the store, as a start that reserved state + 6 and was cut short before its
   // store moved leaves it: the next boot announces state + 8, and the store catches up to it.
@@ -436,6 +452,13 @@ TEST_F(Roles, NsmAloneAnnouncesANewBootBeforeItsStoreOpens) {
   ASSERT_TRUE(told) << lock_manager->output() << nsm->output();
   EXPECT_EQ(std::stoi((*told)[2].str()), state + 8);
   EXPECT_EQ(ServerMonitorsTheClient(), state + 8);
+  ASSERT_EQ(nsm->Stop(SIGTERM, std::chrono::seconds(20)), 0) << nsm->output();
+
+  // A configuration without early rounds (notify.hold) removes the file.
+  std::vector<std::string> held = args;
+  held.insert(held.end(), {"--notify-hold", "600"});
+  nsm = StartNlockd(held, 1);
+  EXPECT_FALSE(std::filesystem::exists(early_file)) << nsm->output();
   ASSERT_EQ(nsm->Stop(SIGTERM, std::chrono::seconds(20)), 0) << nsm->output();
 }
 

@@ -13,6 +13,7 @@
 #include <sqlite3.h>
 
 #include "base/error.hpp"
+#include "store/open_store.hpp"
 #include "store/run_record.hpp"
 
 namespace nlockd::store {
@@ -103,7 +104,9 @@ SqliteStore::SqliteStore(std::string path, StoreOptions options,
     throw Error(ErrorKind::kFailed, "SQLite store: empty database path");
   }
   CreateParentDirectory(path_);
-  holder_ = std::make_unique<FileHolder>(path_ + ".lock", "SQLite database " + path_);
+  holder_ = options_.sqlite_lock
+                ? options_.sqlite_lock->TakeHolder(path_)
+                : std::make_unique<FileHolder>(path_ + ".lock", "SQLite database " + path_);
   writer_.db = std::make_unique<SqliteDb>(path_);
   Configure(*writer_.db);
   OpenReader(readers_[0]);
