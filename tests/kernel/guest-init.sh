@@ -97,7 +97,9 @@ $wrap "$statd" --serve nsm --listen 0.0.0.0:0 --name "$name" \\
   --pid-file /run/nlockd.pid 2>&1 | /run/nlk-log nlockd
 EOF
   chmod +x /run/nlk-statd
-  /run/nlk-statd &
+  # Sourced in the background, as rpc.statd's pipeline below is started: the script's own bash
+  # would start first otherwise, on the guest's one CPU, and its start count as nlockd's.
+  . /run/nlk-statd &
   stamp "rpcbind up, nlockd --serve nsm started"
 else
   rpc.statd --no-notify -F -d 2>&1 | /run/nlk-log statd &
