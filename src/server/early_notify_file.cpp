@@ -3,11 +3,11 @@
 
 #include <cerrno>
 #include <charconv>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <sstream>
+#include <system_error>
 #include <utility>
 
 #include <fcntl.h>
@@ -77,7 +77,8 @@ std::vector<std::string_view> Words(std::string_view line) {
 }
 
 [[noreturn]] void FailErrno(const std::string& what, const std::string& path) {
-  throw Error(ErrorKind::kFailed, fmt::format("{} {}: {}", what, path, std::strerror(errno)));
+  throw Error(ErrorKind::kFailed,
+              fmt::format("{} {}: {}", what, path, std::system_category().message(errno)));
 }
 
 void SyncDirectoryOf(const std::string& path) {
