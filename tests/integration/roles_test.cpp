@@ -155,6 +155,22 @@ class Roles : public ::testing::Test {
     return lock_manager;
   }
 
+  // How many status callbacks the client's lock manager printed so far.
+  static size_t StatusCallbacks(const testutil::Subprocess& lock_manager) {
+    size_t count = 0;
+    const std::string& output = lock_manager.output();
+    for (size_t at = output.find("STATUS proc=16"); at != std::string::npos;
+         at = output.find("STATUS proc=16", at + 1)) {
+      ++count;
+    }
+    return count;
+  }
+
+  static std::string ReadFile(const std::string& path) {
+    std::ifstream in(path);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  }
+
   TempDir dir_;
   std::unique_ptr<TestHosts> hosts_;
 };
@@ -280,10 +296,7 @@ TEST_F(Roles, NsmAloneRestartOnTheSameBootKeepsItsStateAndTellsNoOne) {
   EXPECT_EQ((*told)[1].str(), Server());
   EXPECT_EQ(std::stoi((*told)[2].str()), state + 2) << "one bump: the new boot's";
   // The same-boot restart told the client nothing: this is its only callback.
-  EXPECT_EQ(lock_manager->output().find("STATUS proc=16",
-                                        lock_manager->output().find("STATUS proc=16") + 1),
-            std::string::npos)
-      << lock_manager->output();
+  EXPECT_EQ(StatusCallbacks(*lock_manager), 1u) << lock_manager->output();
   EXPECT_EQ(nsm->Stop(SIGTERM, std::chrono::seconds(20)), 0) << nsm->output();
 }
 
@@ -376,9 +389,7 @@ TEST_F(Roles, NsmAloneAnnouncesANewBootBeforeItsStoreOpens) {
   // The client's SM_MON reaches the file shortly after (written off the io thread).
   auto deadline = std::chrono::steady_clock::now() + kWait;
   auto lists_the_client = [&] {
-    std::ifstream in(early_file);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    return text.find("\nhost " + Client() + " ") != std::string::npos;
+    return ReadFile(early_file).find("\nhost " + Client() + " ") != std::string::npos;
   };
   while (!lists_the_client() && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -404,10 +415,7 @@ TEST_F(Roles, NsmAloneAnnouncesANewBootBeforeItsStoreOpens) {
   EXPECT_LT(early, log.find("store sqlite:")) << log;
   // The store serves the state announced, and the client heard of it once.
   EXPECT_EQ(ServerMonitorsTheClient(), state + 2);
-  EXPECT_EQ(lock_manager->output().find("STATUS proc=16",
-                                        lock_manager->output().find("STATUS proc=16") + 1),
-            std::string::npos)
-      << lock_manager->output();
+  EXPECT_EQ(StatusCallbacks(*lock_manager), 1u) << lock_manager->output();
   ASSERT_EQ(nsm->Stop(SIGTERM, std::chrono::seconds(20)), 0) << nsm->output();
 
   // The same boot: nothing early, the state kept.
@@ -430,16 +438,12 @@ TEST_F(Roles, NsmAloneAnnouncesANewBootBeforeItsStoreOpens) {
   boot.Set("roles-boot-early-b");
   ASSERT_EQ(nsm->Stop(SIGTERM, std::chrono::seconds(20)), 0) << nsm->output();
   // Neither the restart on the same boot nor the second process told the client anything.
-  EXPECT_EQ(lock_manager->output().find("STATUS proc=16",
-                                        lock_manager->output().find("STATUS proc=16") + 1),
-            std::string::npos)
-      << lock_manager->output();
+  EXPECT_EQ(StatusCallbacks(*lock_manager), 1u) << lock_manager->output();
 
   // A file ahead of the store, as a start that reserved state + 6 and was cut short before its
   // store moved leaves it: the next boot announces state + 8, and the store catches up to it.
   {
-    std::ifstream in(early_file);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string text = ReadFile(early_file);
     const std::string old_state = "\nstate " + std::to_string(state + 2) + "\n";
     const size_t at = text.find(old_state);
     ASSERT_NE(at, std::string::npos) << text;
