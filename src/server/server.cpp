@@ -350,7 +350,7 @@ Core::Core(asio::any_io_executor executor, nlockd::Options options, HaLink ha_li
   if (!options_.statd_ha_callout.empty() && options_.serve_nsm) {
     ha_callout_ = std::make_unique<HaCallout>(HaCalloutOptions{options_.statd_ha_callout});
   }
-  if (ha_callout_ || early_file_) nsm_.SetMonitorEvents(this);
+  if (ha_callout_ || KeepsEarlyFile()) nsm_.SetMonitorEvents(this);
   if (early_round_) {
     // The event outlives the Core if the executor runs the post after it.
     early_round_->WhenFinished(executor_, [done = early_round_done_] { done->Set(); });
@@ -477,7 +477,7 @@ void Core::Start() {
   }
   const bool keep_state = restart_on_same_boot_ && loaded->state != 0;
   int32_t state = keep_state ? LastServedState(loaded->state) : BumpStoreState(loaded->state);
-  if (early_file_ && early_file_->keeps()) {
+  if (KeepsEarlyFile()) {
     // A store kept from before the file existed gets one now: this boot's, with the kept state.
     if (keep_state) early_file_->Reserve(state, boot_id_);
     early_file_->SetHosts(nsm::MonitoredTargets(nsm_.registry()));
@@ -697,26 +697,26 @@ void Core::BeforeStateBump(int32_t next_state) {
 
 void Core::ClientAdded(const std::string& mon_name, const std::string& my_name) {
   if (ha_callout_) ha_callout_->ClientAdded(mon_name, my_name);
-  if (early_file_ && !early_hosts_pending_ && !stopping_) {
-    early_hosts_pending_ = true;
-    tasks_.Spawn("early-notify hosts", [this] { return WriteEarlyHostsSoon(); });
-  }
+  WriteEarlyHostsSoon();
 }
 
 void Core::ClientRemoved(const std::string& mon_name, const std::string& my_name) {
   if (ha_callout_) ha_callout_->ClientRemoved(mon_name, my_name);
-  if (early_file_ && !early_hosts_pending_ && !stopping_) {
-    early_hosts_pending_ = true;
-    tasks_.Spawn("early-notify hosts", [this] { return WriteEarlyHostsSoon(); });
-  }
+  WriteEarlyHostsSoon();
 }
 
 void Core::NotifyReceived(const std::string& mon_name, const std::string& address, int32_t state) {
   if (ha_callout_) ha_callout_->NotifyReceived(mon_name, address, state);
 }
 
+void Core::WriteEarlyHostsSoon() {
+  if (!KeepsEarlyFile() || early_hosts_pending_ || stopping_) return;
+  early_hosts_pending_ = true;
+  tasks_.Spawn("early-notify hosts", [this] { return WriteEarlyHostsAfterBurst(); });
+}
+
 // A task of tasks_. One list per burst of SM_MON: each write takes the whole registry.
-asio::awaitable<void> Core::WriteEarlyHostsSoon() {
+asio::awaitable<void> Core::WriteEarlyHostsAfterBurst() {
   asio::steady_timer settle(executor_, kEarlyHostsSettle);
   co_await settle.async_wait(rpc::kUseTuple);
   early_hosts_pending_ = false;
@@ -745,7 +745,7 @@ void Core::StartNotificationRound(int32_t state, std::vector<nsm::NotifyTarget> 
                                   const std::vector<std::string>& told) {
   std::vector<nsm::NotifyTarget> targets =
       nsm::MergeTargets(std::move(owed), nsm::MonitoredTargets(nsm_.registry()));
-  if (early_file_) early_file_->SetHosts(nsm::MonitoredTargets(nsm_.registry()));
+  if (KeepsEarlyFile()) early_file_->SetHosts(nsm::MonitoredTargets(nsm_.registry()));
   if (!told.empty()) {
     std::unordered_set<std::string> answered;
     for (const std::string& mon_name : told) answered.insert(FoldHostName(mon_name));
@@ -839,7 +839,9 @@ asio::awaitable<void> Core::ShutDown() {
   co_await grace_.Shutdown();
   co_await nsm_.Shutdown();
   // The last list, written by the file's thread, which its destructor waits for.
-  if (early_file_ && start_posted_) early_file_->SetHosts(nsm::MonitoredTargets(nsm_.registry()));
+  if (KeepsEarlyFile() && start_posted_) {
+    early_file_->SetHosts(nsm::MonitoredTargets(nsm_.registry()));
+  }
   // The events of the calls served run; a callout that hangs is killed at its timeout.
   if (ha_callout_) ha_callout_->Stop(HaCalloutOptions{}.timeout);
   co_await notifier_.Shutdown();

@@ -171,8 +171,12 @@ class Core final : public nsm::RestartHook,
   // first: to the next odd state, or to the state the file reserved when that is newer (the
   // early round announced it, or may have on another boot). Returns the state.
   int32_t BumpStoreState(int32_t from);
-  // The early-notify file's hosts, from the registry, after SM_MON and SM_UNMON settle.
-  asio::awaitable<void> WriteEarlyHostsSoon();
+  // Whether this configuration keeps the early-notify file (others only read it).
+  bool KeepsEarlyFile() const { return early_file_ && early_file_->keeps(); }
+  // The early-notify file's hosts, from the registry, once a burst of SM_MON or SM_UNMON
+  // settled (WriteEarlyHostsAfterBurst, one task at a time).
+  void WriteEarlyHostsSoon();
+  asio::awaitable<void> WriteEarlyHostsAfterBurst();
   // The state number the previous run served, from the stored one.
   static int32_t LastServedState(int32_t stored_state);
   // Moves the state past rpc.statd's last one (`statd`, from its state file), so that peers
