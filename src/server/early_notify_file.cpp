@@ -252,13 +252,23 @@ bool EarlyNotifyFile::Reserve(int32_t state, const std::string& boot_id) {
     if (!record_ || nsm::StateIsNewer(state, next.state)) next.state = state;
     next.boot_id = boot_id;
     if (pending_hosts_) next.hosts = *pending_hosts_;
-    // Even unwritten: a state reserved may be announced by this process.
-    RaiseFloor(next);
-    if (!keep_ || (record_ && *record_ == next)) return true;
+    // Even unwritten: a state reserved may be announced by this process. The state asked for,
+    // not the file's newer one: that one was reserved on its own boot.
+    RaiseFloor(EarlyNotifyRecord{state, boot_id, {}});
+    if (!keep_) {
+      // Not kept: nothing to create, but a file left until its removal must name this boot, and
+      // no hosts, so that no start on this boot takes it for another's.
+      if (!record_) return true;
+      next.hosts.clear();
+    }
+    if (record_ && *record_ == next) return true;
   }
   if (Write(next)) {
     std::lock_guard lock(mutex_);
     record_ = std::move(next);
+    // The hosts given so far went with it.
+    if (pending_hosts_ && *pending_hosts_ == record_->hosts) pending_hosts_.reset();
+    changed_.notify_all();
     return true;
   }
   // Whatever the file says now may be behind the store's coming state: it must not stay.

@@ -49,8 +49,9 @@ class EarlyNotifyFile {
  public:
   // Loads the file at `path` if it is there and whole (a file that is not is logged, then
   // treated as absent and replaced at the next Reserve). With `keep` false (a configuration
-  // without early rounds) the file is only read, for floor(), and then Remove()d: Reserve and
-  // SetHosts write nothing.
+  // without early rounds) the file is read for floor() and then Remove()d: SetHosts writes
+  // nothing, and Reserve creates nothing but rewrites a file still there with its boot and no
+  // hosts.
   EarlyNotifyFile(std::string path, bool keep);
   ~EarlyNotifyFile();
   EarlyNotifyFile(const EarlyNotifyFile&) = delete;

@@ -306,10 +306,13 @@ Core::Core(asio::any_io_executor executor, nlockd::Options options, HaLink ha_li
                         })),
       boot_id_(ThisBoot()),
       sqlite_lock_(LockSqliteStore(options_)),
-      early_file_(sqlite_lock_ ? std::make_unique<EarlyNotifyFile>(
-                                     EarlyNotifyFile::PathFor(sqlite_lock_->path()),
-                                     KeepsEarlyNotifyFile(options_, statd_directory_.has_value()))
-                               : nullptr),
+      early_file_(sqlite_lock_
+                      ? std::make_unique<EarlyNotifyFile>(
+                            EarlyNotifyFile::PathFor(sqlite_lock_->path()),
+                            // Without a boot id a restart cannot be told from a reboot.
+                            !boot_id_.empty() &&
+                                KeepsEarlyNotifyFile(options_, statd_directory_.has_value()))
+                      : nullptr),
       early_round_(early_file_ && early_file_->keeps()
                        ? BeginEarlyRound(*early_file_, boot_id_, options_.name,
                                          NotifierOptionsFrom(options_))
@@ -378,7 +381,12 @@ Core::Core(asio::any_io_executor executor, nlockd::Options options, HaLink ha_li
   if (options_.serve_nsm) nsm_.Register(dispatcher_);
 }
 
-Core::~Core() = default;
+Core::~Core() {
+  // The early-notify file's last write (and the early round) end while the store still holds
+  // its lock: after it, another process may own the file.
+  early_round_.reset();
+  early_file_.reset();
+}
 
 std::function<admin::HaView()> Core::HaViewSource() {
   if (!options_.ha) return {};

@@ -62,6 +62,20 @@ TEST(OpenStore, SqliteAndMemoryStoresLeaveLibpqUnloaded) {
       ::testing::ExitedWithCode(0), "");
 }
 
+// A first start: neither the directory nor the file exists when the caller takes the lock, and
+// the store adopts that lock.
+TEST(OpenStore, ASqliteStoreLockedFirstCreatesItsDirectoryAndIsAdopted) {
+  testutil::TempDir dir;
+  const std::string path = dir.path() + "/var/lib/nlockd/nlockd.db";
+  StoreOptions options;
+  options.sqlite_lock = std::make_shared<SqliteStoreLock>(path);
+  auto store = OpenStore("sqlite:" + path, options);
+  EXPECT_TRUE(store->startup().persistent);
+  EXPECT_THROW(SqliteStoreLock{path}, Error) << "held by the store";
+  store.reset();
+  SqliteStoreLock again(path);  // released with the store
+}
+
 TEST(OpenStore, AnUnknownSchemeIsAClearError) {
   const Error e = OpenError("mysql://root:secret@db/x");
   EXPECT_EQ(e.kind(), ErrorKind::kFailed);

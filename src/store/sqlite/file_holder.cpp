@@ -3,7 +3,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <string_view>
+#include <system_error>
 #include <utility>
 
 #include <fcntl.h>
@@ -39,6 +41,16 @@ struct flock WholeFile(short type) {
 
 FileHolder::FileHolder(std::string lock_path, const std::string& what)
     : path_(std::move(lock_path)) {
+  // A first start: the store's directory may not exist yet.
+  if (const std::filesystem::path parent = std::filesystem::path(path_).parent_path();
+      !parent.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(parent, error);
+    if (error) {
+      throw Error(ErrorKind::kFailed, fmt::format("{}: cannot create directory {}: {}", what,
+                                                  parent.string(), error.message()));
+    }
+  }
   fd_ = open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0) {
     throw Error(ErrorKind::kFailed, fmt::format("{}: cannot open its lock file {}: {}", what, path_,

@@ -13,9 +13,10 @@ namespace nlockd::store {
 // too. Thread-compatible.
 class FileHolder {
  public:
-  // Takes the lock, creating the file (mode 0644) if needed. Throws nlockd::Error(kFailed) naming
-  // the holder's PID when another descriptor holds it, or the file when it cannot be used.
-  // `what` names the store in messages ("SQLite database /var/lib/nlockd/nlockd.db").
+  // Takes the lock, creating the file (mode 0644) and its parent directories if needed. Throws
+  // nlockd::Error(kFailed) naming the holder's PID when another descriptor holds it, or the file
+  // when it cannot be used. `what` names the store in messages ("SQLite database
+  // /var/lib/nlockd/nlockd.db").
   FileHolder(std::string lock_path, const std::string& what);
   // Releases the lock (the file stays: unlinking it could split two later holders).
   ~FileHolder();

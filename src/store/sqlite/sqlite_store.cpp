@@ -44,20 +44,6 @@ const char* PragmaValue(SqliteSync level) {
   return "FULL";
 }
 
-void CreateParentDirectory(const std::string& path) {
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  if (parent.empty()) {
-    return;
-  }
-  std::error_code error;
-  std::filesystem::create_directories(parent, error);
-  if (error) {
-    throw Error(ErrorKind::kFailed,
-                fmt::format("cannot create directory {} for SQLite database {}: {}",
-                            parent.string(), path, error.message()));
-  }
-}
-
 // Rolls back the open transaction of db, if any, when an exception leaves the scope.
 class RollbackOnError {
  public:
@@ -103,7 +89,7 @@ SqliteStore::SqliteStore(std::string path, StoreOptions options,
   if (path_.empty()) {
     throw Error(ErrorKind::kFailed, "SQLite store: empty database path");
   }
-  CreateParentDirectory(path_);
+  // The holder creates the parent directories, as the lock file comes first.
   holder_ = options_.sqlite_lock
                 ? options_.sqlite_lock->TakeHolder(path_)
                 : std::make_unique<FileHolder>(path_ + ".lock", "SQLite database " + path_);
