@@ -16,6 +16,7 @@
 #include <asio/use_awaitable.hpp>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sqlite3.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -394,6 +395,54 @@ TEST(LockService, ANewStoreContinuesFromRpcStatdsStateNumber) {
     rebooted.Start();
     EXPECT_EQ(rebooted.GetStatus().state_number, 45);
   }
+  unsetenv("NLOCKD_BOOT_ID");
+  unsetenv("NLOCKD_STATD_STATE_FILE");
+  unlink(path);
+  std::filesystem::remove_all(dir);
+}
+
+// The rows of the SQLite store's state history (one per state written), read after the service
+// closed it.
+int64_t StateHistoryRows(const std::string& db_path) {
+  sqlite3* db = nullptr;
+  int64_t rows = -1;
+  if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_stmt* count = nullptr;
+    if (sqlite3_prepare_v2(db, "SELECT COUNT(*) FROM state_history", -1, &count, nullptr) ==
+            SQLITE_OK &&
+        sqlite3_step(count) == SQLITE_ROW) {
+      rows = sqlite3_column_int64(count, 0);
+    }
+    sqlite3_finalize(count);
+  }
+  sqlite3_close(db);
+  return rows;
+}
+
+// A server whose statd has rebooted for years: its state is passed in one synced write, not one
+// per odd number on the way (75,000 here).
+TEST(LockService, ANewStoreJumpsPastALargeRpcStatdStateInOneWrite) {
+  char path[] = "/tmp/nlockd-statd-state-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const int32_t statd_state = 150'000;  // even: statd would have come up with 150,001
+  ASSERT_EQ(write(fd, &statd_state, sizeof statd_state), static_cast<ssize_t>(sizeof statd_state));
+  close(fd);
+  setenv("NLOCKD_STATD_STATE_FILE", path, 1);
+  char dir[] = "/tmp/nlockd-store-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string db = std::string(dir) + "/nlockd.db";
+  Options options = MemoryOptions();
+  options.serve_nlm = false;
+  options.store = "sqlite:" + db;
+  setenv("NLOCKD_BOOT_ID", "statd-jump-boot-1", 1);
+  {
+    LockService service(options);
+    service.Start();
+    EXPECT_EQ(service.GetStatus().state_number, 150'003);
+  }
+  // The first bump (1), the jump (150,003), the clean stop (150,004).
+  EXPECT_EQ(StateHistoryRows(db), 3);
   unsetenv("NLOCKD_BOOT_ID");
   unsetenv("NLOCKD_STATD_STATE_FILE");
   unlink(path);

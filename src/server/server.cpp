@@ -189,14 +189,12 @@ GraceControllerOptions GraceOptionsFrom(const nlockd::Options& options) {
 // Where rpc.statd keeps the host's NSM state number (nfs-utils' default; a host int32), read
 // on a new store's first start when statd_directory is not set.
 constexpr const char* kStatdStateFile = "/var/lib/nfs/state";
-// At most this many bumps to catch up with rpc.statd's number: beyond, the file is not trusted.
+// At most this many odd numbers past the store's to catch up with rpc.statd's: beyond, the file is
+// not trusted.
 constexpr int kMaxStateCatchUp = 100'000;
 // The early-notify file's hosts are written this long after the SM_MON or SM_UNMON that changed
 // them, once for a burst.
 constexpr auto kEarlyHostsSettle = std::chrono::milliseconds(100);
-// A store this far behind its early-notify file is not caught up further: normally the file
-// is one bump ahead at most.
-constexpr int kMaxEarlyCatchUp = 1000;
 // The store's round waits for the early round's attempts at most their deadline and this.
 constexpr auto kEarlyRoundMargin = std::chrono::seconds(1);
 
@@ -526,27 +524,24 @@ bool Core::IsMonitorRestartOnSameBoot(const nlockd::Options& options,
          stored_state != 0;
 }
 
-int32_t Core::BumpStoreState(int32_t from) {
-  if (!early_file_) return store_->BumpState();
-  int32_t wanted = store::NextOddState(from);
-  if (const std::optional<EarlyNotifyRecord> floor = early_file_->floor()) {
-    // Reserved on this boot (by its early round, or a start cut short), it is this boot's to
-    // announce; reserved on another, that boot may have announced it.
-    const int32_t reserved =
-        floor->boot_id == boot_id_ ? floor->state : store::NextOddState(floor->state);
-    if (nsm::StateIsNewer(reserved, wanted)) wanted = reserved;
-  }
-  early_file_->Reserve(wanted, boot_id_);
-  int32_t state = store_->BumpState();
-  for (int bumps = 1; nsm::StateIsNewer(wanted, state); ++bumps) {
-    if (bumps == kMaxEarlyCatchUp) {
-      spdlog::error("nsm state {} of {} not reached after {} steps; staying at {}", wanted,
-                    early_file_->path(), kMaxEarlyCatchUp, state);
-      break;
+int32_t Core::BumpStoreState(int32_t from, std::optional<int32_t> at_least) {
+  const int32_t next = store::NextOddState(from);
+  int32_t wanted = next;
+  const auto raise_to = [&wanted](int32_t state) {
+    // A hand-edited file may hold an even number; a host that is up announces odd ones.
+    if (state % 2 == 0) state = store::NextOddState(state);
+    if (nsm::StateIsNewer(state, wanted)) wanted = state;
+  };
+  if (at_least) raise_to(*at_least);
+  if (early_file_) {
+    if (const std::optional<EarlyNotifyRecord> floor = early_file_->floor()) {
+      // Reserved on this boot (by its early round, or a start cut short), it is this boot's to
+      // announce; reserved on another, that boot may have announced it.
+      raise_to(floor->boot_id == boot_id_ ? floor->state : store::NextOddState(floor->state));
     }
-    state = store_->BumpState();
+    early_file_->Reserve(wanted, boot_id_);
   }
-  return state;
+  return wanted == next ? store_->BumpState() : store_->MoveStateTo(wanted);
 }
 
 int32_t Core::LastServedState(int32_t stored_state) {
@@ -562,19 +557,22 @@ int32_t Core::ContinueStatdState(int32_t state, std::optional<int32_t> statd, bo
   // have it and nothing is announced, so it is kept.
   if (!statd) return state;
   const int32_t target = StatdStateAsUp(*statd);
-  auto behind = [&] {
-    return same_boot ? nsm::StateIsNewer(target, state) : !nsm::StateIsNewer(state, target);
+  auto behind = [&](int32_t candidate) {
+    return same_boot ? nsm::StateIsNewer(target, candidate) : !nsm::StateIsNewer(candidate, target);
   };
-  if (!behind()) return state;
-  const int32_t first = state;
-  for (int bumps = 0; behind(); ++bumps) {
+  if (!behind(state)) return state;
+  // The state bumps would have reached, counted here and then written in one step.
+  int32_t needed = state;
+  for (int bumps = 0; behind(needed); ++bumps) {
     if (bumps == kMaxStateCatchUp) {
       spdlog::warn("nsm state {} of rpc.statd not reached after {} steps; staying at {}", *statd,
                    kMaxStateCatchUp, state);
       return state;
     }
-    state = BumpStoreState(state);
+    needed = store::NextOddState(needed);
   }
+  const int32_t first = state;
+  state = BumpStoreState(state, needed);
   spdlog::info("nsm state continues from rpc.statd's {}: {} -> {}", *statd, first, state);
   return state;
 }

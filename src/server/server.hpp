@@ -167,10 +167,11 @@ class Core final : public nsm::RestartHook,
   // serve = nsm restarted on the boot its store last ran on: keep the state, notify no one.
   static bool IsMonitorRestartOnSameBoot(const nlockd::Options& options,
                                          const store::StartupInfo& startup, int32_t stored_state);
-  // Moves the store's state on from `from` (a new boot, a catch-up), the early-notify file
-  // first: to the next odd state, or to the state the file reserved when that is newer (the
-  // early round announced it, or may have on another boot). Returns the state.
-  int32_t BumpStoreState(int32_t from);
+  // Moves the store's state on from `from`, the store's current state (a new boot, a catch-up),
+  // the early-notify file first: to the newest of the next odd state, `at_least` (odd) and the
+  // state the file reserved (the early round announced it, or may have on another boot), in
+  // one write. Returns the state.
+  int32_t BumpStoreState(int32_t from, std::optional<int32_t> at_least = std::nullopt);
   // Whether this configuration keeps the early-notify file (others only read it).
   bool KeepsEarlyFile() const { return early_file_ && early_file_->keeps(); }
   // The early-notify file's hosts, from the registry, once a burst of SM_MON or SM_UNMON

@@ -4,6 +4,8 @@
 #include <future>
 #include <utility>
 
+#include "base/error.hpp"
+
 namespace nlockd::store {
 namespace {
 
@@ -79,6 +81,14 @@ int32_t Store::BumpState() {
   int32_t new_state = 0;
   SubmitAndWait([this](WriteOp op, Done done) { Submit(std::move(op), std::move(done)); },
                 BumpStateOp{&new_state});
+  return new_state;
+}
+
+int32_t Store::MoveStateTo(int32_t state) {
+  NLOCKD_REQUIRE(state % 2 != 0, "a state number a host is up with is odd");
+  int32_t new_state = 0;
+  SubmitAndWait([this](WriteOp op, Done done) { Submit(std::move(op), std::move(done)); },
+                BumpStateOp{&new_state, state});
   return new_state;
 }
 

@@ -122,6 +122,12 @@ class Store {
   void Clear(Done done);
   // Moves the state number to the next odd number and returns it once it is durable; blocks.
   int32_t BumpState();
+  // Moves the state number straight to `state` and returns it once it is durable; blocks. For a
+  // start that must pass a number announced elsewhere (rpc.statd's, an early round's): one
+  // write, where bumping up to it took one synced write per step.
+  // REQUIRES: `state` is odd and newer than the stored state (the caller, the store's one
+  // writer while it starts, read it).
+  int32_t MoveStateTo(int32_t state);
   // Records that this run ends cleanly and moves the state number to even (down); blocks.
   // REQUIRES: no write is submitted after it.
   void MarkCleanShutdown();

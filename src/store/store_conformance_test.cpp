@@ -323,6 +323,28 @@ TEST_P(StoreConformance, BumpStateMovesToTheNextOddNumberAndRecordsHistory) {
   EXPECT_EQ(store_->StateHistory(), expected);
 }
 
+TEST_P(StoreConformance, MoveStateToJumpsInOneStepAcrossTheWrapAndRecordsHistory) {
+  clock_.Set(1'000'000);
+  EXPECT_EQ(store_->BumpState(), 1);
+  clock_.Set(2'000'000);
+  EXPECT_EQ(store_->MoveStateTo(200'001), 200'001);
+  EXPECT_EQ(Load().state, 200'001);
+  EXPECT_EQ(store_->BumpState(), 200'003);
+  // The largest state, then past the wrap, as the next odd numbers go.
+  EXPECT_EQ(store_->MoveStateTo(std::numeric_limits<int32_t>::max()),
+            std::numeric_limits<int32_t>::max());
+  EXPECT_EQ(store_->BumpState(), std::numeric_limits<int32_t>::min() + 1);
+  EXPECT_EQ(store_->MoveStateTo(-7), -7);
+  EXPECT_EQ(Load().state, -7);
+  const std::vector<StateChange> history = store_->StateHistory();
+  ASSERT_EQ(history.size(), 6U);
+  EXPECT_EQ(history[1],
+            (StateChange{200'001, std::chrono::system_clock::time_point(std::chrono::seconds(2))}));
+  EXPECT_EQ(history.back().state, -7);
+  EXPECT_THROW(store_->MoveStateTo(8), Error) << "an even state is a caller's bug";
+  EXPECT_EQ(Load().state, -7);
+}
+
 TEST_P(StoreConformance, ClearRemovesRegistrationsLocksAndSharesButKeepsStateAndOwed) {
   EXPECT_EQ(store_->BumpState(), 1);
   Put(MakeRegistration("a", "lockd"));
@@ -444,6 +466,10 @@ TEST_P(PersistentStore, RecordsTheBootOnWhichTheStateWasLastBumped) {
   store_->MarkCleanShutdown();  // a clean stop moves the state, but announces nothing
   Reopen("boot-3");
   EXPECT_EQ(store_->startup().state_boot_id, "boot-2");
+  EXPECT_EQ(store_->MoveStateTo(41), 41);  // a jump announces, as a bump does
+  Reopen("boot-4");
+  EXPECT_EQ(store_->startup().state, 41);
+  EXPECT_EQ(store_->startup().state_boot_id, "boot-3");
 }
 
 TEST_P(PersistentStore, ReportsEachCommittedTransactionToItsCommitObserver) {

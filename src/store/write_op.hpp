@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -27,10 +28,12 @@ struct PutNotifyOwedOp {
   std::vector<NotifyOwed> owed;
 };
 struct ClearOp {};
-// Moves the state number to the next odd number and writes it to *new_state.
-// REQUIRES: new_state outlives the write (its submitter waits for it).
+// Moves the state number to the next odd number, or to `to` when set, and writes it to
+// *new_state.
+// REQUIRES: new_state outlives the write (its submitter waits for it); `to` is odd.
 struct BumpStateOp {
   int32_t* new_state = nullptr;
+  std::optional<int32_t> to = std::nullopt;
 };
 struct MarkCleanShutdownOp {};
 struct LockChangesOp {

@@ -138,7 +138,7 @@ void LoggedStore::Forward(WriteOp op, Done done) {
     void operator()(BumpStateOp& o) {
       std::exception_ptr error;
       try {
-        *o.new_state = inner.BumpState();
+        *o.new_state = o.to ? inner.MoveStateTo(*o.to) : inner.BumpState();
       } catch (...) {
         error = std::current_exception();
       }

@@ -59,7 +59,7 @@ struct MemoryStore::Applier {
     store.shares_.clear();
   }
   void operator()(const BumpStateOp& op) const {
-    store.state_ = NextOddState(store.state_);
+    store.state_ = op.to.value_or(NextOddState(store.state_));
     store.history_.push_back({store.state_, WallNow(store.options_)});
     *op.new_state = store.state_;
   }

@@ -74,7 +74,13 @@ struct CommandBuilder {
     Add(Stmt::kClearShares);
   }
   void operator()(const BumpStateOp& op) const {
-    Add(Stmt::kBumpState).returned_state = op.new_state;
+    if (op.to) {
+      SqlCommand& set = Add(Stmt::kSetState);
+      set.params.push_back(SqlValue::Int64(*op.to));
+      set.returned_state = op.new_state;
+    } else {
+      Add(Stmt::kBumpState).returned_state = op.new_state;
+    }
     Add(Stmt::kRecordState).params.push_back(SqlValue::Int64(now));
   }
   void operator()(const MarkCleanShutdownOp&) const {

@@ -62,6 +62,14 @@ TEST(Commands, BumpStateReturnsTheStateAndRecordsIt) {
   EXPECT_EQ(commands[1].params[1].integer, 5'000'000);  // microseconds
 }
 
+TEST(Commands, MoveStateToSetsTheStateAndRecordsIt) {
+  int32_t state = 0;
+  const auto commands = CommandsOf(BumpStateOp{&state, 41});
+  EXPECT_EQ(StatementsOf(commands), (std::vector<Stmt>{Stmt::kSetState, Stmt::kRecordState}));
+  EXPECT_EQ(commands[0].returned_state, &state);
+  EXPECT_EQ(commands[0].params[1].integer, 41);
+}
+
 TEST(Commands, ReplaceLocksDeletesTheOwnersLocksThenPutsEachRange) {
   const auto commands = CommandsOf(
       LockChangesOp{{ReplaceLocks{"f", "h", 7, "o", {{true, 0, 1}, {false, 5, 0}}, {}}}});

@@ -26,6 +26,7 @@ constexpr std::array kNodeBytes{T, B};
 constexpr std::array kNodeMyId{T, B, I, I, I};
 constexpr std::array kPutNotifyOwedParams{T, B, B, L, I};
 constexpr std::array kRecordStateParams{T, L};
+constexpr std::array kSetStateParams{T, L};
 constexpr std::array kPutLockParams{T, B, L, B, B, I, B, I, L};
 constexpr std::array kNodeBytesInt64{T, B, L};
 constexpr std::array kNodeBytesInt64Int64{T, B, L, L};
@@ -62,6 +63,9 @@ const std::array<StatementDef, kStmtCount> kStatements{{
      "UPDATE node_state SET state = " NLOCKD_NEXT_ODD
      ", state_boot_id = boot_id WHERE node = $1 RETURNING state",
      kNode},
+    {"set_state",
+     "UPDATE node_state SET state = $2, state_boot_id = boot_id WHERE node = $1 RETURNING state",
+     kSetStateParams},
     {"mark_clean",
      "UPDATE node_state SET clean_shutdown = 1, state = " NLOCKD_NEXT_EVEN " WHERE node = $1",
      kNode},

@@ -24,6 +24,7 @@ enum class Stmt {
   kClearLocks,
   kClearShares,
   kBumpState,  // returns the new state
+  kSetState,   // to $2; returns it
   kMarkClean,
   kRecordState,
   kMarkLocksComplete,
