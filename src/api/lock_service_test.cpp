@@ -363,42 +363,62 @@ TEST(LockService, NsmOnAListenerOfItsOwn) {
   EXPECT_THROW(statd.Listen("127.0.0.1", 0, {kNlmProgram}), std::runtime_error);
 }
 
+// A new SQLite store (NSM only) on a host where rpc.statd left `statd_state` in its state file
+// (NLOCKD_STATD_STATE_FILE), on boot `boot_id` (NLOCKD_BOOT_ID); both variables are unset and
+// the files removed at the end.
+class NewStoreBesideStatd {
+ public:
+  NewStoreBesideStatd(int32_t statd_state, const char* boot_id) {
+    const int fd = mkstemp(state_file_);
+    EXPECT_GE(fd, 0);
+    // rpc.statd's file: one host-order int32.
+    EXPECT_EQ(write(fd, &statd_state, sizeof statd_state),
+              static_cast<ssize_t>(sizeof statd_state));
+    close(fd);
+    setenv("NLOCKD_STATD_STATE_FILE", state_file_, 1);
+    setenv("NLOCKD_BOOT_ID", boot_id, 1);
+    EXPECT_NE(mkdtemp(store_dir_), nullptr);
+    options_ = MemoryOptions();
+    options_.serve_nlm = false;
+    options_.store = "sqlite:" + db();
+  }
+  ~NewStoreBesideStatd() {
+    unsetenv("NLOCKD_BOOT_ID");
+    unsetenv("NLOCKD_STATD_STATE_FILE");
+    unlink(state_file_);
+    std::filesystem::remove_all(store_dir_);
+  }
+  NewStoreBesideStatd(const NewStoreBesideStatd&) = delete;
+  NewStoreBesideStatd& operator=(const NewStoreBesideStatd&) = delete;
+
+  const Options& options() const { return options_; }
+  std::string db() const { return std::string(store_dir_) + "/nlockd.db"; }
+
+ private:
+  char state_file_[31] = "/tmp/nlockd-statd-state-XXXXXX";
+  char store_dir_[25] = "/tmp/nlockd-store-XXXXXX";
+  Options options_;
+};
+
 TEST(LockService, ANewStoreContinuesFromRpcStatdsStateNumber) {
-  char path[] = "/tmp/nlockd-statd-state-XXXXXX";
-  const int fd = mkstemp(path);
-  ASSERT_GE(fd, 0);
-  const int32_t statd_state = 41;  // rpc.statd's file: one host-order int32.
-  ASSERT_EQ(write(fd, &statd_state, sizeof statd_state), static_cast<ssize_t>(sizeof statd_state));
-  close(fd);
-  setenv("NLOCKD_STATD_STATE_FILE", path, 1);
-  char dir[] = "/tmp/nlockd-store-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  const std::string db = std::string(dir) + "/nlockd.db";
-  Options options = MemoryOptions();
-  options.serve_nlm = false;
-  options.store = "sqlite:" + db;
-  setenv("NLOCKD_BOOT_ID", "statd-state-boot-1", 1);
+  NewStoreBesideStatd host(41, "statd-state-boot-1");
   {
-    LockService service(options);
+    LockService service(host.options());
     service.Start();
     // Peers knew the host at 41: our first notification must be newer.
     EXPECT_EQ(service.GetStatus().state_number, 43);
   }
   {
-    LockService again(options);  // Restarted on the same boot: the number stays.
+    LockService again(host.options());  // Restarted on the same boot: the number stays.
     again.Start();
     EXPECT_EQ(again.GetStatus().state_number, 43);
   }
   setenv("NLOCKD_BOOT_ID", "statd-state-boot-2", 1);
   {
-    LockService rebooted(options);  // Not a new store: its own number goes on.
+    LockService rebooted(host.options());  // Not a new store: its own number goes on.
     rebooted.Start();
     EXPECT_EQ(rebooted.GetStatus().state_number, 45);
   }
-  unsetenv("NLOCKD_BOOT_ID");
-  unsetenv("NLOCKD_STATD_STATE_FILE");
-  unlink(path);
-  std::filesystem::remove_all(dir);
 }
 
 // The rows of the SQLite store's state history (one per state written), read after the service
@@ -422,31 +442,14 @@ int64_t StateHistoryRows(const std::string& db_path) {
 // A server whose statd has rebooted for years: its state is passed in one synced write, not one
 // per odd number on the way (75,000 here).
 TEST(LockService, ANewStoreJumpsPastALargeRpcStatdStateInOneWrite) {
-  char path[] = "/tmp/nlockd-statd-state-XXXXXX";
-  const int fd = mkstemp(path);
-  ASSERT_GE(fd, 0);
-  const int32_t statd_state = 150'000;  // even: statd would have come up with 150,001
-  ASSERT_EQ(write(fd, &statd_state, sizeof statd_state), static_cast<ssize_t>(sizeof statd_state));
-  close(fd);
-  setenv("NLOCKD_STATD_STATE_FILE", path, 1);
-  char dir[] = "/tmp/nlockd-store-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  const std::string db = std::string(dir) + "/nlockd.db";
-  Options options = MemoryOptions();
-  options.serve_nlm = false;
-  options.store = "sqlite:" + db;
-  setenv("NLOCKD_BOOT_ID", "statd-jump-boot-1", 1);
+  NewStoreBesideStatd host(150'000, "statd-jump-boot-1");  // statd came up with 150,001
   {
-    LockService service(options);
+    LockService service(host.options());
     service.Start();
     EXPECT_EQ(service.GetStatus().state_number, 150'003);
   }
   // The first bump (1), the jump (150,003), the clean stop (150,004).
-  EXPECT_EQ(StateHistoryRows(db), 3);
-  unsetenv("NLOCKD_BOOT_ID");
-  unsetenv("NLOCKD_STATD_STATE_FILE");
-  unlink(path);
-  std::filesystem::remove_all(dir);
+  EXPECT_EQ(StateHistoryRows(host.db()), 3);
 }
 
 }  // namespace
