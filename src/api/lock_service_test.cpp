@@ -440,7 +440,7 @@ int64_t StateHistoryRows(const std::string& db_path) {
 }
 
 // A server whose statd has rebooted for years: its state is passed in one synced write, not one
-// per odd number on the way (75,000 here).
+// per odd number on the way (75,001 here).
 TEST(LockService, ANewStoreJumpsPastALargeRpcStatdStateInOneWrite) {
   NewStoreBesideStatd host(150'000, "statd-jump-boot-1");  // statd came up with 150,001
   {

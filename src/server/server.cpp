@@ -527,10 +527,12 @@ bool Core::IsMonitorRestartOnSameBoot(const nlockd::Options& options,
 int32_t Core::BumpStoreState(int32_t from, std::optional<int32_t> at_least) {
   const int32_t next = store::NextOddState(from);
   int32_t wanted = next;
-  const auto raise_to = [&wanted](int32_t state) {
+  const auto raise_to = [&wanted, from](int32_t state) {
     // A hand-edited file may hold an even number; a host that is up announces odd ones.
     if (state % 2 == 0) state = store::NextOddState(state);
-    if (nsm::StateIsNewer(state, wanted)) wanted = state;
+    // Newer than `from` too: "newer" is not transitive near 2^31 apart, and the store may only
+    // move forward.
+    if (nsm::StateIsNewer(state, wanted) && nsm::StateIsNewer(state, from)) wanted = state;
   };
   if (at_least) raise_to(*at_least);
   if (early_file_) {
