@@ -77,18 +77,17 @@ void Store::PutNotifyOwedAndWait(std::vector<NotifyOwed> owed) {
 
 void Store::Clear(Done done) { Submit(ClearOp{}, std::move(done)); }
 
-int32_t Store::BumpState() {
-  int32_t new_state = 0;
-  SubmitAndWait([this](WriteOp op, Done done) { Submit(std::move(op), std::move(done)); },
-                BumpStateOp{&new_state});
-  return new_state;
-}
+int32_t Store::BumpState() { return WriteState(std::nullopt); }
 
 int32_t Store::MoveStateTo(int32_t state) {
   NLOCKD_REQUIRE(state % 2 != 0, "a state number a host is up with is odd");
+  return WriteState(state);
+}
+
+int32_t Store::WriteState(std::optional<int32_t> to) {
   int32_t new_state = 0;
   SubmitAndWait([this](WriteOp op, Done done) { Submit(std::move(op), std::move(done)); },
-                BumpStateOp{&new_state, state});
+                BumpStateOp{&new_state, to});
   return new_state;
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -157,6 +158,10 @@ class Store {
 
   // Queues op; runs done once it is committed or has failed.
   virtual void Submit(WriteOp op, Done done) = 0;
+
+ private:
+  // BumpState (no `to`) and MoveStateTo: submits the op and waits for the new state.
+  int32_t WriteState(std::optional<int32_t> to);
 };
 
 }  // namespace nlockd::store
