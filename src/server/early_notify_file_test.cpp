@@ -13,6 +13,7 @@
 
 #include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
+#include <asio/ip/udp.hpp>
 #include <gtest/gtest.h>
 
 #include "nsm/wire.hpp"
@@ -233,27 +234,52 @@ TEST(EarlyRound, OnANewBootTellsTheFilesHostsTheNextStateOnce) {
   // Nor does a start that cannot tell its boot.
   EXPECT_EQ(BeginEarlyRound(file, "", "me", ToStatdAt(statd.port())), nullptr);
 
+  // A lead longer than the attempts: it returns once both ended (peer-down's at its deadline).
   std::unique_ptr<EarlyRound> round =
-      BeginEarlyRound(file, "boot-b", "me", ToStatdAt(statd.port()));
+      BeginEarlyRound(file, "boot-b", "me", ToStatdAt(statd.port()), std::chrono::seconds(30));
   ASSERT_NE(round, nullptr);
   EXPECT_EQ(round->state(), 9);
   // Reserved before anything was sent: the store must reach 9 on this boot.
   EXPECT_EQ(EarlyNotifyFile(file.path(), false).record()->state, 9);
   EXPECT_EQ(EarlyNotifyFile(file.path(), false).record()->boot_id, "boot-b");
+  EXPECT_TRUE(round->WaitFinished(std::chrono::milliseconds(0)));
+  EXPECT_EQ(round->Answered(), (std::vector<std::string>{"peer-up"}));
 
+  // The store's round learns of the end through the executor it gives.
   asio::io_context io;
   auto work = asio::make_work_guard(io);
   bool finished = false;
   round->WhenFinished(io.get_executor(), [&] { finished = true; });
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!finished && std::chrono::steady_clock::now() < deadline) {
-    io.run_one_for(std::chrono::milliseconds(100));
-  }
+  io.run_one_for(std::chrono::seconds(10));
   ASSERT_TRUE(finished);
-  EXPECT_EQ(round->Answered(), (std::vector<std::string>{"peer-up"}));
   EXPECT_EQ(statd.received(), (std::vector<std::string>{"me 9"}));
   round.reset();
   EXPECT_EQ(statd.received().size(), 1u) << "one attempt: the store's round retries";
+}
+
+TEST(EarlyRound, AHostThatDoesNotAnswerHoldsTheStartNoLongerThanTheLead) {
+  TempDir dir;
+  EarlyNotifyFile file(dir.path() + "/nsm.db.early-notify", true);
+  ASSERT_TRUE(file.Reserve(7, "boot-a"));
+  file.SetHosts({{"peer-silent", "127.0.0.1"}});
+  file.Flush();
+  // Its rpcbind: a socket that takes the GETPORT and never answers.
+  asio::io_context io;
+  asio::ip::udp::socket silent(io, asio::ip::udp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  nsm::NotifierOptions options;
+  options.rpcbind_port = silent.local_endpoint().port();
+  options.attempt_deadline = std::chrono::seconds(20);
+  options.udp_retry = std::chrono::seconds(20);
+
+  const auto begun = std::chrono::steady_clock::now();
+  std::unique_ptr<EarlyRound> round =
+      BeginEarlyRound(file, "boot-b", "me", options, std::chrono::milliseconds(200));
+  const auto held = std::chrono::steady_clock::now() - begun;
+  ASSERT_NE(round, nullptr);
+  EXPECT_GE(held, std::chrono::milliseconds(200));
+  EXPECT_LT(held, std::chrono::seconds(20)) << "the lead, not the attempt's deadline";
+  EXPECT_FALSE(round->WaitFinished(std::chrono::milliseconds(0))) << "the attempt goes on";
+  EXPECT_TRUE(round->Answered().empty());
 }
 
 TEST(EarlyRound, NotWithoutHostsToTell) {

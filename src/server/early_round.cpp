@@ -53,6 +53,11 @@ void EarlyRound::WhenFinished(asio::any_io_executor executor, std::function<void
   on_finished_ = std::move(done);
 }
 
+bool EarlyRound::WaitFinished(std::chrono::milliseconds limit) {
+  std::unique_lock lock(mutex_);
+  return all_ended_.wait_for(lock, limit, [this] { return ended_ == host_count_; });
+}
+
 std::vector<std::string> EarlyRound::Answered() const {
   std::lock_guard lock(mutex_);
   return answered_;
@@ -67,6 +72,7 @@ void EarlyRound::HostEnded(const std::string& mon_name, bool answered) {
     if (finished && on_finished_) asio::post(finished_executor_, std::move(on_finished_));
   }
   if (finished) {
+    all_ended_.notify_all();
     spdlog::info("nsm early round: {} of {} hosts answered state {}", Answered().size(),
                  host_count_, state_);
     Stop();
@@ -86,7 +92,8 @@ void EarlyRound::Stop() {
 
 std::unique_ptr<EarlyRound> BeginEarlyRound(EarlyNotifyFile& file, const std::string& boot_id,
                                             const std::string& our_name,
-                                            nsm::NotifierOptions options) {
+                                            nsm::NotifierOptions options,
+                                            std::chrono::milliseconds lead) {
   const std::optional<EarlyNotifyRecord> record = file.record();
   // This boot reserved a state already: the store knows whether it was announced. Without a
   // boot id a restart cannot be told from a reboot.
@@ -101,7 +108,9 @@ std::unique_ptr<EarlyRound> BeginEarlyRound(EarlyNotifyFile& file, const std::st
     }
     spdlog::info("nsm notifying {} hosts of state {} as {} before the store opens (early round)",
                  record->hosts.size(), state, our_name);
-    return std::make_unique<EarlyRound>(our_name, state, record->hosts, options);
+    auto round = std::make_unique<EarlyRound>(our_name, state, record->hosts, options);
+    round->WaitFinished(lead);
+    return round;
   } catch (const std::exception& e) {
     spdlog::warn("nsm no early round: {}", e.what());
     return nullptr;

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -41,6 +43,9 @@ class EarlyRound {
   // Posts `done` to `executor` once every host answered or its attempt failed (at once if that
   // is already so).
   void WhenFinished(asio::any_io_executor executor, std::function<void()> done);
+  // Blocks until every host answered or its attempt failed, or `limit` passed; true if every
+  // host's attempt ended.
+  bool WaitFinished(std::chrono::milliseconds limit);
   // The hosts that answered so far (mon_names as the file gives them).
   std::vector<std::string> Answered() const;
 
@@ -58,20 +63,29 @@ class EarlyRound {
   mutable std::mutex mutex_;
   std::vector<std::string> answered_;  // guarded by mutex_
   size_t ended_ = 0;                   // guarded by mutex_
+  std::condition_variable all_ended_;  // with mutex_
   std::function<void()> on_finished_;  // guarded by mutex_; posted to finished_executor_
   asio::any_io_executor finished_executor_;
   bool stopped_ = false;  // io thread only
   std::thread thread_;
 };
 
+// How long a start waits at most for its early round to end before it goes on (opens the
+// store): on a machine with one slow CPU, as at a boot under emulation, the rest of the start
+// would otherwise take the CPU from the round's calls. A host that does not answer holds the
+// start no longer than this.
+inline constexpr std::chrono::milliseconds kEarlyRoundLead{300};
+
 // The early round of a status monitor alone whose start finds `file` written on another boot
-// than `boot_id`: reserves the next state in the file, then sends it. nullptr (logged) when
-// there is nothing to announce early or it cannot be done safely (no boot id); the store's
-// round then announces the boot as it always does.
+// than `boot_id`: reserves the next state in the file, then sends it, and returns once every
+// host answered or its attempt failed, or after `lead`. nullptr (logged) when there is nothing
+// to announce early or it cannot be done safely (no boot id); the store's round then announces
+// the boot as it always does.
 // REQUIRES: this process holds the store's lock (store::SqliteStoreLock) since before `file`
 // was read, and keeps it until the store has its state.
 std::unique_ptr<EarlyRound> BeginEarlyRound(EarlyNotifyFile& file, const std::string& boot_id,
                                             const std::string& our_name,
-                                            nsm::NotifierOptions options);
+                                            nsm::NotifierOptions options,
+                                            std::chrono::milliseconds lead = kEarlyRoundLead);
 
 }  // namespace nlockd::server
