@@ -5,7 +5,9 @@
 #include "nlockd/lock_service.hpp"
 
 #include <filesystem>
+#include <fstream>
 #include <future>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -22,6 +24,7 @@
 
 #include "nlockd/asio.hpp"
 #include "rpc/message.hpp"
+#include "testutil/temp_dir.hpp"
 #include "xdr/encoder.hpp"
 
 namespace nlockd {
@@ -368,16 +371,15 @@ TEST(LockService, NsmOnAListenerOfItsOwn) {
 // the files removed at the end.
 class NewStoreBesideStatd {
  public:
+  // Throws (failing the test at once) when rpc.statd's file cannot be written.
   NewStoreBesideStatd(int32_t statd_state, const char* boot_id) {
-    const int fd = mkstemp(state_file_);
-    EXPECT_GE(fd, 0);
     // rpc.statd's file: one host-order int32.
-    EXPECT_EQ(write(fd, &statd_state, sizeof statd_state),
-              static_cast<ssize_t>(sizeof statd_state));
-    close(fd);
-    setenv("NLOCKD_STATD_STATE_FILE", state_file_, 1);
+    std::ofstream state(state_file(), std::ios::binary);
+    state.write(reinterpret_cast<const char*>(&statd_state), sizeof statd_state);
+    state.close();
+    if (!state) throw std::runtime_error("cannot write " + state_file());
+    setenv("NLOCKD_STATD_STATE_FILE", state_file().c_str(), 1);
     setenv("NLOCKD_BOOT_ID", boot_id, 1);
-    EXPECT_NE(mkdtemp(store_dir_), nullptr);
     options_ = MemoryOptions();
     options_.serve_nlm = false;
     options_.store = "sqlite:" + db();
@@ -385,18 +387,17 @@ class NewStoreBesideStatd {
   ~NewStoreBesideStatd() {
     unsetenv("NLOCKD_BOOT_ID");
     unsetenv("NLOCKD_STATD_STATE_FILE");
-    unlink(state_file_);
-    std::filesystem::remove_all(store_dir_);
   }
   NewStoreBesideStatd(const NewStoreBesideStatd&) = delete;
   NewStoreBesideStatd& operator=(const NewStoreBesideStatd&) = delete;
 
   const Options& options() const { return options_; }
-  std::string db() const { return std::string(store_dir_) + "/nlockd.db"; }
+  std::string db() const { return dir_.path() + "/nlockd.db"; }
 
  private:
-  char state_file_[31] = "/tmp/nlockd-statd-state-XXXXXX";
-  char store_dir_[25] = "/tmp/nlockd-store-XXXXXX";
+  std::string state_file() const { return dir_.path() + "/statd-state"; }
+
+  testutil::TempDir dir_{"statd-store"};
   Options options_;
 };
 

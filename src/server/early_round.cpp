@@ -109,7 +109,10 @@ std::unique_ptr<EarlyRound> BeginEarlyRound(EarlyNotifyFile& file, const std::st
     spdlog::info("nsm notifying {} hosts of state {} as {} before the store opens (early round)",
                  record->hosts.size(), state, our_name);
     auto round = std::make_unique<EarlyRound>(our_name, state, record->hosts, options);
-    round->WaitFinished(lead);
+    if (!round->WaitFinished(lead)) {
+      spdlog::info("nsm early round: {} of {} hosts answered within {} ms; the start goes on",
+                   round->Answered().size(), round->host_count(), lead.count());
+    }
     return round;
   } catch (const std::exception& e) {
     spdlog::warn("nsm no early round: {}", e.what());

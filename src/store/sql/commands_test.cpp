@@ -34,6 +34,7 @@ TEST(Commands, EveryCommandMatchesItsStatementsParameters) {
       PutNotifyOwedOp{{NotifyOwed{}, NotifyOwed{}}},
       ClearOp{},
       BumpStateOp{&state},
+      BumpStateOp{&state, 41},  // MoveStateTo's: set_state
       MarkCleanShutdownOp{},
       LockChangesOp{{PutLock{}, RemoveLock{}, ReplaceLocks{"f", "h", 1, "o", {{}, {}}, {}},
                      PutShare{}, RemoveShare{},
@@ -65,7 +66,7 @@ TEST(Commands, BumpStateReturnsTheStateAndRecordsIt) {
 TEST(Commands, MoveStateToSetsTheStateAndRecordsIt) {
   int32_t state = 0;
   const auto commands = CommandsOf(BumpStateOp{&state, 41});
-  EXPECT_EQ(StatementsOf(commands), (std::vector<Stmt>{Stmt::kSetState, Stmt::kRecordState}));
+  ASSERT_EQ(StatementsOf(commands), (std::vector<Stmt>{Stmt::kSetState, Stmt::kRecordState}));
   EXPECT_EQ(commands[0].returned_state, &state);
   EXPECT_EQ(commands[0].params[1].integer, 41);
 }
