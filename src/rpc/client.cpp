@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "rpc/client.hpp"
 
+#include <memory>
 #include <tuple>
 
 #include <asio/connect.hpp>
@@ -216,7 +217,9 @@ asio::awaitable<CallResult> Client::CallUdp(asio::ip::address address, uint16_t 
   asio::error_code ec;
   socket.connect(peer, ec);
   if (ec) co_return Failure(CallStatus::kUnreachable, ec.message());
-  std::vector<uint8_t> reply(64 * 1024);
+  // Room for any datagram, not zeroed: only the bytes that arrived are read.
+  constexpr size_t kMaxDatagram = 64 * 1024;
+  const auto reply = std::make_unique_for_overwrite<uint8_t[]>(kMaxDatagram);
   auto interval = options.udp_retry;
   asio::steady_timer retry(executor_);
   for (;;) {
@@ -225,8 +228,9 @@ asio::awaitable<CallResult> Client::CallUdp(asio::ip::address address, uint16_t 
     retry.expires_after(interval);
     bool retransmit = false;
     while (!retransmit) {
-      auto result = co_await (socket.async_receive(asio::buffer(reply), kUseTuple) ||
-                              retry.async_wait(kUseTuple));
+      auto result =
+          co_await (socket.async_receive(asio::buffer(reply.get(), kMaxDatagram), kUseTuple) ||
+                    retry.async_wait(kUseTuple));
       if (result.index() == 1) {
         retransmit = true;
         break;
@@ -236,7 +240,7 @@ asio::awaitable<CallResult> Client::CallUdp(asio::ip::address address, uint16_t 
         co_return Failure(CallStatus::kUnreachable, "port unreachable");
       }
       if (recv_ec) co_return Failure(CallStatus::kUnreachable, recv_ec.message());
-      std::span<const uint8_t> message(reply.data(), n);
+      std::span<const uint8_t> message(reply.get(), n);
       DecodedReply header = DecodeReply(message);
       if (!header.ok || header.xid != xid) continue;  // Someone else's, or a stale reply.
       co_return InterpretReply(message);
