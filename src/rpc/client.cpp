@@ -218,7 +218,7 @@ asio::awaitable<CallResult> Client::CallUdp(asio::ip::address address, uint16_t 
   socket.connect(peer, ec);
   if (ec) co_return Failure(CallStatus::kUnreachable, ec.message());
   // Room for any datagram, not zeroed: only the bytes that arrived are read.
-  constexpr size_t kMaxDatagram = 64 * 1024;
+  constexpr size_t kMaxDatagram = size_t{64} * 1024;
   const auto reply = std::make_unique_for_overwrite<uint8_t[]>(kMaxDatagram);
   auto interval = options.udp_retry;
   asio::steady_timer retry(executor_);
