@@ -13,6 +13,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <system_error>
 
 #include <arpa/inet.h>
 #include <httplib.h>
@@ -412,9 +413,12 @@ void AdminServer::Start(const std::string& address, uint16_t port) {
   server->set_keep_alive_max_count(1);
   // httplib's default also sets SO_REUSEPORT, which would let a second nlockd bind the same
   // port and steal half of the requests; SO_REUSEADDR alone allows a restart next to TIME_WAIT.
-  server->set_socket_options([](int sock) {
+  // The socket it binds is the last one it set up (it tries one per address until one binds).
+  auto listening = std::make_shared<int>(-1);
+  server->set_socket_options([listening](int sock) {
     const int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    *listening = sock;
   });
 
   // Refusals that need no body are made before it is read: a body too large by its
@@ -501,6 +505,14 @@ void AdminServer::Start(const std::string& address, uint16_t port) {
   if (bound <= 0) {
     throw Error(ErrorKind::kFailed,
                 "admin: cannot listen on " + address + ":" + std::to_string(port));
+  }
+  // httplib listens with a backlog of 5: a burst of connections beyond that (a flood, or a
+  // monitoring system's checks at once) would have their SYNs dropped and retried a second or
+  // more later, health checks among them. A second listen() raises it; the accept loop then
+  // answers each queued connection in turn (a slot, or 503 when all are taken).
+  if (*listening >= 0 && ::listen(*listening, SOMAXCONN) != 0) {
+    spdlog::warn("admin: cannot raise the listen backlog: {}",
+                 std::error_code(errno, std::generic_category()).message());
   }
   port_ = static_cast<uint16_t>(bound);
   server_ = std::move(server);
