@@ -18,12 +18,12 @@
 #include <asio/use_awaitable.hpp>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
-#include <sqlite3.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "nlockd/asio.hpp"
 #include "rpc/message.hpp"
+#include "store/open_store.hpp"
 #include "testutil/temp_dir.hpp"
 #include "xdr/encoder.hpp"
 
@@ -422,22 +422,10 @@ TEST(LockService, ANewStoreContinuesFromRpcStatdsStateNumber) {
   }
 }
 
-// The rows of the SQLite store's state history (one per state written), read after the service
-// closed it.
-int64_t StateHistoryRows(const std::string& db_path) {
-  sqlite3* db = nullptr;
-  int64_t rows = -1;
-  if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
-    sqlite3_stmt* count = nullptr;
-    if (sqlite3_prepare_v2(db, "SELECT COUNT(*) FROM state_history", -1, &count, nullptr) ==
-            SQLITE_OK &&
-        sqlite3_step(count) == SQLITE_ROW) {
-      rows = sqlite3_column_int64(count, 0);
-    }
-    sqlite3_finalize(count);
-  }
-  sqlite3_close(db);
-  return rows;
+// The SQLite store's state history (one row per state written), read after the service closed
+// it.
+size_t StateHistoryRows(const std::string& db_path) {
+  return store::OpenStore("sqlite:" + db_path, store::StoreOptions{})->StateHistory().size();
 }
 
 // A server whose statd has rebooted for years: its state is passed in one synced write, not one
@@ -450,7 +438,7 @@ TEST(LockService, ANewStoreJumpsPastALargeRpcStatdStateInOneWrite) {
     EXPECT_EQ(service.GetStatus().state_number, 150'003);
   }
   // The first bump (1), the jump (150,003), the clean stop (150,004).
-  EXPECT_EQ(StateHistoryRows(host.db()), 3);
+  EXPECT_EQ(StateHistoryRows(host.db()), 3U);
 }
 
 }  // namespace

@@ -25,8 +25,7 @@ constexpr std::array kPutRegistrationParams{T, B, B, B, I, I, I, B, B, L, L, L};
 constexpr std::array kNodeBytes{T, B};
 constexpr std::array kNodeMyId{T, B, I, I, I};
 constexpr std::array kPutNotifyOwedParams{T, B, B, L, I};
-constexpr std::array kRecordStateParams{T, L};
-constexpr std::array kSetStateParams{T, L};
+constexpr std::array kNodeInt64{T, L};
 constexpr std::array kPutLockParams{T, B, L, B, B, I, B, I, L};
 constexpr std::array kNodeBytesInt64{T, B, L};
 constexpr std::array kNodeBytesInt64Int64{T, B, L, L};
@@ -65,7 +64,7 @@ const std::array<StatementDef, kStmtCount> kStatements{{
      kNode},
     {"set_state",
      "UPDATE node_state SET state = $2, state_boot_id = boot_id WHERE node = $1 RETURNING state",
-     kSetStateParams},
+     kNodeInt64},
     {"mark_clean",
      "UPDATE node_state SET clean_shutdown = 1, state = " NLOCKD_NEXT_EVEN " WHERE node = $1",
      kNode},
@@ -73,7 +72,7 @@ const std::array<StatementDef, kStmtCount> kStatements{{
      "INSERT INTO state_history (node, seq, state, changed_at) "
      "SELECT node, (SELECT COALESCE(MAX(seq), 0) + 1 FROM state_history WHERE node = $1), "
      "state, $2 FROM node_state WHERE node = $1",
-     kRecordStateParams},
+     kNodeInt64},
     {"mark_locks_complete", "UPDATE node_state SET locks_complete = 1 WHERE node = $1", kNode},
     {"put_lock",
      "INSERT INTO locks (node, owner_key, range_offset, file_key, host, svid, owner_handle, "
